@@ -1,0 +1,243 @@
+/**
+ * The rollout tree: one per prompt. The root holds the prompt tokens (mask 0); every other node holds
+ * one segment the policy (or the environment, mask 0) appended. A trajectory is a root-to-leaf path.
+ * Trees are plain JSON-serialisable data; helpers here build, walk, and (de)serialise them. This
+ * module does no sampling and no scoring.
+ */
+import { DataError } from './errors.js';
+
+/**
+ * Why a node stopped growing.
+ * - `stop`: a stop/EOS token was produced.
+ * - `length`: the response hit its maximum length.
+ * - `depth`: the tree's depth limit was reached.
+ * - `repetition`: degenerate repetition was detected.
+ * - `abort`: cancelled (partial rollout, shutdown).
+ * - `error`: the engine or environment failed for this node (see `error`).
+ */
+export type FinishReason = 'stop' | 'length' | 'depth' | 'repetition' | 'abort' | 'error';
+
+export interface TreeNode {
+  /** Unique within its tree; the root is `"0"`, children are `<parent>.<k>`. */
+  id: string;
+  /** Parent id; null for the root. */
+  parent: string | null;
+  /** Number of segments from the root (root = 0). */
+  depth: number;
+  /** Token ids appended by this node (the prompt, for the root). */
+  tokens: number[];
+  /** Sampling log-probability of each token (0 where not sampled, e.g. prompt/environment). */
+  logprobs: number[];
+  /** Per-token entropy of the sampling distribution, when the engine reported it. */
+  entropies?: number[];
+  /** 1 = produced by the policy and trainable, 0 = prompt / environment observation. */
+  mask: number[];
+  /** Null while still growing. */
+  finishReason: FinishReason | null;
+  /** Version of the policy weights that produced this segment. */
+  weightVersion: number;
+  /** Child ids in creation order. */
+  children: string[];
+  /** Reward of the trajectory ending here (leaves only, after Filter). */
+  reward?: number;
+  /** Per-component rewards and notes from the Filter stage. */
+  rewardInfo?: { components: Record<string, number>; info?: Record<string, unknown> };
+  /** Value estimate (e.g. mean reward of the subtree, or a learned prediction). */
+  value?: number;
+  /** Human-readable reason when finishReason is `error`. */
+  error?: string;
+}
+
+export interface RolloutTree {
+  /** Unique id of this tree (e.g. `step3/p17`). */
+  id: string;
+  /** Id of the task item (prompt) this tree was grown from. */
+  itemId: string;
+  /** All nodes by id; `nodes["0"]` is the root. */
+  nodes: Record<string, TreeNode>;
+  /** Free-form metadata (generator name, usage counters...). */
+  meta?: Record<string, unknown>;
+}
+
+/** A root-to-leaf path flattened into token arrays (prompt first). */
+export interface Trajectory {
+  treeId: string;
+  itemId: string;
+  leafId: string;
+  /** Node ids from the root to the leaf. */
+  nodeIds: string[];
+  /** Prompt tokens (root). */
+  promptTokens: number[];
+  /** Response tokens (all non-root segments concatenated); shape [T]. */
+  tokens: number[];
+  /** Sampling log-probs of `tokens`; shape [T]. */
+  logprobs: number[];
+  /** Trainable mask of `tokens`; shape [T]. */
+  mask: number[];
+  /** Weight version per response token; shape [T]. */
+  weightVersions: number[];
+  finishReason: FinishReason | null;
+  reward: number | undefined;
+}
+
+export const ROOT_ID = '0';
+
+export function createTree(id: string, itemId: string, promptTokens: number[], meta?: Record<string, unknown>): RolloutTree {
+  const root: TreeNode = {
+    id: ROOT_ID,
+    parent: null,
+    depth: 0,
+    tokens: promptTokens.slice(),
+    logprobs: promptTokens.map(() => 0),
+    mask: promptTokens.map(() => 0),
+    finishReason: null,
+    weightVersion: 0,
+    children: [],
+  };
+  return { id, itemId, nodes: { [ROOT_ID]: root }, meta: meta ?? {} };
+}
+
+export interface SegmentInput {
+  tokens: number[];
+  logprobs?: number[];
+  entropies?: number[];
+  mask?: number[];
+  finishReason?: FinishReason | null;
+  weightVersion?: number;
+  error?: string;
+}
+
+/** Append a child segment under `parentId`; returns the new node. */
+export function addNode(tree: RolloutTree, parentId: string, segment: SegmentInput): TreeNode {
+  const parent = tree.nodes[parentId];
+  if (!parent) throw new DataError(`tree ${tree.id}: no node ${parentId}`);
+  const T = segment.tokens.length;
+  const logprobs = segment.logprobs ?? new Array(T).fill(0);
+  const mask = segment.mask ?? new Array(T).fill(1);
+  if (logprobs.length !== T || mask.length !== T || (segment.entropies && segment.entropies.length !== T)) {
+    throw new DataError(`tree ${tree.id}: segment arrays must all have length ${T}`);
+  }
+  let k = parent.children.length;
+  while (tree.nodes[`${parentId}.${k}`]) k++;
+  const node: TreeNode = {
+    id: `${parentId}.${k}`,
+    parent: parentId,
+    depth: parent.depth + 1,
+    tokens: segment.tokens.slice(),
+    logprobs: logprobs.slice(),
+    mask: mask.slice(),
+    finishReason: segment.finishReason ?? null,
+    weightVersion: segment.weightVersion ?? 0,
+    children: [],
+  };
+  if (segment.entropies) node.entropies = segment.entropies.slice();
+  if (segment.error !== undefined) node.error = segment.error;
+  tree.nodes[node.id] = node;
+  parent.children.push(node.id);
+  return node;
+}
+
+export function root(tree: RolloutTree): TreeNode {
+  return tree.nodes[ROOT_ID];
+}
+
+/** Leaves (nodes without children, excluding a childless root), in id-creation order. */
+export function leaves(tree: RolloutTree): TreeNode[] {
+  return Object.values(tree.nodes).filter((n) => n.parent !== null && n.children.length === 0);
+}
+
+/** Nodes from the root to `nodeId`, inclusive. */
+export function pathTo(tree: RolloutTree, nodeId: string): TreeNode[] {
+  const out: TreeNode[] = [];
+  let cur: TreeNode | undefined = tree.nodes[nodeId];
+  if (!cur) throw new DataError(`tree ${tree.id}: no node ${nodeId}`);
+  while (cur) {
+    out.push(cur);
+    cur = cur.parent === null ? undefined : tree.nodes[cur.parent];
+  }
+  return out.reverse();
+}
+
+/** All tokens (prompt + response) from the root to `nodeId`. */
+export function prefixTokens(tree: RolloutTree, nodeId: string): number[] {
+  const out: number[] = [];
+  for (const n of pathTo(tree, nodeId)) for (const t of n.tokens) out.push(t);
+  return out;
+}
+
+/** Flatten the path to `leafId` into a trajectory. */
+export function trajectory(tree: RolloutTree, leafId: string): Trajectory {
+  const path = pathTo(tree, leafId);
+  const [rootNode, ...segments] = path;
+  const tokens: number[] = [];
+  const logprobs: number[] = [];
+  const mask: number[] = [];
+  const weightVersions: number[] = [];
+  for (const n of segments) {
+    for (let i = 0; i < n.tokens.length; i++) {
+      tokens.push(n.tokens[i]);
+      logprobs.push(n.logprobs[i]);
+      mask.push(n.mask[i]);
+      weightVersions.push(n.weightVersion);
+    }
+  }
+  const leaf = path[path.length - 1];
+  return {
+    treeId: tree.id,
+    itemId: tree.itemId,
+    leafId,
+    nodeIds: path.map((n) => n.id),
+    promptTokens: rootNode.tokens.slice(),
+    tokens,
+    logprobs,
+    mask,
+    weightVersions,
+    finishReason: leaf.finishReason,
+    reward: leaf.reward,
+  };
+}
+
+/** Every leaf's trajectory. */
+export function trajectories(tree: RolloutTree): Trajectory[] {
+  return leaves(tree).map((l) => trajectory(tree, l.id));
+}
+
+/** Tokens generated in this tree (non-root segments, each counted once even if shared by leaves). */
+export function generatedTokenCount(tree: RolloutTree): number {
+  let total = 0;
+  for (const n of Object.values(tree.nodes)) if (n.parent !== null) total += n.tokens.length;
+  return total;
+}
+
+/** Serialise to one JSON line. */
+export function treeToJSON(tree: RolloutTree): string {
+  return JSON.stringify(tree);
+}
+
+/** Parse and validate a tree from JSON; errors name `source` (file:line) when given. */
+export function treeFromJSON(text: string, source?: string): RolloutTree {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (cause) {
+    throw new DataError(`${source ?? 'tree'}: invalid JSON`, source, undefined, undefined, { cause });
+  }
+  const t = raw as RolloutTree;
+  const where = source ?? 'tree';
+  if (!t || typeof t !== 'object') throw new DataError(`${where}: not an object`);
+  if (typeof t.id !== 'string') throw new DataError(`${where}: field "id" must be a string`, source, undefined, 'id');
+  if (typeof t.itemId !== 'string') throw new DataError(`${where}: field "itemId" must be a string`, source, undefined, 'itemId');
+  if (!t.nodes || typeof t.nodes !== 'object' || !t.nodes[ROOT_ID]) {
+    throw new DataError(`${where}: field "nodes" must contain a root "0"`, source, undefined, 'nodes');
+  }
+  for (const [id, n] of Object.entries(t.nodes)) {
+    if (n.id !== id) throw new DataError(`${where}: node key ${id} has id ${n.id}`, source, undefined, `nodes.${id}.id`);
+    if (!Array.isArray(n.tokens) || n.logprobs.length !== n.tokens.length || n.mask.length !== n.tokens.length) {
+      throw new DataError(`${where}: node ${id} has mismatched tokens/logprobs/mask`, source, undefined, `nodes.${id}`);
+    }
+    if (n.parent !== null && !t.nodes[n.parent]) {
+      throw new DataError(`${where}: node ${id} has unknown parent ${n.parent}`, source, undefined, `nodes.${id}.parent`);
+    }
+  }
+  return t;
+}

@@ -1,0 +1,186 @@
+/**
+ * Plain-TypeScript reference kernels: the oracle every WASM kernel is tested against, and the
+ * fallback when WebAssembly SIMD is unavailable. Written for clarity, not speed. See types.ts.
+ */
+import type { Kernels } from './types.js';
+
+export function matmulRef(out: Float32Array, a: Float32Array, b: Float32Array, M: number, K: number, N: number, accumulate: boolean): void {
+  for (let i = 0; i < M; i++) {
+    for (let j = 0; j < N; j++) {
+      let s = 0;
+      for (let p = 0; p < K; p++) s += a[i * K + p] * b[p * N + j];
+      out[i * N + j] = accumulate ? out[i * N + j] + s : s;
+    }
+  }
+}
+
+export function matmulBTRef(out: Float32Array, a: Float32Array, b: Float32Array, M: number, K: number, N: number, accumulate: boolean): void {
+  for (let i = 0; i < M; i++) {
+    for (let j = 0; j < N; j++) {
+      let s = 0;
+      for (let p = 0; p < K; p++) s += a[i * K + p] * b[j * K + p];
+      out[i * N + j] = accumulate ? out[i * N + j] + s : s;
+    }
+  }
+}
+
+export function matmulATRef(out: Float32Array, a: Float32Array, b: Float32Array, M: number, K: number, N: number, accumulate: boolean): void {
+  for (let i = 0; i < M; i++) {
+    for (let j = 0; j < N; j++) {
+      let s = 0;
+      for (let p = 0; p < K; p++) s += a[p * M + i] * b[p * N + j];
+      out[i * N + j] = accumulate ? out[i * N + j] + s : s;
+    }
+  }
+}
+
+export function rmsnormForwardRef(out: Float32Array, rstd: Float32Array, x: Float32Array, weight: Float32Array, N: number, C: number, eps: number): void {
+  for (let n = 0; n < N; n++) {
+    let ss = 0;
+    for (let c = 0; c < C; c++) ss += x[n * C + c] * x[n * C + c];
+    const r = 1 / Math.sqrt(ss / C + eps);
+    rstd[n] = r;
+    for (let c = 0; c < C; c++) out[n * C + c] = x[n * C + c] * r * weight[c];
+  }
+}
+
+export function rmsnormBackwardRef(dx: Float32Array, dweight: Float32Array, dout: Float32Array, x: Float32Array, weight: Float32Array, rstd: Float32Array, N: number, C: number): void {
+  for (let n = 0; n < N; n++) {
+    const r = rstd[n];
+    // y_c = x_c r w_c;  dL/dx_j = r w_j g_j - r^3/C x_j Σ_c g_c w_c x_c
+    let dot = 0;
+    for (let c = 0; c < C; c++) dot += dout[n * C + c] * weight[c] * x[n * C + c];
+    const k = (r * r * r) / C;
+    for (let c = 0; c < C; c++) {
+      const g = dout[n * C + c];
+      dweight[c] += g * x[n * C + c] * r;
+      dx[n * C + c] += r * weight[c] * g - k * x[n * C + c] * dot;
+    }
+  }
+}
+
+export function softmaxForwardRef(out: Float32Array, x: Float32Array, N: number, C: number): void {
+  for (let n = 0; n < N; n++) {
+    let mx = -Infinity;
+    for (let c = 0; c < C; c++) mx = Math.max(mx, x[n * C + c]);
+    let sum = 0;
+    for (let c = 0; c < C; c++) {
+      const e = Math.exp(x[n * C + c] - mx);
+      out[n * C + c] = e;
+      sum += e;
+    }
+    for (let c = 0; c < C; c++) out[n * C + c] /= sum;
+  }
+}
+
+export function logSoftmaxForwardRef(out: Float32Array, x: Float32Array, N: number, C: number): void {
+  for (let n = 0; n < N; n++) {
+    let mx = -Infinity;
+    for (let c = 0; c < C; c++) mx = Math.max(mx, x[n * C + c]);
+    let sum = 0;
+    for (let c = 0; c < C; c++) sum += Math.exp(x[n * C + c] - mx);
+    const lse = mx + Math.log(sum);
+    for (let c = 0; c < C; c++) out[n * C + c] = x[n * C + c] - lse;
+  }
+}
+
+export function softmaxBackwardRef(dx: Float32Array, dout: Float32Array, y: Float32Array, N: number, C: number): void {
+  for (let n = 0; n < N; n++) {
+    let dot = 0;
+    for (let c = 0; c < C; c++) dot += dout[n * C + c] * y[n * C + c];
+    for (let c = 0; c < C; c++) dx[n * C + c] += y[n * C + c] * (dout[n * C + c] - dot);
+  }
+}
+
+export function logSoftmaxBackwardRef(dx: Float32Array, dout: Float32Array, y: Float32Array, N: number, C: number): void {
+  for (let n = 0; n < N; n++) {
+    let sum = 0;
+    for (let c = 0; c < C; c++) sum += dout[n * C + c];
+    for (let c = 0; c < C; c++) dx[n * C + c] += dout[n * C + c] - Math.exp(y[n * C + c]) * sum;
+  }
+}
+
+export function attentionForwardRef(out: Float32Array, att: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array, B: number, T: number, C: number, NH: number): void {
+  const hs = C / NH;
+  const scale = 1 / Math.sqrt(hs);
+  for (let b = 0; b < B; b++) {
+    for (let h = 0; h < NH; h++) {
+      for (let t = 0; t < T; t++) {
+        const row = ((b * NH + h) * T + t) * T;
+        const qo = (b * T + t) * C + h * hs;
+        let mx = -Infinity;
+        for (let s = 0; s <= t; s++) {
+          const ko = (b * T + s) * C + h * hs;
+          let d = 0;
+          for (let i = 0; i < hs; i++) d += q[qo + i] * k[ko + i];
+          d *= scale;
+          att[row + s] = d;
+          if (d > mx) mx = d;
+        }
+        let sum = 0;
+        for (let s = 0; s <= t; s++) {
+          const e = Math.exp(att[row + s] - mx);
+          att[row + s] = e;
+          sum += e;
+        }
+        for (let s = 0; s <= t; s++) att[row + s] /= sum;
+        for (let s = t + 1; s < T; s++) att[row + s] = 0;
+        for (let i = 0; i < hs; i++) {
+          let acc = 0;
+          for (let s = 0; s <= t; s++) acc += att[row + s] * v[(b * T + s) * C + h * hs + i];
+          out[qo + i] = acc;
+        }
+      }
+    }
+  }
+}
+
+export function attentionBackwardRef(dq: Float32Array, dk: Float32Array, dv: Float32Array, dout: Float32Array, att: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array, B: number, T: number, C: number, NH: number): void {
+  const hs = C / NH;
+  const scale = 1 / Math.sqrt(hs);
+  const datt = new Float64Array(T);
+  for (let b = 0; b < B; b++) {
+    for (let h = 0; h < NH; h++) {
+      for (let t = 0; t < T; t++) {
+        const row = ((b * NH + h) * T + t) * T;
+        const qo = (b * T + t) * C + h * hs;
+        // out_t = Σ_s att[t,s] v_s
+        let dot = 0;
+        for (let s = 0; s <= t; s++) {
+          const vo = (b * T + s) * C + h * hs;
+          let d = 0;
+          for (let i = 0; i < hs; i++) {
+            d += dout[qo + i] * v[vo + i];
+            dv[vo + i] += att[row + s] * dout[qo + i];
+          }
+          datt[s] = d;
+          dot += d * att[row + s];
+        }
+        for (let s = 0; s <= t; s++) {
+          const dpre = att[row + s] * (datt[s] - dot) * scale;
+          const ko = (b * T + s) * C + h * hs;
+          for (let i = 0; i < hs; i++) {
+            dq[qo + i] += dpre * k[ko + i];
+            dk[ko + i] += dpre * q[qo + i];
+          }
+        }
+      }
+    }
+  }
+}
+
+export const referenceKernels: Kernels = {
+  name: 'reference',
+  alloc: (n: number) => new Float32Array(n),
+  matmul: matmulRef,
+  matmulBT: matmulBTRef,
+  matmulAT: matmulATRef,
+  rmsnormForward: rmsnormForwardRef,
+  rmsnormBackward: rmsnormBackwardRef,
+  softmaxForward: softmaxForwardRef,
+  logSoftmaxForward: logSoftmaxForwardRef,
+  softmaxBackward: softmaxBackwardRef,
+  logSoftmaxBackward: logSoftmaxBackwardRef,
+  attentionForward: attentionForwardRef,
+  attentionBackward: attentionBackwardRef,
+};

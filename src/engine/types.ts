@@ -1,0 +1,178 @@
+/**
+ * The two engine interfaces every backend implements: `Sampler` (tokens in → tokens, log-probs out)
+ * and `Trainer` (datums in → gradients, optimiser steps), modelled on the Tinker API so remote clients
+ * stay thin. The embedded engine (`engine/nano`) implements both in-process; `engine/remote` speaks
+ * vLLM/SGLang/Tinker over HTTP. Stages depend on these types only, never on a concrete engine.
+ */
+
+/** One sampling request: continue `tokens` with `n` independent continuations. */
+export interface SampleRequest {
+  /** Full context token ids (prompt + response so far). */
+  tokens: number[];
+  /**
+   * Handle of a cached sequence returned by an earlier completion whose tokens are a prefix of
+   * `tokens` (engines with explicit prefix sharing fork it instead of recomputing). Optional hint:
+   * engines without handles, or with an unknown/expired handle, recompute or use their own cache.
+   */
+  cacheHandle?: string;
+  /** Number of continuations (children) to sample from this context. Default 1. */
+  n?: number;
+  /** Maximum new tokens per continuation (a segment may be short). */
+  maxTokens: number;
+  /** Softmax temperature; 0 = greedy. Default 1. */
+  temperature?: number;
+  /** Nucleus sampling mass in (0, 1]. Default 1. */
+  topP?: number;
+  /** Keep only the k most likely tokens; 0 or -1 = off. */
+  topK?: number;
+  /** Token ids that end a continuation (the stop token is included in the output). */
+  stopTokens?: number[];
+  /** Seed for this request's sampling; continuation i uses a stream derived from (seed, i). */
+  seed?: number;
+  /** Force the first token of continuation i to `forcedTokens[i]` (LATR branching). */
+  forcedTokens?: number[];
+  /** Return per-token entropy of the sampling distribution. */
+  returnEntropy?: boolean;
+  /** Return the top-k log-probs at every position (0 = none). */
+  topLogprobs?: number;
+  /** Keep each continuation's KV state alive and return a `cacheHandle` for it. */
+  retain?: boolean;
+  /** Affinity key (e.g. tree id): requests with the same key go to the same server when balancing. */
+  affinityKey?: string;
+}
+
+/** One sampled continuation. */
+export interface SampleCompletion {
+  /** New token ids (includes the stop token if one was produced). */
+  tokens: number[];
+  /** Sampling log-prob of each new token under the (temperature-scaled, truncated) distribution. */
+  logprobs: number[];
+  /** Entropy (nats) of the sampling distribution at each new token, when requested and available. */
+  entropies?: number[];
+  /** Top-k (token, log-prob) pairs per position, when requested. */
+  topLogprobs?: Array<Array<[number, number]>>;
+  /** `stop`: stop token produced; `length`: maxTokens reached; `abort`: cancelled. */
+  finishReason: 'stop' | 'length' | 'abort';
+  /** Handle of the KV state after this continuation, when `retain` was set and supported. */
+  cacheHandle?: string;
+}
+
+/** Compute accounting for one request. */
+export interface SampleUsage {
+  /** Context tokens the engine had to compute (prefill). */
+  promptTokensComputed: number;
+  /** Context tokens served from shared pages / prefix cache instead of recomputed. */
+  prefixTokensReused: number;
+  /** New tokens decoded. */
+  tokensDecoded: number;
+}
+
+export interface SampleResult {
+  completions: SampleCompletion[];
+  usage: SampleUsage;
+  /** Weight version that produced these tokens. */
+  weightVersion: number;
+}
+
+/** What a sampler can do; generators check these and fail clearly if something is missing. */
+export interface SamplerCapabilities {
+  entropy: boolean;
+  topLogprobs: boolean;
+  forcedTokens: boolean;
+  cacheHandles: boolean;
+  /** Automatic prefix caching of re-sent prefixes (vLLM/SGLang). */
+  prefixCaching: boolean;
+}
+
+export interface Sampler {
+  readonly specificationVersion: 'arbor.sampler.v1';
+  readonly capabilities: SamplerCapabilities;
+  /** Sample all requests (engines batch them together). Results are in request order. */
+  sample(requests: SampleRequest[], options?: { signal?: AbortSignal }): Promise<SampleResult[]>;
+  /** Release retained cache handles. Unknown handles are ignored. */
+  release(handles: string[]): void;
+  /** Current weight version. */
+  weightVersion(): number;
+  close?(): Promise<void>;
+}
+
+/**
+ * One training sequence. All per-token arrays have length T = inputTokens.length, aligned with
+ * `targetTokens` (input = sequence[:-1], target = sequence[1:]).
+ */
+export interface Datum {
+  inputTokens: number[];
+  targetTokens: number[];
+  /**
+   * Per-token loss weight. The trainer's loss is sum_t weights[t] * loss_t; aggregation
+   * (token_mean, seq_mean_token_mean, ...) and masks are encoded here by the caller.
+   */
+  weights: number[];
+  /** Behaviour-policy log-prob of each target token (policy losses). */
+  samplingLogprobs?: number[];
+  /** Per-token advantage (policy losses). */
+  advantages?: number[];
+  /** Reference-policy log-probs for the KL penalty (optional). */
+  referenceLogprobs?: number[];
+}
+
+/** Loss functions the trainer computes per token (then weights and sums). */
+export type LossSpec =
+  /** -logp(target). */
+  | { kind: 'cross_entropy' }
+  /** -rho * A with rho = exp(logp - samplingLogp). */
+  | { kind: 'importance_sampling'; truncateAt?: number }
+  /** -min(rho*A, clip(rho, 1-clipLow, 1+clipHigh)*A), optional dual clip (for A<0) at `dualClip`. */
+  | { kind: 'ppo'; clipLow: number; clipHigh: number; dualClip?: number; truncateAt?: number }
+  /** Sequence-level ratio s = exp(weighted-mean_t(logp - samplingLogp)), clipped like ppo. */
+  | { kind: 'gspo'; clipLow: number; clipHigh: number };
+
+/** Extra terms added to every policy loss. */
+export interface LossExtras {
+  /** Coefficient of the k3 KL estimator to `referenceLogprobs` (0 = off). */
+  klCoef?: number;
+  /** Coefficient of an entropy bonus (0 = off). */
+  entropyCoef?: number;
+}
+
+export interface ForwardBackwardResult {
+  /** Sum over datums and tokens of weights * loss. */
+  loss: number;
+  /** Current-policy log-prob of each target token, per datum. */
+  logprobs: number[][];
+  /** clip_fraction, approx_kl, entropy, ... (loss-dependent). */
+  metrics: Record<string, number>;
+}
+
+export interface AdamParams {
+  learningRate: number;
+  beta1?: number;
+  beta2?: number;
+  eps?: number;
+  weightDecay?: number;
+  /** Clip the global gradient norm to this value (0 = off). */
+  gradClipNorm?: number;
+}
+
+export interface OptimStepResult {
+  /** Global gradient norm before clipping. */
+  gradNorm: number;
+  /** Number of optimiser steps taken so far. */
+  step: number;
+}
+
+export interface Trainer {
+  readonly specificationVersion: 'arbor.trainer.v1';
+  /** Forward and backward; gradients accumulate until `optimStep`. */
+  forwardBackward(data: Datum[], loss: LossSpec, extras?: LossExtras): Promise<ForwardBackwardResult>;
+  /** Apply accumulated gradients with AdamW, then zero them. */
+  optimStep(params: AdamParams): Promise<OptimStepResult>;
+  /** Current-policy log-probs of each datum's target tokens (no gradient). */
+  logprobs(data: Datum[]): Promise<number[][]>;
+  /** Publish current weights to the sampler; returns the new weight version. */
+  saveForSampler(): Promise<{ weightVersion: number; path?: string }>;
+  /** Save full training state (weights + optimiser) into `dir`. */
+  saveState(dir: string): Promise<void>;
+  /** Load full training state from `dir`. */
+  loadState(dir: string): Promise<void>;
+}

@@ -1,0 +1,55 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Rng } from '../../src/core/rng.js';
+import { addNode, createTree, generatedTokenCount, leaves, trajectory, treeFromJSON, treeToJSON } from '../../src/core/tree.js';
+import { DataError, EngineCallError } from '../../src/core/errors.js';
+
+test('rng: same seed same stream, different seeds differ, state round-trips', () => {
+  const a = new Rng(42), b = new Rng(42), c = new Rng(43);
+  const xa = Array.from({ length: 8 }, () => a.nextU32());
+  const xb = Array.from({ length: 8 }, () => b.nextU32());
+  const xc = Array.from({ length: 8 }, () => c.nextU32());
+  assert.deepEqual(xa, xb);
+  assert.notDeepEqual(xa, xc);
+  const st = a.getState();
+  const next = a.next();
+  const d = new Rng(st);
+  assert.equal(d.next(), next);
+  const f1 = new Rng(1).fork('p0').next(), f2 = new Rng(1).fork('p1').next();
+  assert.notEqual(f1, f2);
+  assert.equal(new Rng(1).fork('p0').next(), f1);
+});
+
+test('rng: uniform mean and int range', () => {
+  const r = new Rng(7);
+  let s = 0;
+  const counts = [0, 0, 0];
+  for (let i = 0; i < 30000; i++) { s += r.next(); counts[r.int(3)]++; }
+  assert.ok(Math.abs(s / 30000 - 0.5) < 0.01);
+  for (const c of counts) assert.ok(Math.abs(c / 30000 - 1 / 3) < 0.02);
+});
+
+test('tree: build, trajectories, token count, JSON round-trip', () => {
+  const t = createTree('t1', 'item1', [1, 2]);
+  const a = addNode(t, '0', { tokens: [3, 4], logprobs: [-0.1, -0.2] });
+  const b = addNode(t, a.id, { tokens: [5], logprobs: [-0.3], finishReason: 'stop' });
+  const c = addNode(t, a.id, { tokens: [1, 2], logprobs: [-0.4, -0.5], finishReason: 'length', weightVersion: 2 });
+  assert.equal(b.id, '0.0.0');
+  assert.deepEqual(leaves(t).map((n) => n.id), [b.id, c.id]);
+  const tr = trajectory(t, c.id);
+  assert.deepEqual(tr.promptTokens, [1, 2]);
+  assert.deepEqual(tr.tokens, [3, 4, 1, 2]);
+  assert.deepEqual(tr.logprobs, [-0.1, -0.2, -0.4, -0.5]);
+  assert.deepEqual(tr.weightVersions, [0, 0, 2, 2]);
+  assert.equal(tr.finishReason, 'length');
+  assert.equal(generatedTokenCount(t), 5);
+  assert.deepEqual(treeFromJSON(treeToJSON(t)), t);
+  assert.throws(() => treeFromJSON('{"id":"x"}', 'f.jsonl:3'), DataError);
+  assert.throws(() => addNode(t, '0', { tokens: [1], logprobs: [] }), DataError);
+});
+
+test('errors: retryable derived from status', () => {
+  assert.equal(new EngineCallError('x', { status: 500 }).isRetryable, true);
+  assert.equal(new EngineCallError('x', { status: 429 }).isRetryable, true);
+  assert.equal(new EngineCallError('x', { status: 400 }).isRetryable, false);
+});

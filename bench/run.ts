@@ -1,0 +1,16 @@
+/**
+ * Benchmark dispatcher: `npm run bench -- <name> [args]` runs bench/<name>.ts's `main(args)`.
+ * Each bench prints a table and writes bench/out/<name>.json with a `headline` object.
+ */
+import { existsSync } from 'node:fs';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { dirname, join } from 'node:path';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const [name, ...args] = process.argv.slice(2);
+if (!name || !/^[a-z0-9-]+$/.test(name) || !existsSync(join(here, `${name}.ts`))) {
+  console.error(`usage: npm run bench -- <name>   (a file bench/<name>.ts; got ${JSON.stringify(name ?? '')})`);
+  process.exit(2);
+}
+const mod = (await import(pathToFileURL(join(here, `${name}.ts`)).href)) as { main: (args: string[]) => Promise<void> };
+await mod.main(args);

@@ -1,0 +1,135 @@
+/**
+ * Sampler over SGLang's native `/generate` API (pinned: SGLang 0.4.x/0.5.x fields): `input_ids`,
+ * `sampling_params` {max_new_tokens, temperature, top_p, top_k, stop_token_ids, sampling_seed},
+ * `return_logprob`, `top_logprobs_num`, `rid`; reply `meta_info` {finish_reason.type,
+ * output_token_logprobs [[logprob, id, text]], output_top_logprobs, prompt_tokens, cached_tokens}.
+ * n continuations are sent as one batched request of n copies (the radix cache shares the prefix).
+ * Cancellation calls `/abort_request` for every rid still running, then rejects with the abort reason.
+ */
+import { EngineCallError } from '../../core/errors.js';
+import type { SampleCompletion, SampleRequest, SampleResult, Sampler, SamplerCapabilities } from '../types.js';
+import type { JsonClientOptions } from './http.js';
+import { ServerPool } from './balancer.js';
+import { entropyFromTopK } from './openai-completions.js';
+
+export interface SGLangOptions {
+  servers: Array<string | JsonClientOptions>;
+  concurrencyPerServer?: number;
+  /** Top-k log-probs per token used for the entropy estimate. */
+  topLogprobsForEntropy?: number;
+}
+
+interface SGLangMeta {
+  finish_reason?: { type?: string } | null;
+  prompt_tokens?: number;
+  cached_tokens?: number;
+  output_token_logprobs?: Array<[number, number, string | null]>;
+  output_top_logprobs?: Array<Array<[number, number, string | null]> | null>;
+}
+
+let ridCounter = 0;
+
+export class SGLangSampler implements Sampler {
+  readonly specificationVersion = 'arbor.sampler.v1' as const;
+  readonly capabilities: SamplerCapabilities = { entropy: true, topLogprobs: true, forcedTokens: false, cacheHandles: false, prefixCaching: true };
+  private readonly pool: ServerPool;
+  private version = 0;
+
+  constructor(readonly options: SGLangOptions) {
+    this.pool = new ServerPool(options.servers, options.concurrencyPerServer ?? 64);
+  }
+
+  weightVersion(): number {
+    return this.version;
+  }
+
+  setWeightVersion(version: number): void {
+    this.version = version;
+  }
+
+  release(): void {}
+
+  /** Body for one request (n copies batched). */
+  requestBody(request: SampleRequest, rids: string[]): Record<string, unknown> {
+    if (request.forcedTokens?.length) throw new EngineCallError('sglang sampler: forcedTokens is not supported', { isRetryable: false });
+    const n = request.n ?? 1;
+    const k = Math.max(request.topLogprobs ?? 0, request.returnEntropy ? this.options.topLogprobsForEntropy ?? 5 : 0);
+    const samplingParams = (i: number): Record<string, unknown> => {
+      const p: Record<string, unknown> = {
+        max_new_tokens: request.maxTokens,
+        temperature: request.temperature ?? 1,
+        top_p: request.topP ?? 1,
+        top_k: request.topK && request.topK > 0 ? request.topK : -1,
+        skip_special_tokens: false,
+      };
+      if (request.stopTokens?.length) p.stop_token_ids = request.stopTokens;
+      if (request.seed !== undefined) p.sampling_seed = (request.seed + i * 7919) >>> 0;
+      return p;
+    };
+    return {
+      input_ids: Array.from({ length: n }, () => request.tokens),
+      sampling_params: Array.from({ length: n }, (_, i) => samplingParams(i)),
+      return_logprob: true,
+      top_logprobs_num: k,
+      logprob_start_len: -1,
+      rid: rids,
+      stream: false,
+    };
+  }
+
+  async sample(requests: SampleRequest[], options: { signal?: AbortSignal } = {}): Promise<SampleResult[]> {
+    return Promise.all(requests.map((r) => this.sampleOne(r, options.signal)));
+  }
+
+  private async sampleOne(request: SampleRequest, signal?: AbortSignal): Promise<SampleResult> {
+    const client = this.pool.pick(request.affinityKey);
+    const n = request.n ?? 1;
+    const rids = Array.from({ length: n }, () => `arbor-${process.pid}-${++ridCounter}`);
+    const version = this.version;
+    const onAbort = () => {
+      for (const rid of rids) client.call('/abort_request', { rid }).catch(() => undefined);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      const reply = await client.call<unknown>('/generate', this.requestBody(request, rids), signal);
+      return parseGenerateReply(reply, request, client.baseUrl + '/generate', version);
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+    }
+  }
+}
+
+export function parseGenerateReply(reply: unknown, request: SampleRequest, url: string, weightVersion: number): SampleResult {
+  const malformed = (what: string) => new EngineCallError(`${url}: malformed reply: ${what}`, { url, isRetryable: false, body: JSON.stringify(reply)?.slice(0, 2000) });
+  const items = (Array.isArray(reply) ? reply : [reply]) as Array<{ meta_info?: SGLangMeta; output_ids?: number[] }>;
+  const n = request.n ?? 1;
+  if (items.length !== n) throw malformed(`expected ${n} outputs, got ${items.length}`);
+  let promptComputed = 0;
+  let reused = 0;
+  const completions: SampleCompletion[] = items.map((item, i) => {
+    const meta = item?.meta_info;
+    if (!meta || !Array.isArray(meta.output_token_logprobs)) throw malformed(`[${i}].meta_info.output_token_logprobs missing`);
+    const tokens = meta.output_token_logprobs.map((e, j) => {
+      if (!Array.isArray(e) || typeof e[1] !== 'number') throw malformed(`[${i}].meta_info.output_token_logprobs[${j}] is not [logprob, id, text]`);
+      return e[1];
+    });
+    const logprobs = meta.output_token_logprobs.map((e, j) => {
+      if (typeof e[0] !== 'number' || !Number.isFinite(e[0])) throw malformed(`[${i}].meta_info.output_token_logprobs[${j}][0] is ${e[0]}`);
+      return e[0];
+    });
+    const type = meta.finish_reason?.type;
+    const completion: SampleCompletion = { tokens, logprobs, finishReason: type === 'stop' ? 'stop' : type === 'abort' ? 'abort' : 'length' };
+    if (meta.output_top_logprobs && (request.returnEntropy || request.topLogprobs)) {
+      const top = meta.output_top_logprobs.map((row) => (row ?? []).map((e) => [e[1], e[0]] as [number, number]));
+      if (request.topLogprobs) completion.topLogprobs = top;
+      if (request.returnEntropy) completion.entropies = top.map(entropyFromTopK);
+    }
+    const prompt = meta.prompt_tokens ?? request.tokens.length;
+    const cached = Math.min(meta.cached_tokens ?? 0, prompt);
+    promptComputed += prompt - cached;
+    reused += cached;
+    return completion;
+  });
+  const decoded = completions.reduce((s, c) => s + c.tokens.length, 0);
+  return { completions, usage: { promptTokensComputed: promptComputed, prefixTokensReused: reused, tokensDecoded: decoded }, weightVersion };
+}

@@ -1,0 +1,152 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { ArborServer } from '../../src/serve/server.js';
+import { OpenAICompletionsSampler, entropyFromTopK } from '../../src/engine/remote/openai-completions.js';
+import { SGLangSampler } from '../../src/engine/remote/sglang.js';
+import { ServerPool } from '../../src/engine/remote/balancer.js';
+import { JsonClient } from '../../src/engine/remote/http.js';
+import { EngineCallError } from '../../src/core/errors.js';
+import { ScriptedSampler } from './scripted-sampler.js';
+
+const request = { tokens: [1, 2, 3, 4], n: 3, maxTokens: 6, seed: 11, stopTokens: [7], topLogprobs: 2 };
+
+test('openai-completions client over arbor serve returns exactly what the engine sampled', async () => {
+  const engine = new ScriptedSampler();
+  const server = new ArborServer({ sampler: engine, modelName: 'm' });
+  const url = await server.listen();
+  try {
+    const client = new OpenAICompletionsSampler({ servers: [url], model: 'm' });
+    const [viaHttp] = await client.sample([request]);
+    const [direct] = await new ScriptedSampler().sample([request]);
+    assert.equal(viaHttp.completions.length, 3);
+    for (let i = 0; i < 3; i++) {
+      assert.deepEqual(viaHttp.completions[i].tokens, direct.completions[i].tokens);
+      assert.deepEqual(viaHttp.completions[i].logprobs, direct.completions[i].logprobs);
+      assert.equal(viaHttp.completions[i].finishReason, direct.completions[i].finishReason);
+      assert.deepEqual(viaHttp.completions[i].topLogprobs, direct.completions[i].topLogprobs);
+    }
+    assert.equal(viaHttp.usage.tokensDecoded, direct.usage.tokensDecoded);
+    // the request body carries the vLLM fields
+    const body = client.requestBody(request);
+    assert.deepEqual(body.prompt, [1, 2, 3, 4]);
+    assert.deepEqual(body.stop_token_ids, [7]);
+    assert.equal(body.return_tokens_as_token_ids, true);
+    assert.equal(body.cache_salt, 'arbor-v0');
+  } finally {
+    await server.close();
+  }
+});
+
+test('sglang client over arbor serve: batched n, logprobs, finish reasons', async () => {
+  const server = new ArborServer({ sampler: new ScriptedSampler(), modelName: 'm' });
+  const url = await server.listen();
+  try {
+    const client = new SGLangSampler({ servers: [url] });
+    const [r] = await client.sample([{ tokens: [5, 6], n: 2, maxTokens: 4, seed: 3, returnEntropy: true }]);
+    assert.equal(r.completions.length, 2);
+    for (const c of r.completions) {
+      assert.equal(c.tokens.length, c.logprobs.length);
+      assert.ok(c.tokens.length <= 4);
+      assert.equal(c.entropies?.length, c.tokens.length);
+    }
+  } finally {
+    await server.close();
+  }
+});
+
+test('serve rejects malformed requests with 400 naming the field', async () => {
+  const server = new ArborServer({ sampler: new ScriptedSampler(), modelName: 'm' });
+  const url = await server.listen();
+  try {
+    const res = await fetch(`${url}/v1/completions`, { method: 'POST', body: JSON.stringify({ model: 'm', prompt: [1, -2] }) });
+    assert.equal(res.status, 400);
+    assert.match(((await res.json()) as { error: string }).error, /field "prompt"/);
+    const res2 = await fetch(`${url}/v1/completions`, { method: 'POST', body: '{not json' });
+    assert.equal(res2.status, 400);
+    const health = (await (await fetch(`${url}/health`)).json()) as { status: string };
+    assert.equal(health.status, 'ok');
+  } finally {
+    await server.close();
+  }
+});
+
+/** A raw server whose first `failures` answers misbehave in the given way, then proxies to `target`. */
+async function flakyProxy(target: string, mode: '500' | 'drop' | 'stall' | '429', failures: number): Promise<{ url: string; server: Server; hits: () => number }> {
+  let hits = 0;
+  const server = createServer(async (req, res) => {
+    hits++;
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    if (hits <= failures) {
+      if (mode === '500') { res.writeHead(500); res.end('boom'); return; }
+      if (mode === '429') { res.writeHead(429); res.end('slow down'); return; }
+      if (mode === 'drop') { req.socket.destroy(); return; }
+      return; // stall: never answer
+    }
+    const upstream = await fetch(target + req.url, { method: req.method, body: Buffer.concat(chunks), headers: { 'content-type': 'application/json' } });
+    res.writeHead(upstream.status, { 'content-type': 'application/json' });
+    res.end(await upstream.text());
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server, hits: () => hits };
+}
+
+for (const mode of ['500', 'drop', 'stall', '429'] as const) {
+  test(`retries through a server that answers ${mode}: result complete, no duplicate`, async () => {
+    const engine = new ScriptedSampler();
+    const backend = new ArborServer({ sampler: engine, modelName: 'm' });
+    const backendUrl = await backend.listen();
+    const proxy = await flakyProxy(backendUrl, mode, 2);
+    try {
+      const client = new OpenAICompletionsSampler({ servers: [{ baseUrl: proxy.url, retry: { baseDelayMs: 5, timeoutMs: mode === 'stall' ? 200 : 5000 } }], model: 'm' });
+      const [r] = await client.sample([request]);
+      const [direct] = await new ScriptedSampler().sample([request]);
+      assert.deepEqual(r.completions.map((c) => c.tokens), direct.completions.map((c) => c.tokens));
+      assert.equal(proxy.hits(), 3);
+      assert.equal(engine.calls, 1, 'the engine sampled exactly once');
+    } finally {
+      proxy.server.closeAllConnections();
+      proxy.server.close();
+      await backend.close();
+    }
+  });
+}
+
+test('non-retryable 400 fails at once with a clear error; abort is not retried', async () => {
+  const server = new ArborServer({ sampler: new ScriptedSampler(0, 0), modelName: 'm' });
+  const url = await server.listen();
+  try {
+    const client = new JsonClient({ baseUrl: url, retry: { baseDelayMs: 1 } });
+    await assert.rejects(client.call('/v1/completions', { prompt: 'x' }), (e: unknown) => e instanceof EngineCallError && e.details.status === 400 && !e.isRetryable);
+    assert.equal(client.stats.retries, 0);
+    const slow = new ArborServer({ sampler: new ScriptedSampler(50, 5000), modelName: 'm' });
+    const slowUrl = await slow.listen();
+    const controller = new AbortController();
+    const sampler = new OpenAICompletionsSampler({ servers: [slowUrl], model: 'm' });
+    setTimeout(() => controller.abort(), 50);
+    await assert.rejects(sampler.sample([request], { signal: controller.signal }));
+    await slow.close();
+  } finally {
+    await server.close();
+  }
+});
+
+test('balancer keeps an affinity key on one server and spreads keys', () => {
+  const pool = new ServerPool(['http://127.0.0.1:1', 'http://127.0.0.1:2', 'http://127.0.0.1:3'], 4);
+  const seen = new Set<string>();
+  for (let i = 0; i < 30; i++) {
+    const a = pool.pick(`tree-${i}`);
+    assert.equal(pool.pick(`tree-${i}`), a);
+    seen.add(a.baseUrl);
+  }
+  assert.equal(seen.size, 3);
+});
+
+test('entropy estimate from top-k: exact when top-k holds all mass', () => {
+  const h = entropyFromTopK([[1, Math.log(0.5)], [2, Math.log(0.5)]]);
+  assert.ok(Math.abs(h - Math.log(2)) < 1e-12);
+  const h2 = entropyFromTopK([[1, Math.log(0.5)]]);
+  assert.ok(Math.abs(h2 - Math.log(2)) < 1e-12);
+});

@@ -1,0 +1,69 @@
+/**
+ * Checkpoint directories: `model.safetensors` (parameters by name), `config.json` (NanoConfig),
+ * `tokenizer.json`; optionally `optimizer.safetensors` + `trainer.json` for exact resume. Loading
+ * validates names and shapes against the config and names the file at fault.
+ */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { DataError } from '../../core/errors.js';
+import type { Kernels } from '../kernels/types.js';
+import { defaultNanoConfig, type NanoConfig } from './config.js';
+import { NanoModel } from './model.js';
+import type { ParamArena } from './params.js';
+import { readSafetensors, writeSafetensors, type Tensor } from './safetensors.js';
+import { CharTokenizer } from './tokenizer.js';
+import { loadKernels } from '../kernels/index.js';
+
+export function arenaTensors(arena: ParamArena): Record<string, Tensor> {
+  return Object.fromEntries(arena.specs.map((s) => [s.name, { shape: s.shape, data: arena.get(s.name) }]));
+}
+
+export function loadArena(arena: ParamArena, file: string): void {
+  const { tensors } = readSafetensors(file);
+  for (const s of arena.specs) {
+    const t = tensors[s.name];
+    if (!t) throw new DataError(`${file}: missing tensor ${s.name}`, file, undefined, s.name);
+    if (t.shape.join(',') !== s.shape.join(',')) throw new DataError(`${file}: tensor ${s.name} has shape [${t.shape}], config expects [${s.shape}]`, file, undefined, s.name);
+    arena.get(s.name).set(t.data);
+  }
+}
+
+export function saveCheckpoint(dir: string, model: NanoModel, tokenizer: CharTokenizer, extra: Record<string, unknown> = {}): void {
+  mkdirSync(dir, { recursive: true });
+  writeSafetensors(join(dir, 'model.safetensors'), arenaTensors(model.params), { format: 'arbor-nano' });
+  writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...model.config, ...extra }, null, 2));
+  writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify(tokenizer.toJSON(), null, 2));
+}
+
+export function readCheckpointConfig(dir: string): NanoConfig {
+  const file = join(dir, 'config.json');
+  if (!existsSync(file)) throw new DataError(`${dir}: not a checkpoint directory (no config.json)`, file);
+  let raw: Record<string, unknown>;
+  try {
+    raw = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (cause) {
+    throw new DataError(`${file}: invalid JSON`, file, undefined, undefined, { cause });
+  }
+  const config = { ...defaultNanoConfig };
+  for (const key of Object.keys(defaultNanoConfig) as Array<keyof NanoConfig>) {
+    if (raw[key] !== undefined) (config as Record<string, unknown>)[key] = raw[key];
+  }
+  return config;
+}
+
+export async function loadCheckpoint(dir: string, options: { kernels?: Kernels } = {}): Promise<{ model: NanoModel; tokenizer: CharTokenizer }> {
+  const config = readCheckpointConfig(dir);
+  const kernels = options.kernels ?? (await loadKernels());
+  const model = NanoModel.createSync(config, kernels, 0);
+  loadArena(model.params, join(dir, 'model.safetensors'));
+  const tokFile = join(dir, 'tokenizer.json');
+  let tokenizer: CharTokenizer;
+  try {
+    tokenizer = CharTokenizer.fromJSON(JSON.parse(readFileSync(tokFile, 'utf8')), tokFile);
+  } catch (cause) {
+    if (cause instanceof DataError) throw cause;
+    throw new DataError(`${tokFile}: cannot read tokenizer`, tokFile, undefined, undefined, { cause });
+  }
+  if (tokenizer.vocabSize > config.vocabSize) throw new DataError(`${tokFile}: tokenizer has ${tokenizer.vocabSize} ids but model vocabSize is ${config.vocabSize}`, tokFile);
+  return { model, tokenizer };
+}

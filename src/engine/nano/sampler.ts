@@ -1,0 +1,264 @@
+/**
+ * NanoSampler: the Sampler interface on the embedded model with a paged, prefix-shared KV cache.
+ * One sample() call batches all requests: their contexts are prefilled together (a request whose
+ * cacheHandle names a retained sequence forks it and prefills only the new tokens), each request's
+ * context is forked into its n continuations (no recomputation, copy-on-write for the last partial
+ * page), and all continuations decode together one token per step. Retained continuations return a
+ * cacheHandle; handles die when the model's weight version changes (stale KV is never reused).
+ * Contexts are clamped at contextLength: a continuation reaching it finishes with reason "length".
+ */
+import { Rng } from '../../core/rng.js';
+import { EngineCallError } from '../../core/errors.js';
+import type { SampleCompletion, SampleRequest, SampleResult, Sampler, SamplerCapabilities } from '../types.js';
+import { DecodeWorkspace, forwardRows, type DecodeRow } from './decode.js';
+import { PagedKVCache } from './kvcache.js';
+import type { NanoModel } from './model.js';
+import { chooseToken } from './sampling.js';
+
+export interface NanoSamplerOptions {
+  /** Tokens per KV page. */
+  pageSize?: number;
+  /** Share a request's context pages among its n continuations and honour cacheHandles. */
+  prefixSharing?: boolean;
+  /** Maximum rows per forward call during prefill. */
+  maxPrefillRows?: number;
+  /** Seed for requests that give none. */
+  seed?: number;
+}
+
+interface Retained {
+  seq: number;
+  tokens: number[];
+  version: number;
+}
+
+interface Continuation {
+  request: number;
+  seq: number;
+  rng: Rng;
+  forced?: number;
+  tokens: number[];
+  logprobs: number[];
+  entropies: number[];
+  top: Array<Array<[number, number]>>;
+  finish?: SampleCompletion['finishReason'];
+  contextLength: number;
+  /** Logits row for the next token. */
+  logits: Float32Array;
+  logitsOffset: number;
+}
+
+export class NanoSampler implements Sampler {
+  readonly specificationVersion = 'arbor.sampler.v1' as const;
+  readonly capabilities: SamplerCapabilities = { entropy: true, topLogprobs: true, forcedTokens: true, cacheHandles: true, prefixCaching: false };
+  readonly cache: PagedKVCache;
+  private readonly ws: DecodeWorkspace;
+  private readonly retained = new Map<string, Retained>();
+  private handleCounter = 0;
+  private cacheVersion: number;
+  private readonly seedRng: Rng;
+  private readonly prefixSharing: boolean;
+  private readonly maxPrefillRows: number;
+  /** Cumulative counters over the sampler's life. */
+  readonly totals = { promptTokensComputed: 0, prefixTokensReused: 0, tokensDecoded: 0, forwardCalls: 0 };
+
+  constructor(readonly model: NanoModel, options: NanoSamplerOptions = {}) {
+    const { nLayers: L, dModel: C } = model.config;
+    this.cache = new PagedKVCache(L, C, options.pageSize ?? 16);
+    this.ws = new DecodeWorkspace(model);
+    this.cacheVersion = model.weightVersion;
+    this.seedRng = new Rng(options.seed ?? 0x5eed);
+    this.prefixSharing = options.prefixSharing ?? true;
+    this.maxPrefillRows = options.maxPrefillRows ?? 2048;
+  }
+
+  weightVersion(): number {
+    return this.model.weightVersion;
+  }
+
+  release(handles: string[]): void {
+    for (const h of handles) {
+      const r = this.retained.get(h);
+      if (!r) continue;
+      this.cache.free(r.seq);
+      this.retained.delete(h);
+    }
+  }
+
+  /** Number of live retained handles. */
+  get retainedCount(): number {
+    return this.retained.size;
+  }
+
+  private dropStale(): void {
+    if (this.model.weightVersion === this.cacheVersion) return;
+    this.release([...this.retained.keys()]);
+    this.cacheVersion = this.model.weightVersion;
+  }
+
+  async sample(requests: SampleRequest[], options: { signal?: AbortSignal } = {}): Promise<SampleResult[]> {
+    this.dropStale();
+    const { vocabSize: V, contextLength } = this.model.config;
+    const version = this.model.weightVersion;
+    requests.forEach((r, i) => validateRequest(r, i, V, contextLength));
+    const usage = requests.map(() => ({ promptTokensComputed: 0, prefixTokensReused: 0, tokensDecoded: 0 }));
+    const continuations: Continuation[] = [];
+    // 1. prefill contexts (once per request, or once per continuation without sharing)
+    const prefills: Array<{ request: number; seq: number; start: number; child?: number }> = [];
+    requests.forEach((r, i) => {
+      const n = r.n ?? 1;
+      const handle = this.prefixSharing && r.cacheHandle ? this.retained.get(r.cacheHandle) : undefined;
+      if (handle && handle.version === version && isPrefix(handle.tokens, r.tokens) && r.tokens.length > this.cache.length(handle.seq)) {
+        const [seq] = this.cache.fork(handle.seq, 1);
+        prefills.push({ request: i, seq, start: this.cache.length(handle.seq) });
+      } else if (this.prefixSharing) {
+        prefills.push({ request: i, seq: this.cache.createSequence(), start: 0 });
+      } else {
+        for (let c = 0; c < n; c++) prefills.push({ request: i, seq: this.cache.createSequence(), start: 0, child: c });
+      }
+    });
+    const lastLogits = this.prefill(requests, prefills);
+    // 2. fork each context into its continuations
+    prefills.forEach((p, k) => {
+      const r = requests[p.request];
+      const n = r.n ?? 1;
+      const computed = r.tokens.length - p.start;
+      const seed = r.seed ?? this.seedRng.nextU32();
+      const make = (seq: number, c: number): Continuation => ({
+        request: p.request,
+        seq,
+        rng: new Rng(seed).fork(c),
+        forced: r.forcedTokens?.[c],
+        tokens: [],
+        logprobs: [],
+        entropies: [],
+        top: [],
+        contextLength: r.tokens.length,
+        logits: lastLogits,
+        logitsOffset: k * V,
+      });
+      if (p.child !== undefined) {
+        usage[p.request].promptTokensComputed += computed;
+        continuations.push(make(p.seq, p.child));
+        return;
+      }
+      usage[p.request].promptTokensComputed += computed;
+      usage[p.request].prefixTokensReused += p.start + (n - 1) * r.tokens.length;
+      const children = n === 1 ? [p.seq] : this.cache.fork(p.seq, n);
+      if (n !== 1) this.cache.free(p.seq);
+      children.forEach((seq, c) => continuations.push(make(seq, c)));
+    });
+    // 3. decode all continuations together
+    this.decode(requests, continuations, options.signal);
+    // 4. assemble results, retain or free sequences
+    const results: SampleResult[] = requests.map((_, i) => ({ completions: [], usage: usage[i], weightVersion: version }));
+    for (const c of continuations) {
+      const r = requests[c.request];
+      const completion: SampleCompletion = { tokens: c.tokens, logprobs: c.logprobs, finishReason: c.finish ?? 'length' };
+      if (r.returnEntropy) completion.entropies = c.entropies;
+      if (r.topLogprobs) completion.topLogprobs = c.top;
+      if (r.retain && this.prefixSharing) {
+        const handle = `h${++this.handleCounter}`;
+        this.retained.set(handle, { seq: c.seq, tokens: r.tokens.concat(c.tokens), version });
+        completion.cacheHandle = handle;
+      } else {
+        this.cache.free(c.seq);
+      }
+      results[c.request].completions.push(completion);
+      usage[c.request].tokensDecoded += c.tokens.length;
+    }
+    for (const u of usage) {
+      this.totals.promptTokensComputed += u.promptTokensComputed;
+      this.totals.prefixTokensReused += u.prefixTokensReused;
+      this.totals.tokensDecoded += u.tokensDecoded;
+    }
+    return results;
+  }
+
+  /** Prefill every context from its start; returns the last row's logits per prefill [P, V]. */
+  private prefill(requests: SampleRequest[], prefills: Array<{ request: number; seq: number; start: number }>): Float32Array {
+    const V = this.model.config.vocabSize;
+    const out = new Float32Array(prefills.length * V);
+    let rows: DecodeRow[] = [];
+    let owners: number[] = [];
+    const flush = () => {
+      if (!rows.length) return;
+      const logits = forwardRows(this.model, this.cache, this.ws, rows);
+      this.totals.forwardCalls++;
+      let j = 0;
+      rows.forEach((row, i) => {
+        if (row.wantLogits) out.set(logits.subarray(j * V, (j + 1) * V), owners[i] * V), j++;
+      });
+      rows = [];
+      owners = [];
+    };
+    prefills.forEach((p, k) => {
+      const tokens = requests[p.request].tokens;
+      for (let t = p.start; t < tokens.length; t++) {
+        rows.push({ seq: p.seq, token: tokens[t], wantLogits: t === tokens.length - 1 });
+        owners.push(k);
+        if (rows.length >= this.maxPrefillRows) flush();
+      }
+    });
+    flush();
+    return out;
+  }
+
+  private decode(requests: SampleRequest[], continuations: Continuation[], signal?: AbortSignal): void {
+    const { vocabSize: V, contextLength } = this.model.config;
+    let active = continuations.slice();
+    while (active.length) {
+      if (signal?.aborted) {
+        for (const c of active) c.finish = 'abort';
+        return;
+      }
+      const next: Continuation[] = [];
+      const rows: DecodeRow[] = [];
+      for (const c of active) {
+        const r = requests[c.request];
+        const choice = chooseToken(c.logits, c.logitsOffset, V, c.rng, {
+          temperature: r.temperature ?? 1,
+          topP: r.topP ?? 1,
+          topK: r.topK ?? 0,
+          topLogprobs: r.topLogprobs ?? 0,
+          forced: c.tokens.length === 0 ? c.forced : undefined,
+        });
+        c.tokens.push(choice.token);
+        c.logprobs.push(choice.logprob);
+        c.entropies.push(choice.entropy);
+        if (choice.top) c.top.push(choice.top);
+        if (r.stopTokens?.includes(choice.token)) c.finish = 'stop';
+        else if (c.tokens.length >= r.maxTokens || c.contextLength + c.tokens.length >= contextLength) c.finish = 'length';
+        else {
+          next.push(c);
+          rows.push({ seq: c.seq, token: choice.token, wantLogits: true });
+        }
+      }
+      if (!rows.length) return;
+      const logits = forwardRows(this.model, this.cache, this.ws, rows);
+      this.totals.forwardCalls++;
+      next.forEach((c, i) => {
+        c.logits = logits;
+        c.logitsOffset = i * V;
+      });
+      active = next;
+    }
+  }
+}
+
+function isPrefix(prefix: number[], tokens: number[]): boolean {
+  if (prefix.length > tokens.length) return false;
+  for (let i = 0; i < prefix.length; i++) if (prefix[i] !== tokens[i]) return false;
+  return true;
+}
+
+function validateRequest(r: SampleRequest, i: number, V: number, contextLength: number): void {
+  const fail = (msg: string) => new EngineCallError(`nano sampler: request ${i}: ${msg}`, { isRetryable: false });
+  if (!r.tokens.length) throw fail('tokens is empty (give at least a BOS token)');
+  if (r.tokens.length >= contextLength) throw fail(`context of ${r.tokens.length} tokens leaves no room (contextLength ${contextLength})`);
+  for (const t of r.tokens) if (!(Number.isInteger(t) && t >= 0 && t < V)) throw fail(`token id ${t} outside vocabulary of ${V}`);
+  if (!(r.maxTokens >= 1)) throw fail(`maxTokens must be ≥ 1, got ${r.maxTokens}`);
+  const n = r.n ?? 1;
+  if (!(Number.isInteger(n) && n >= 1)) throw fail(`n must be a positive integer, got ${n}`);
+  if (r.forcedTokens && r.forcedTokens.some((t) => !(t >= 0 && t < V))) throw fail('forcedTokens outside vocabulary');
+}

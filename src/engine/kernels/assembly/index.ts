@@ -1,0 +1,3 @@
+// Entry point of the WASM kernel module: re-exports every kernel.
+export { gemm } from './matmul';
+export { attentionForward, attentionBackward } from './attention';

@@ -1,0 +1,132 @@
+// WASM SIMD GEMM (AssemblyScript). C[M,N] (+)= A·B with A, B given by strides so one routine serves
+// the three layouts: A(i,k) = a[i*sai + k*sak], B(k,j) = b[k*sbk + j*sbj]. B is packed into panels of
+// NR=8 columns and A into panels of MR=4 rows (k-major), per K-block of KC; a 4×8 register tile of
+// f32x4 accumulators does the work (mul + add; Node 20 has no relaxed-SIMD FMA). Ragged edges are
+// zero-padded in the packs and written through a bounds-checked store.
+
+const MR: i32 = 4;
+const NR: i32 = 8;
+const KC: i32 = 256;
+
+/** Pack B(k0..k0+kc, 0..N) into ceil(N/NR) panels of [kc][NR]. */
+function packB(b: usize, sbk: i32, sbj: i32, k0: i32, kc: i32, N: i32, out: usize): void {
+  const panels = (N + NR - 1) / NR;
+  for (let p = 0; p < panels; p++) {
+    const j0 = p * NR;
+    const w = min(NR, N - j0);
+    const dst = out + <usize>(p * kc * NR) * 4;
+    if (sbj == 1 && w == NR) {
+      for (let k = 0; k < kc; k++) {
+        const src = b + <usize>((k0 + k) * sbk + j0) * 4;
+        v128.store(dst + <usize>(k * NR) * 4, v128.load(src));
+        v128.store(dst + <usize>(k * NR) * 4 + 16, v128.load(src + 16));
+      }
+    } else {
+      for (let k = 0; k < kc; k++) {
+        const row = dst + <usize>(k * NR) * 4;
+        for (let jj = 0; jj < NR; jj++) {
+          store<f32>(row + <usize>jj * 4, jj < w ? load<f32>(b + <usize>((k0 + k) * sbk + (j0 + jj) * sbj) * 4) : 0);
+        }
+      }
+    }
+  }
+}
+
+/** Pack A(i0..i0+MR, k0..k0+kc) into [kc][MR]. */
+function packA(a: usize, sai: i32, sak: i32, i0: i32, k0: i32, kc: i32, M: i32, out: usize): void {
+  const h = min(MR, M - i0);
+  if (sai == 1 && h == MR) {
+    for (let k = 0; k < kc; k++) {
+      v128.store(out + <usize>(k * MR) * 4, v128.load(a + <usize>(i0 + (k0 + k) * sak) * 4));
+    }
+    return;
+  }
+  for (let k = 0; k < kc; k++) {
+    for (let ii = 0; ii < MR; ii++) {
+      store<f32>(out + <usize>(k * MR + ii) * 4, ii < h ? load<f32>(a + <usize>((i0 + ii) * sai + (k0 + k) * sak) * 4) : 0);
+    }
+  }
+}
+
+export function gemm(M: i32, N: i32, K: i32, a: usize, sai: i32, sak: i32, b: usize, sbk: i32, sbj: i32, c: usize, accumulate: i32, packBuf: usize, packABuf: usize): void {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    if (!accumulate) memory.fill(c, 0, <usize>(M * N) * 4);
+    return;
+  }
+  const panels = (N + NR - 1) / NR;
+  for (let k0 = 0; k0 < K; k0 += KC) {
+    const kc = min(KC, K - k0);
+    const acc = accumulate != 0 || k0 > 0;
+    packB(b, sbk, sbj, k0, kc, N, packBuf);
+    for (let i0 = 0; i0 < M; i0 += MR) {
+      packA(a, sai, sak, i0, k0, kc, M, packABuf);
+      const h = min(MR, M - i0);
+      for (let p = 0; p < panels; p++) {
+        const j0 = p * NR;
+        const w = min(NR, N - j0);
+        kernel4x8(packABuf, packBuf + <usize>(p * kc * NR) * 4, kc, c + <usize>(i0 * N + j0) * 4, N, h, w, acc);
+      }
+    }
+  }
+}
+
+// @ts-ignore: decorator
+@inline
+function kernel4x8(pa: usize, pb: usize, kc: i32, c: usize, ldc: i32, h: i32, w: i32, acc: bool): void {
+  let c00 = f32x4.splat(0), c01 = f32x4.splat(0);
+  let c10 = f32x4.splat(0), c11 = f32x4.splat(0);
+  let c20 = f32x4.splat(0), c21 = f32x4.splat(0);
+  let c30 = f32x4.splat(0), c31 = f32x4.splat(0);
+  for (let k = 0; k < kc; k++) {
+    const bp = pb + <usize>(k << 5);
+    const b0 = v128.load(bp);
+    const b1 = v128.load(bp + 16);
+    const ap = pa + <usize>(k << 4);
+    let av = v128.load32_splat(ap);
+    c00 = f32x4.add(c00, f32x4.mul(av, b0));
+    c01 = f32x4.add(c01, f32x4.mul(av, b1));
+    av = v128.load32_splat(ap + 4);
+    c10 = f32x4.add(c10, f32x4.mul(av, b0));
+    c11 = f32x4.add(c11, f32x4.mul(av, b1));
+    av = v128.load32_splat(ap + 8);
+    c20 = f32x4.add(c20, f32x4.mul(av, b0));
+    c21 = f32x4.add(c21, f32x4.mul(av, b1));
+    av = v128.load32_splat(ap + 12);
+    c30 = f32x4.add(c30, f32x4.mul(av, b0));
+    c31 = f32x4.add(c31, f32x4.mul(av, b1));
+  }
+  const stride = <usize>ldc * 4;
+  if (h == MR && w == NR) {
+    storeRow(c, c00, c01, acc);
+    storeRow(c + stride, c10, c11, acc);
+    storeRow(c + stride * 2, c20, c21, acc);
+    storeRow(c + stride * 3, c30, c31, acc);
+    return;
+  }
+  // ragged tile: spill to a scratch tile then copy the valid part
+  const tile = memory.data(MR * NR * 4, 16);
+  v128.store(tile, c00); v128.store(tile + 16, c01);
+  v128.store(tile + 32, c10); v128.store(tile + 48, c11);
+  v128.store(tile + 64, c20); v128.store(tile + 80, c21);
+  v128.store(tile + 96, c30); v128.store(tile + 112, c31);
+  for (let i = 0; i < h; i++) {
+    for (let j = 0; j < w; j++) {
+      const dst = c + <usize>i * stride + <usize>j * 4;
+      const v = load<f32>(tile + <usize>(i * NR + j) * 4);
+      store<f32>(dst, acc ? load<f32>(dst) + v : v);
+    }
+  }
+}
+
+// @ts-ignore: decorator
+@inline
+function storeRow(p: usize, v0: v128, v1: v128, acc: bool): void {
+  if (acc) {
+    v128.store(p, f32x4.add(v128.load(p), v0));
+    v128.store(p + 16, f32x4.add(v128.load(p + 16), v1));
+  } else {
+    v128.store(p, v0);
+    v128.store(p + 16, v1);
+  }
+}

@@ -1,0 +1,141 @@
+/**
+ * The WASM SIMD backend: instantiates build/kernels.wasm over one shared WebAssembly.Memory and
+ * manages it from JS. `alloc` hands out Float32Array views into that memory (a bump allocator; views
+ * stay valid when memory grows because the memory is shared); kernels called with such views pass
+ * their byte offsets straight to WASM. Arrays living elsewhere are copied into a scratch region above
+ * the heap for the call (and outputs copied back). Kernels without a WASM version use the reference.
+ */
+import { readFileSync, existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Kernels } from './types.js';
+import { referenceKernels } from './reference.js';
+
+const PAGE = 65536;
+/** Start of the JS-managed heap (the module's static data sits below). */
+const HEAP_BASE = 1 << 20;
+
+export function kernelWasmPath(): string {
+  return join(dirname(fileURLToPath(import.meta.url)), '../../../build/kernels.wasm');
+}
+
+interface Exports {
+  attentionForward(out: number, att: number, q: number, k: number, v: number, B: number, T: number, C: number, NH: number): void;
+  attentionBackward(dq: number, dk: number, dv: number, dout: number, att: number, q: number, k: number, v: number, B: number, T: number, C: number, NH: number, scratch: number): void;
+  gemm(M: number, N: number, K: number, a: number, sai: number, sak: number, b: number, sbk: number, sbj: number, c: number, accumulate: number, packB: number, packA: number): void;
+}
+
+export class WasmKernelMemory {
+  readonly memory: WebAssembly.Memory;
+  /** Every SharedArrayBuffer object this memory has exposed (views from any of them are ours). */
+  private readonly buffers = new Set<ArrayBufferLike>();
+  private heapTop = HEAP_BASE;
+  private scratchTop = 0;
+
+  constructor(initialPages = 64) {
+    this.memory = new WebAssembly.Memory({ initial: initialPages, maximum: 32768, shared: true });
+    this.buffers.add(this.memory.buffer);
+  }
+
+  private ensure(bytes: number): void {
+    const have = this.memory.buffer.byteLength;
+    if (bytes <= have) return;
+    this.memory.grow(Math.ceil((bytes - have) / PAGE) + 16);
+    this.buffers.add(this.memory.buffer);
+  }
+
+  /** A zeroed, 16-byte aligned, persistent Float32Array in WASM memory. */
+  alloc(n: number): Float32Array {
+    const start = (this.heapTop + 15) & ~15;
+    const bytes = Math.max(n, 1) * 4;
+    this.ensure(start + bytes);
+    this.heapTop = start + bytes;
+    return new Float32Array(this.memory.buffer, start, n);
+  }
+
+  owns(a: Float32Array): boolean {
+    return this.buffers.has(a.buffer);
+  }
+
+  /** Begin a call: scratch space starts right above the heap. */
+  beginScratch(): void {
+    this.scratchTop = (this.heapTop + 15) & ~15;
+  }
+
+  /** Scratch bytes (aligned) valid until the next beginScratch. Returns the byte offset. */
+  scratch(bytes: number): number {
+    const start = (this.scratchTop + 15) & ~15;
+    this.ensure(start + bytes);
+    this.scratchTop = start + bytes;
+    return start;
+  }
+
+  /** Byte offset of `a` in WASM memory, copying it into scratch if it lives elsewhere. */
+  pointer(a: Float32Array, floats: number): number {
+    if (this.owns(a)) return a.byteOffset;
+    const p = this.scratch(floats * 4);
+    new Float32Array(this.memory.buffer, p, floats).set(a.subarray(0, floats));
+    return p;
+  }
+
+  view(pointer: number, floats: number): Float32Array {
+    return new Float32Array(this.memory.buffer, pointer, floats);
+  }
+}
+
+export async function createWasmKernels(): Promise<Kernels> {
+  const path = kernelWasmPath();
+  if (!existsSync(path)) throw new Error(`${path} not found: run "npm run build"`);
+  const mem = new WasmKernelMemory();
+  const module = await WebAssembly.compile(readFileSync(path));
+  const instance = await WebAssembly.instantiate(module, {
+    env: {
+      memory: mem.memory,
+      abort: () => {
+        throw new Error('wasm kernel abort');
+      },
+    },
+  });
+  const ex = instance.exports as unknown as Exports;
+  const KC = 256;
+
+  /** out[M,N] (+)= A·B with A(i,k)=a[i*sai+k*sak], B(k,j)=b[k*sbk+j*sbj]. */
+  function gemm(out: Float32Array, a: Float32Array, aFloats: number, sai: number, sak: number, b: Float32Array, bFloats: number, sbk: number, sbj: number, M: number, K: number, N: number, accumulate: boolean): void {
+    mem.beginScratch();
+    const pa = mem.pointer(a, aFloats);
+    const pb = mem.pointer(b, bFloats);
+    const outOwned = mem.owns(out);
+    const pc = outOwned ? out.byteOffset : mem.pointer(out, M * N);
+    const packB = mem.scratch(Math.min(KC, Math.max(K, 1)) * (Math.ceil(N / 8) * 8) * 4);
+    const packA = mem.scratch(Math.min(KC, Math.max(K, 1)) * 4 * 4);
+    ex.gemm(M, N, K, pa, sai, sak, pb, sbk, sbj, pc, accumulate ? 1 : 0, packB, packA);
+    if (!outOwned) out.set(mem.view(pc, M * N));
+  }
+
+  /** Run `fn` with WASM pointers for `inputs` (copied in if foreign) and `outputs` (copied back). */
+  function withPointers(inputs: Array<[Float32Array, number]>, outputs: Array<[Float32Array, number]>, fn: (pointers: number[]) => void): void {
+    mem.beginScratch();
+    const pointers = [...outputs, ...inputs].map(([a, n]) => mem.pointer(a, n));
+    fn(pointers);
+    outputs.forEach(([a, n], i) => {
+      if (!mem.owns(a)) a.set(mem.view(pointers[i], n));
+    });
+  }
+
+  return {
+    ...referenceKernels,
+    attentionForward: (out, att, q, k, v, B, T, C, NH) => {
+      const n = B * T * C;
+      withPointers([[q, n], [k, n], [v, n]], [[out, n], [att, B * NH * T * T]], ([po, pa, pq, pk, pv]) => ex.attentionForward(po, pa, pq, pk, pv, B, T, C, NH));
+    },
+    attentionBackward: (dq, dk, dv, dout, att, q, k, v, B, T, C, NH) => {
+      const n = B * T * C;
+      withPointers([[dout, n], [att, B * NH * T * T], [q, n], [k, n], [v, n]], [[dq, n], [dk, n], [dv, n]], ([pdq, pdk, pdv, pdo, pa, pq, pk, pv]) => ex.attentionBackward(pdq, pdk, pdv, pdo, pa, pq, pk, pv, B, T, C, NH, mem.scratch(T * 4)));
+    },
+    name: 'wasm-simd',
+    alloc: (n: number) => mem.alloc(n),
+    matmul: (out, a, b, M, K, N, acc) => gemm(out, a, M * K, K, 1, b, K * N, N, 1, M, K, N, acc),
+    matmulBT: (out, a, b, M, K, N, acc) => gemm(out, a, M * K, K, 1, b, N * K, 1, K, M, K, N, acc),
+    matmulAT: (out, a, b, M, K, N, acc) => gemm(out, a, K * M, 1, M, b, K * N, N, 1, M, K, N, acc),
+  };
+}

@@ -1,0 +1,147 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { loadKernels, referenceKernels, type Kernels } from '../../src/engine/kernels/index.js';
+import { Rng } from '../../src/core/rng.js';
+
+const rng = new Rng(123);
+const rand = (n: number) => Float32Array.from({ length: n }, () => rng.normal());
+
+/** Compare with atol + |ref|·rtol; report the first mismatches and the max difference. */
+function close(name: string, got: Float32Array, want: Float32Array, n: number, atol = 1e-5, rtol = 1e-4): void {
+  let maxDiff = 0;
+  const bad: string[] = [];
+  for (let i = 0; i < n; i++) {
+    const d = Math.abs(got[i] - want[i]);
+    maxDiff = Math.max(maxDiff, d);
+    if (!(d <= atol + Math.abs(want[i]) * rtol) && bad.length < 3) bad.push(`[${i}] got ${got[i]} want ${want[i]}`);
+  }
+  assert.equal(bad.length, 0, `${name}: max diff ${maxDiff}; first mismatches ${bad.join(', ')}`);
+}
+
+/** Place `data` as: a kernel-memory array, a plain array, or a subarray view at a non-zero offset. */
+function place(k: Kernels, data: Float32Array, how: number): Float32Array {
+  if (how === 0) {
+    const a = k.alloc(data.length);
+    a.set(data);
+    return a;
+  }
+  if (how === 1) return data.slice();
+  const big = how === 2 ? k.alloc(data.length + 7) : new Float32Array(data.length + 7);
+  big.set(data, 5);
+  return big.subarray(5, 5 + data.length);
+}
+
+test('wasm backend loads', async () => {
+  const k = await loadKernels({ backend: 'wasm' });
+  assert.equal(k.name, 'wasm-simd');
+});
+
+test('matmul, matmulBT, matmulAT match the reference on ragged shapes, all placements, accumulate on/off', async () => {
+  const k = await loadKernels({ backend: 'wasm' });
+  const sizes = [1, 3, 5, 17, 33, 64, 67];
+  let cases = 0;
+  for (const M of sizes) for (const K of [1, 5, 33, 67, 300]) for (const N of sizes) {
+    if ((M * K * N) % 3 !== 0 && M * K * N > 500) continue; // subsample the big cube
+    for (const op of ['matmul', 'matmulBT', 'matmulAT'] as const) {
+      const a = rand(M * K), b = rand(K * N), init = rand(M * N);
+      const how = cases % 4;
+      const accumulate = cases % 2 === 0;
+      const want = init.slice();
+      referenceKernels[op](want, a, b, M, K, N, accumulate);
+      const out = place(k, init, how);
+      k[op](out, place(k, a, (how + 1) % 4), place(k, b, (how + 2) % 4), M, K, N, accumulate);
+      close(`${op} ${M}x${K}x${N} acc=${accumulate} placement=${how}`, out, want, M * N, 1e-4, 1e-4);
+      cases++;
+    }
+  }
+  assert.ok(cases > 200);
+});
+
+test('attention forward/backward match the reference (odd head sizes too)', async () => {
+  const k = await loadKernels({ backend: 'wasm' });
+  for (const [B, T, C, NH] of [[1, 1, 4, 1], [2, 7, 12, 2], [1, 33, 32, 4], [3, 5, 10, 2]]) {
+    const n = B * T * C;
+    const q = rand(n), kk = rand(n), v = rand(n), dout = rand(n);
+    const outR = new Float32Array(n), attR = new Float32Array(B * NH * T * T);
+    referenceKernels.attentionForward(outR, attR, q, kk, v, B, T, C, NH);
+    const out = k.alloc(n), att = new Float32Array(B * NH * T * T).fill(7);
+    k.attentionForward(out, att, place(k, q, 0), place(k, kk, 1), place(k, v, 2), B, T, C, NH);
+    close(`attn fwd ${B},${T},${C},${NH}`, out, outR, n);
+    close(`attn probs ${B},${T},${C},${NH}`, att, attR, att.length);
+    const gR = [rand(n), rand(n), rand(n)];
+    const g = gR.map((x, i) => place(k, x, i));
+    referenceKernels.attentionBackward(gR[0], gR[1], gR[2], dout, attR, q, kk, v, B, T, C, NH);
+    k.attentionBackward(g[0], g[1], g[2], dout, att, q, kk, v, B, T, C, NH);
+    for (let i = 0; i < 3; i++) close(`attn bwd d${'qkv'[i]} ${B},${T},${C},${NH}`, g[i], gR[i], n);
+  }
+});
+
+test('every kernel of the interface is provided by the wasm backend and agrees on norms/softmax', async () => {
+  const k = await loadKernels({ backend: 'wasm' });
+  for (const name of Object.keys(referenceKernels) as Array<keyof Kernels>) assert.equal(typeof k[name], typeof referenceKernels[name], name);
+  const N = 5, C = 13;
+  const x = rand(N * C), w = rand(C);
+  const o1 = new Float32Array(N * C), r1 = new Float32Array(N), o2 = k.alloc(N * C), r2 = k.alloc(N);
+  referenceKernels.rmsnormForward(o1, r1, x, w, N, C, 1e-5);
+  k.rmsnormForward(o2, r2, place(k, x, 0), w, N, C, 1e-5);
+  close('rmsnorm', o2, o1, N * C);
+  const s1 = new Float32Array(N * C), s2 = k.alloc(N * C);
+  referenceKernels.logSoftmaxForward(s1, x, N, C);
+  k.logSoftmaxForward(s2, x, N, C);
+  close('logsoftmax', s2, s1, N * C);
+});
+
+/** Finite-difference checks of the reference backward kernels (the oracles themselves). */
+test('reference backward kernels match finite differences', () => {
+  const fd = (f: () => number, x: Float32Array, i: number) => {
+    const h = 1e-3;
+    const o = x[i];
+    x[i] = o + h;
+    const a = f();
+    x[i] = o - h;
+    const b = f();
+    x[i] = o;
+    return (a - b) / (2 * h);
+  };
+  const N = 2, C = 6;
+  const x = rand(N * C), w = rand(C), g = rand(N * C);
+  const lossOf = (fwd: (out: Float32Array) => void) => () => {
+    const out = new Float32Array(N * C);
+    fwd(out);
+    let s = 0;
+    for (let i = 0; i < N * C; i++) s += out[i] * g[i];
+    return s;
+  };
+  const rms = lossOf((out) => referenceKernels.rmsnormForward(out, new Float32Array(N), x, w, N, C, 1e-5));
+  const rstd = new Float32Array(N);
+  referenceKernels.rmsnormForward(new Float32Array(N * C), rstd, x, w, N, C, 1e-5);
+  const dx = new Float32Array(N * C), dw = new Float32Array(C);
+  referenceKernels.rmsnormBackward(dx, dw, g, x, w, rstd, N, C);
+  for (let i = 0; i < N * C; i++) assert.ok(Math.abs(dx[i] - fd(rms, x, i)) < 2e-2, `rmsnorm dx[${i}]`);
+  for (let i = 0; i < C; i++) assert.ok(Math.abs(dw[i] - fd(rms, w, i)) < 2e-2, `rmsnorm dw[${i}]`);
+  for (const kind of ['softmax', 'logSoftmax'] as const) {
+    const f = lossOf((out) => referenceKernels[`${kind}Forward`](out, x, N, C));
+    const y = new Float32Array(N * C);
+    referenceKernels[`${kind}Forward`](y, x, N, C);
+    const d = new Float32Array(N * C);
+    referenceKernels[`${kind}Backward`](d, g, y, N, C);
+    for (let i = 0; i < N * C; i++) assert.ok(Math.abs(d[i] - fd(f, x, i)) < 2e-2, `${kind} dx[${i}]: ${d[i]} vs ${fd(f, x, i)}`);
+  }
+  // attention
+  const B = 1, T = 4, NH = 2, Ca = 4, n = B * T * Ca;
+  const q = rand(n), k = rand(n), v = rand(n), ga = rand(n);
+  const attLoss = () => {
+    const out = new Float32Array(n);
+    referenceKernels.attentionForward(out, new Float32Array(B * NH * T * T), q, k, v, B, T, Ca, NH);
+    let s = 0;
+    for (let i = 0; i < n; i++) s += out[i] * ga[i];
+    return s;
+  };
+  const att = new Float32Array(B * NH * T * T);
+  referenceKernels.attentionForward(new Float32Array(n), att, q, k, v, B, T, Ca, NH);
+  const dq = new Float32Array(n), dk = new Float32Array(n), dv = new Float32Array(n);
+  referenceKernels.attentionBackward(dq, dk, dv, ga, att, q, k, v, B, T, Ca, NH);
+  for (const [name, grad, x0] of [['q', dq, q], ['k', dk, k], ['v', dv, v]] as const) {
+    for (let i = 0; i < n; i++) assert.ok(Math.abs(grad[i] - fd(attLoss, x0, i)) < 2e-2, `attention d${name}[${i}]`);
+  }
+});

@@ -1,0 +1,25 @@
+/**
+ * The Filter stage's contract: a RewardFunction scores one finished response against its task item.
+ * Rewards are async (verifiers may run programs or call a judge), return a scalar plus named
+ * components, and report failures as values (info.error), never by crashing the run.
+ */
+import type { RewardResult, TaskItem } from '../core/types.js';
+
+export interface ScoreInput {
+  /** Decoded response text (the policy's output, without the prompt). */
+  response: string;
+  item: TaskItem;
+  /** Response length in tokens (for length penalties). */
+  responseTokens?: number;
+}
+
+export interface RewardFunction {
+  /** Component name used in logs (e.g. "correct", "format"). */
+  readonly name: string;
+  score(input: ScoreInput, context?: { signal?: AbortSignal }): Promise<RewardResult>;
+}
+
+/** Build a RewardResult with one component named after the function. */
+export function single(name: string, reward: number, info: Record<string, unknown> = {}): RewardResult {
+  return { reward, components: { [name]: reward }, info };
+}

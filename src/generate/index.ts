@@ -1,0 +1,54 @@
+/**
+ * Generator registry: `generatorFromConfig({kind, ...})` validates options with zod (unknown kinds or
+ * keys are ConfigErrors naming the key) and builds the generator. `generateOptionsSchema` is reused
+ * by the run config so every option has a default and a description.
+ */
+import { z } from 'zod';
+import { ConfigError } from '../core/errors.js';
+import { iidGenerator } from './iid.js';
+import { treepoGenerator } from './treepo.js';
+import type { Generator } from './types.js';
+
+export * from './types.js';
+export { iidGenerator } from './iid.js';
+export { treepoGenerator, allocate } from './treepo.js';
+
+const groupSize = z.number().int().min(1).default(8).describe('G: trajectories (leaves) per prompt');
+
+export const iidOptionsSchema = z
+  .object({
+    kind: z.literal('iid').describe('independent samples per prompt (GRPO baseline)'),
+    groupSize,
+  })
+  .strict();
+
+export const treepoOptionsSchema = z
+  .object({
+    kind: z.literal('treepo').describe('TreePO segment trees with shared prefixes'),
+    groupSize,
+    segmentLength: z.number().int().min(1).default(8).describe('L: tokens per segment'),
+    branchingFactor: z.number().int().min(1).default(2).describe('b: children per continuing path'),
+    initialDivergence: z
+      .union([z.number().int().min(1), z.object({ min: z.number().int().min(1), max: z.number().int().min(1) }).strict()])
+      .default(2)
+      .describe('first-step copies: a number, or {min, max} drawn per prompt'),
+    maxDepth: z.number().int().min(0).default(0).describe('maximum segments per trajectory (0 = ceil(maxResponseTokens / L))'),
+    allocation: z.enum(['fixed_avg', 'low_prob', 'high_prob', 'high_entropy']).default('fixed_avg').describe('how the branch budget is split among continuing paths'),
+    allocationTemperature: z.number().positive().default(2).describe('τ of the probability/entropy-driven allocations'),
+    repetitionNgram: z.number().int().min(0).default(0).describe('repetition stop: n-gram length in tokens (0 = off)'),
+    repetitionCount: z.number().int().min(2).default(8).describe('repetition stop: occurrences that end a path'),
+  })
+  .strict();
+
+export const generateOptionsSchema = z.discriminatedUnion('kind', [iidOptionsSchema, treepoOptionsSchema]);
+export type GenerateOptions = z.infer<typeof generateOptionsSchema>;
+
+export function generatorFromConfig(spec: unknown): Generator {
+  const parsed = generateOptionsSchema.safeParse(spec);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new ConfigError(`generate.${issue.path.join('.')}: ${issue.message}`, `generate.${issue.path.join('.')}`);
+  }
+  const o = parsed.data;
+  return o.kind === 'iid' ? iidGenerator(o) : treepoGenerator(o);
+}

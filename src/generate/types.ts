@@ -1,0 +1,63 @@
+/**
+ * The Generate stage's contract: a Generator grows one RolloutTree per prompt through the Sampler
+ * interface and reports exact compute accounting. Generators never touch an engine's internals.
+ */
+import type { Rng } from '../core/rng.js';
+import type { RolloutTree } from '../core/tree.js';
+import type { TaskItem } from '../core/types.js';
+import type { Sampler } from '../engine/types.js';
+
+export interface GenerateInput {
+  item: TaskItem;
+  /** Prompt token ids (BOS + formatted prompt). */
+  promptTokens: number[];
+}
+
+export interface GenerateContext {
+  sampler: Sampler;
+  /** Source of every seed this round (advanced deterministically). */
+  rng: Rng;
+  step: number;
+  /** Token ids that finish a trajectory (EOS...). */
+  stopTokens: number[];
+  /** Maximum response length in tokens. */
+  maxResponseTokens: number;
+  temperature: number;
+  topP: number;
+  topK: number;
+  /** Tree ids are `${treeIdPrefix}${index}`. */
+  treeIdPrefix: string;
+  signal?: AbortSignal;
+}
+
+/** Compute accounting for one grow() call (generate.md). */
+export interface GenerateStats {
+  /** New tokens the engine decoded. */
+  tokensDecoded: number;
+  /** Context tokens served from shared pages / prefix cache. */
+  prefixTokensReused: number;
+  /** Context tokens the engine had to compute. */
+  promptTokensComputed: number;
+  /** Leaves produced. */
+  trajectories: number;
+  /** Calls to sampler.sample. */
+  samplerCalls: number;
+  wallMs: number;
+}
+
+export interface Generator {
+  readonly kind: string;
+  /** Trajectories (leaves) per prompt. */
+  readonly groupSize: number;
+  grow(inputs: GenerateInput[], context: GenerateContext): Promise<{ trees: RolloutTree[]; stats: GenerateStats }>;
+}
+
+export function emptyStats(): GenerateStats {
+  return { tokensDecoded: 0, prefixTokensReused: 0, promptTokensComputed: 0, trajectories: 0, samplerCalls: 0, wallMs: 0 };
+}
+
+export function addUsage(stats: GenerateStats, usage: { tokensDecoded: number; prefixTokensReused: number; promptTokensComputed: number }): void {
+  stats.tokensDecoded += usage.tokensDecoded;
+  stats.prefixTokensReused += usage.prefixTokensReused;
+  stats.promptTokensComputed += usage.promptTokensComputed;
+}

@@ -1,0 +1,90 @@
+/**
+ * Advantage estimators by name. `computeAdvantages(trees, spec)` turns scored trees (rewards on the
+ * leaves) into one AdvantagedTrajectory per leaf. Flat estimators treat each tree's leaves as the
+ * group; `tree` uses the tree's structure and whitens over the whole batch's policy tokens.
+ */
+import { z } from 'zod';
+import { ConfigError } from '../../core/errors.js';
+import { leaves, trajectory, type RolloutTree } from '../../core/tree.js';
+import type { AdvantagedTrajectory } from '../types.js';
+import { drGrpoAdvantages, grpoAdvantages, mcGrpoAdvantages, rlooAdvantages } from './group.js';
+import { nodeValues, treeLeafAdvantages, whitenTokenWeighted } from './tree.js';
+
+export * from './group.js';
+export * from './tree.js';
+
+export const advantageOptionsSchema = z
+  .object({
+    kind: z.enum(['grpo', 'dr_grpo', 'rloo', 'mc_grpo', 'tree']).default('grpo').describe('advantage estimator'),
+    weighting: z.enum(['average', 'group_size']).default('average').describe('tree: how sub-group terms are combined'),
+    level: z.enum(['trajectory', 'segment']).default('trajectory').describe('tree: one scalar per trajectory, or per-segment value differences'),
+    whiten: z.boolean().default(true).describe('tree: whiten over all policy tokens of the batch'),
+  })
+  .strict();
+export type AdvantageOptions = z.infer<typeof advantageOptionsSchema>;
+
+export function advantagesFromConfig(spec: unknown): AdvantageOptions {
+  const parsed = advantageOptionsSchema.safeParse(spec ?? {});
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new ConfigError(`optimize.advantage.${issue.path.join('.')}: ${issue.message}`, `optimize.advantage.${issue.path.join('.')}`);
+  }
+  return parsed.data;
+}
+
+export function computeAdvantages(trees: RolloutTree[], spec: Partial<AdvantageOptions> = {}): AdvantagedTrajectory[] {
+  const o = advantagesFromConfig(spec);
+  const out: AdvantagedTrajectory[] = [];
+  if (o.kind === 'tree') return treeAdvantages(trees, o);
+  for (const tree of trees) {
+    const ls = leaves(tree);
+    const rewards = ls.map((l) => l.reward ?? 0);
+    let adv: number[];
+    let pivot = -1;
+    if (o.kind === 'grpo') adv = grpoAdvantages(rewards);
+    else if (o.kind === 'dr_grpo') adv = drGrpoAdvantages(rewards);
+    else if (o.kind === 'rloo') adv = rlooAdvantages(rewards);
+    else ({ advantages: adv, pivot } = mcGrpoAdvantages(rewards));
+    ls.forEach((l, i) => out.push({ trajectory: trajectory(tree, l.id), advantage: adv[i], excluded: i === pivot }));
+  }
+  return out;
+}
+
+function treeAdvantages(trees: RolloutTree[], o: AdvantageOptions): AdvantagedTrajectory[] {
+  const out: AdvantagedTrajectory[] = [];
+  if (o.level === 'trajectory') {
+    for (const tree of trees) {
+      const adv = treeLeafAdvantages(tree, o.weighting);
+      for (const l of leaves(tree)) out.push({ trajectory: trajectory(tree, l.id), advantage: adv.get(l.id)!, excluded: false });
+    }
+    if (o.whiten) {
+      const tokens = out.map((a) => a.trajectory.mask.reduce((s, m) => s + m, 0));
+      const white = whitenTokenWeighted(out.map((a) => a.advantage), tokens);
+      out.forEach((a, i) => (a.advantage = white[i]));
+    }
+    return out;
+  }
+  // segment level: value(node) − value(parent) on each segment's tokens
+  for (const tree of trees) {
+    const values = nodeValues(tree);
+    for (const l of leaves(tree)) {
+      const tr = trajectory(tree, l.id);
+      const tokenAdvantages: number[] = [];
+      for (const id of tr.nodeIds.slice(1)) {
+        const node = tree.nodes[id];
+        const a = values.get(id)! - values.get(node.parent!)!;
+        for (let t = 0; t < node.tokens.length; t++) tokenAdvantages.push(a);
+      }
+      out.push({ trajectory: tr, advantage: 0, tokenAdvantages, excluded: false });
+    }
+  }
+  if (o.whiten) {
+    const flat: number[] = [];
+    const w: number[] = [];
+    for (const a of out) a.tokenAdvantages!.forEach((v, t) => (flat.push(v), w.push(a.trajectory.mask[t])));
+    const white = whitenTokenWeighted(flat, w);
+    let k = 0;
+    for (const a of out) a.tokenAdvantages = a.tokenAdvantages!.map(() => white[k++]);
+  }
+  return out;
+}

@@ -1,0 +1,112 @@
+/**
+ * `arith`: multi-digit addition, subtraction and multiplication (by a one-digit number) with a short
+ * column-by-column scratchpad, sized for a character-level model of 0.1–5M parameters.
+ * Prompt "347+85="; completion "7+5+0=12,4+8+1=13,3+0+1=4;432": each column from the right shows
+ * its digits, carry (or borrow "b") and result, then ";" and the answer. Difficulty = digits of the
+ * first operand (the second has 1..difficulty digits). The verifier compares the integer after the
+ * last ";" exactly. Train and test are disjoint by a hash of the problem text.
+ */
+import { Rng, hashString } from '../core/rng.js';
+import type { TaskItem } from '../core/types.js';
+import { single, type RewardFunction } from '../filter/types.js';
+import type { Split, Task } from './types.js';
+
+export interface ArithOptions {
+  /** Digits of the first operand (the second has 1..digits). */
+  digits?: number;
+  /** Minimum digits (items are drawn uniformly from minDigits..digits). */
+  minDigits?: number;
+  /** Operators to draw from. */
+  ops?: Array<'+' | '-' | '*'>;
+}
+
+/** Column scratchpad and answer for a op b (a ≥ b for subtraction; b one digit for multiplication). */
+export function arithSolution(a: number, op: string, b: number): { scratch: string; answer: number } {
+  const da = String(a).split('').reverse().map(Number);
+  const db = String(b).split('').reverse().map(Number);
+  const steps: string[] = [];
+  if (op === '+') {
+    let carry = 0;
+    const n = Math.max(da.length, db.length);
+    for (let i = 0; i < n; i++) {
+      const x = da[i] ?? 0, y = db[i] ?? 0, s = x + y + carry;
+      steps.push(`${x}+${y}+${carry}=${s}`);
+      carry = s >= 10 ? 1 : 0;
+    }
+    return { scratch: steps.join(','), answer: a + b };
+  }
+  if (op === '-') {
+    let borrow = 0;
+    for (let i = 0; i < da.length; i++) {
+      const x = da[i], y = db[i] ?? 0, borrowIn = borrow;
+      let r = x - y - borrowIn;
+      borrow = r < 0 ? 1 : 0;
+      if (r < 0) r += 10;
+      steps.push(`${x}-${y}-${borrowIn}=${r}${borrow ? 'b' : ''}`);
+    }
+    return { scratch: steps.join(','), answer: a - b };
+  }
+  let carry = 0;
+  for (let i = 0; i < da.length; i++) {
+    const s = da[i] * b + carry;
+    steps.push(`${da[i]}*${b}+${carry}=${s}`);
+    carry = Math.floor(s / 10);
+  }
+  return { scratch: steps.join(','), answer: a * b };
+}
+
+/** The integer after the last ";" (null when missing or malformed). */
+export function extractArithAnswer(response: string): string | null {
+  const i = response.lastIndexOf(';');
+  if (i < 0) return null;
+  const m = /^-?\d+/.exec(response.slice(i + 1).trim());
+  return m ? String(Number(m[0])) : null;
+}
+
+function randomOperand(rng: Rng, digits: number): number {
+  if (digits <= 1) return rng.int(10);
+  return rng.intRange(10 ** (digits - 1), 10 ** digits - 1);
+}
+
+export function arithTask(options: ArithOptions = {}): Task {
+  const maxDigits = options.digits ?? 3;
+  const minDigits = options.minDigits ?? 1;
+  const ops = options.ops ?? ['+', '-', '*'];
+  const reward: RewardFunction = {
+    name: 'correct',
+    async score({ response, item }) {
+      const got = extractArithAnswer(response);
+      return single('correct', got !== null && got === item.answer ? 1 : 0, { extracted: got });
+    },
+  };
+  const makeItem = (rng: Rng): TaskItem => {
+    const op = ops[rng.int(ops.length)];
+    const d = rng.intRange(minDigits, maxDigits);
+    let a = randomOperand(rng, d);
+    let b = op === '*' ? rng.intRange(2, 9) : randomOperand(rng, rng.intRange(1, d));
+    if (op === '-' && b > a) [a, b] = [b, a];
+    const prompt = `${a}${op}${b}=`;
+    const { scratch, answer } = arithSolution(a, op, b);
+    return { id: prompt, prompt, answer: String(answer), demonstration: `${scratch};${answer}`, difficulty: d };
+  };
+  return {
+    name: 'arith',
+    description: `integer ${ops.join(' ')} with ${minDigits}..${maxDigits}-digit operands and a column scratchpad`,
+    reward,
+    demonstration: (item) => item.demonstration ?? '',
+    makeItems(split: Split, count: number, seed: number): TaskItem[] {
+      // test items: hash bucket 0 of 5; train: the other buckets. Same seed → same items.
+      const rng = new Rng(seed).fork(`arith/${split}`);
+      const out: TaskItem[] = [];
+      const seen = new Set<string>();
+      for (let tries = 0; out.length < count && tries < count * 200; tries++) {
+        const item = makeItem(rng);
+        const isTest = hashString(item.prompt) % 5 === 0;
+        if (isTest !== (split === 'test') || seen.has(item.id)) continue;
+        seen.add(item.id);
+        out.push(item);
+      }
+      return out;
+    },
+  };
+}

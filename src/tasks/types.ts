@@ -1,0 +1,20 @@
+/**
+ * The task contract: a named family of prompts with checkable answers. A task makes deterministic,
+ * seeded train/test splits of TaskItems (disjoint), provides its verifier as a RewardFunction, and
+ * a demonstration completion per item for SFT warm-start.
+ */
+import type { TaskItem } from '../core/types.js';
+import type { RewardFunction } from '../filter/types.js';
+
+export type Split = 'train' | 'test';
+
+export interface Task {
+  readonly name: string;
+  readonly description: string;
+  /** `count` items of `split`, identical for identical (split, count, seed). */
+  makeItems(split: Split, count: number, seed: number): TaskItem[];
+  /** The task's verifier. */
+  readonly reward: RewardFunction;
+  /** A correct completion for SFT (ends where the model should stop; EOS is appended by the caller). */
+  demonstration(item: TaskItem): string;
+}

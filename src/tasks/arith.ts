@@ -1,8 +1,8 @@
 /**
  * `arith`: multi-digit addition, subtraction and multiplication (by a one-digit number) with a short
  * column-by-column scratchpad, sized for a character-level model of 0.1–5M parameters.
- * Prompt "347+85="; completion "7+5+0=12,4+8+1=13,3+0+1=4;432": each column from the right shows
- * its digits, carry (or borrow "b") and result, then ";" and the answer. Difficulty = digits of the
+ * Prompt "347+85="; completion "7+5+0=12,4+8+1=13,3+0+1=04;432": each column from the right shows
+ * its digits, carry (or borrow) and a fixed-width result, then ";" and the answer. Difficulty = digits of the
  * first operand (the second has 1..difficulty digits). The verifier compares the integer after the
  * last ";" exactly. Train and test are disjoint by a hash of the problem text.
  */
@@ -20,17 +20,23 @@ export interface ArithOptions {
   ops?: Array<'+' | '-' | '*'>;
 }
 
-/** Column scratchpad and answer for a op b (a ≥ b for subtraction; b one digit for multiplication). */
+/**
+ * Column scratchpad and answer for a op b (a ≥ b for subtraction; b one digit for multiplication).
+ * Every column record has the same width so the answer digits sit at fixed offsets:
+ * addition "x+y+c=ss" (two-digit column sum), subtraction "x-y-b=rB" (digit r, borrow-out B),
+ * multiplication "x*y+c=ss" (two-digit column value).
+ */
 export function arithSolution(a: number, op: string, b: number): { scratch: string; answer: number } {
   const da = String(a).split('').reverse().map(Number);
   const db = String(b).split('').reverse().map(Number);
   const steps: string[] = [];
+  const two = (n: number) => String(n).padStart(2, '0');
   if (op === '+') {
     let carry = 0;
     const n = Math.max(da.length, db.length);
     for (let i = 0; i < n; i++) {
       const x = da[i] ?? 0, y = db[i] ?? 0, s = x + y + carry;
-      steps.push(`${x}+${y}+${carry}=${s}`);
+      steps.push(`${x}+${y}+${carry}=${two(s)}`);
       carry = s >= 10 ? 1 : 0;
     }
     return { scratch: steps.join(','), answer: a + b };
@@ -42,14 +48,14 @@ export function arithSolution(a: number, op: string, b: number): { scratch: stri
       let r = x - y - borrowIn;
       borrow = r < 0 ? 1 : 0;
       if (r < 0) r += 10;
-      steps.push(`${x}-${y}-${borrowIn}=${r}${borrow ? 'b' : ''}`);
+      steps.push(`${x}-${y}-${borrowIn}=${r}${borrow}`);
     }
     return { scratch: steps.join(','), answer: a - b };
   }
   let carry = 0;
   for (let i = 0; i < da.length; i++) {
     const s = da[i] * b + carry;
-    steps.push(`${da[i]}*${b}+${carry}=${s}`);
+    steps.push(`${da[i]}*${b}+${carry}=${two(s)}`);
     carry = Math.floor(s / 10);
   }
   return { scratch: steps.join(','), answer: a * b };

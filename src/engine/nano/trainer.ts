@@ -37,6 +37,11 @@ export class NanoTrainer implements Trainer {
     return this.run(data, loss, extras, true);
   }
 
+  /** Weighted cross-entropy of `data` without touching gradients. */
+  async logprobsLoss(data: Datum[]): Promise<number> {
+    return (await this.run(data, { kind: 'cross_entropy' }, {}, false)).loss;
+  }
+
   async logprobs(data: Datum[]): Promise<number[][]> {
     return (await this.run(data, { kind: 'cross_entropy' }, {}, false)).logprobs;
   }

@@ -1,0 +1,82 @@
+/**
+ * The `arbor` command line: train, eval, sft, serve, config, report, bench. Errors that are
+ * ArborErrors print as one line ("arbor: <message>"); --debug prints the stack.
+ */
+import { spawnSync } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ArborError } from '../core/errors.js';
+
+const USAGE = `usage: arbor <command> [options]
+
+commands:
+  train <config.yaml> [--steps N] [--force] [--quiet]   run RL (SFT warm-start first when configured)
+  train --resume <run-dir> [--steps N]                  continue a run from its last checkpoint
+  eval --task <name> --checkpoint <dir> [--count N] [--k K] [--seed S] [--max-tokens T]
+                                                        accuracy on the task's test split
+  sft --data file.jsonl --out <dir> [...]               supervised training from prompt/completion pairs
+  serve --checkpoint <dir> [--port P] [--host H]        serve a checkpoint over HTTP (OpenAI/SGLang/Tinker APIs)
+  config --print-defaults | --check <config.yaml>       show every option with its default / validate a file
+  report <run-dir>                                      regenerate report.html
+  bench <name>                                          run bench/<name>.ts (same as npm run bench -- <name>)
+
+global: --debug prints stack traces`;
+
+export function flag(argv: string[], name: string): string | undefined {
+  const i = argv.indexOf(`--${name}`);
+  if (i < 0) return undefined;
+  const v = argv[i + 1];
+  if (v === undefined || v.startsWith('--')) throw new ArborError(`--${name} needs a value`);
+  return v;
+}
+
+export function numberFlag(argv: string[], name: string, fallback: number): number {
+  const v = flag(argv, name);
+  if (v === undefined) return fallback;
+  const n = Number(v);
+  if (!Number.isFinite(n)) throw new ArborError(`--${name} must be a number, got "${v}"`);
+  return n;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const debug = argv.includes('--debug');
+  const args = argv.filter((a) => a !== '--debug');
+  const [command, ...rest] = args;
+  try {
+    switch (command) {
+      case 'train':
+        return await (await import('./train.js')).trainCommand(rest);
+      case 'eval':
+        return await (await import('./eval.js')).evalCommand(rest);
+      case 'sft':
+        return await (await import('../engine/nano/sft.js')).sftCommand(rest);
+      case 'serve':
+        return await (await import('./serve.js')).serveCommand(rest);
+      case 'config':
+        return await (await import('./config.js')).configCommand(rest);
+      case 'report':
+        return await (await import('./report.js')).reportCommand(rest);
+      case 'bench': {
+        const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
+        const r = spawnSync(process.execPath, ['--import', 'tsx', join(root, 'bench/run.ts'), ...rest], { stdio: 'inherit' });
+        return r.status ?? 1;
+      }
+      case undefined:
+      case 'help':
+      case '--help':
+      case '-h':
+        console.log(USAGE);
+        return command === undefined ? 2 : 0;
+      default:
+        console.error(`arbor: unknown command "${command}"\n\n${USAGE}`);
+        return 2;
+    }
+  } catch (error) {
+    if (error instanceof ArborError && !debug) {
+      console.error(`arbor: ${error.message}`);
+      return 1;
+    }
+    console.error(debug ? error : `arbor: ${(error as Error)?.message ?? error} (run with --debug for the stack)`);
+    return 1;
+  }
+}

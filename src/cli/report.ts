@@ -1,0 +1,14 @@
+/** `arbor report <run-dir>`: regenerate report.html from metrics.jsonl and trees. */
+import { ArborError } from '../core/errors.js';
+import { CharTokenizer } from '../engine/nano/tokenizer.js';
+import { writeReport } from '../run/report.js';
+import { RunDir } from '../run/rundir.js';
+
+export async function reportCommand(argv: string[]): Promise<number> {
+  const path = argv.find((a) => !a.startsWith('--'));
+  if (!path) throw new ArborError('usage: arbor report <run-dir>');
+  const dir = new RunDir(path);
+  dir.readConfigText();
+  console.log(writeReport(dir, new CharTokenizer()));
+  return 0;
+}

@@ -1,0 +1,183 @@
+/**
+ * Supervised fine-tuning of the nano model on (prompt, completion) pairs: sequences
+ * [BOS] prompt completion [EOS], weighted cross-entropy on the completion and EOS only (token mean
+ * over the batch), AdamW with warm-up + cosine schedule, a held-out loss measured periodically.
+ * `sftCommand` is the `arbor sft` entry: reads JSONL (fields prompt, completion), shows progress,
+ * saves a checkpoint.
+ */
+import { readFileSync } from 'node:fs';
+import { DataError } from '../../core/errors.js';
+import { Rng } from '../../core/rng.js';
+import type { Datum } from '../types.js';
+import { learningRateAt } from './adamw.js';
+import { saveCheckpoint } from './checkpoint.js';
+import { NanoModel } from './model.js';
+import { CharTokenizer } from './tokenizer.js';
+import { NanoTrainer } from './trainer.js';
+import type { NanoConfig } from './config.js';
+
+export interface SftExample {
+  prompt: string;
+  completion: string;
+}
+
+export interface SftOptions {
+  steps: number;
+  batchSize: number;
+  learningRate: number;
+  warmupSteps?: number;
+  weightDecay?: number;
+  /** Fraction of examples held out for the held-out loss. */
+  heldOutFraction?: number;
+  /** Evaluate the held-out loss every this many steps (and at the end). */
+  evalEvery?: number;
+  seed?: number;
+  onProgress?: (p: SftProgress) => void;
+}
+
+export interface SftProgress {
+  step: number;
+  steps: number;
+  loss: number;
+  heldOutLoss?: number;
+  tokensPerSecond: number;
+  learningRate: number;
+}
+
+export interface SftResult {
+  trainLoss: number[];
+  heldOut: Array<{ step: number; loss: number }>;
+  tokens: number;
+  wallMs: number;
+}
+
+/** One SFT datum: loss on completion + EOS tokens. Weights are 1 (scaled per batch later). */
+export function sftDatum(tokenizer: CharTokenizer, example: SftExample): Datum {
+  const prompt = [tokenizer.bos, ...tokenizer.encode(example.prompt)];
+  const completion = [...tokenizer.encode(example.completion), tokenizer.eos];
+  const seq = prompt.concat(completion);
+  const weights = seq.slice(1).map((_, t) => (t + 1 >= prompt.length ? 1 : 0));
+  return { inputTokens: seq.slice(0, -1), targetTokens: seq.slice(1), weights };
+}
+
+function scaled(batch: Datum[]): Datum[] {
+  const total = batch.reduce((s, d) => s + d.weights.reduce((a, b) => a + b, 0), 0) || 1;
+  return batch.map((d) => ({ ...d, weights: d.weights.map((w) => w / total) }));
+}
+
+export async function runSft(model: NanoModel, tokenizer: CharTokenizer, examples: SftExample[], options: SftOptions): Promise<SftResult> {
+  if (!examples.length) throw new DataError('sft: no examples');
+  const rng = new Rng(options.seed ?? 0).fork('sft');
+  const data = rng.shuffle(examples.map((e) => sftDatum(tokenizer, e)));
+  const maxT = model.config.contextLength;
+  const tooLong = data.findIndex((d) => d.inputTokens.length > maxT);
+  if (tooLong >= 0) throw new DataError(`sft: example ${tooLong} has ${data[tooLong].inputTokens.length + 1} tokens, over contextLength ${maxT}`);
+  const nHeld = Math.min(Math.floor(data.length * (options.heldOutFraction ?? 0.05)), 256);
+  const held = data.slice(0, nHeld);
+  const train = data.slice(nHeld);
+  const trainer = new NanoTrainer(model);
+  const schedule = { kind: 'cosine' as const, learningRate: options.learningRate, warmupSteps: options.warmupSteps ?? Math.min(20, Math.floor(options.steps / 10)), totalSteps: options.steps, minRatio: 0.1 };
+  const result: SftResult = { trainLoss: [], heldOut: [], tokens: 0, wallMs: 0 };
+  const started = Date.now();
+  let cursor = 0;
+  const evalEvery = options.evalEvery ?? Math.max(1, Math.floor(options.steps / 10));
+  for (let step = 0; step < options.steps; step++) {
+    const batch: Datum[] = [];
+    for (let i = 0; i < options.batchSize; i++) {
+      if (cursor >= train.length) {
+        rng.shuffle(train);
+        cursor = 0;
+      }
+      batch.push(train[cursor++]);
+    }
+    const out = await trainer.forwardBackward(scaled(batch), { kind: 'cross_entropy' });
+    const lr = learningRateAt(step, schedule);
+    await trainer.optimStep({ learningRate: lr, weightDecay: options.weightDecay ?? 0.01, gradClipNorm: 1 });
+    result.trainLoss.push(out.loss);
+    result.tokens += batch.reduce((s, d) => s + d.inputTokens.length, 0);
+    let heldOutLoss: number | undefined;
+    if (held.length && ((step + 1) % evalEvery === 0 || step + 1 === options.steps)) {
+      heldOutLoss = (await trainer.logprobsLoss(scaled(held)));
+      result.heldOut.push({ step: step + 1, loss: heldOutLoss });
+    }
+    options.onProgress?.({ step: step + 1, steps: options.steps, loss: out.loss, heldOutLoss, tokensPerSecond: result.tokens / ((Date.now() - started) / 1000 + 1e-9), learningRate: lr });
+  }
+  await trainer.saveForSampler();
+  result.wallMs = Date.now() - started;
+  return result;
+}
+
+const SIZES: Record<string, Partial<NanoConfig>> = {
+  tiny: { dModel: 64, nLayers: 2, nHeads: 4, dFF: 192 },
+  small: { dModel: 128, nLayers: 4, nHeads: 4, dFF: 384 },
+  medium: { dModel: 256, nLayers: 6, nHeads: 8, dFF: 768 },
+};
+
+export function modelSize(name: string): Partial<NanoConfig> {
+  const s = SIZES[name];
+  if (!s) throw new DataError(`unknown model size "${name}" (${Object.keys(SIZES).join(', ')})`);
+  return s;
+}
+
+/** Read a JSONL file of {prompt, completion} rows; errors name file:line and field. */
+export function readSftJsonl(file: string): SftExample[] {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (cause) {
+    throw new DataError(`${file}: cannot read (${(cause as Error).message})`, file, undefined, undefined, { cause });
+  }
+  const out: SftExample[] = [];
+  text.split('\n').forEach((line, i) => {
+    if (!line.trim()) return;
+    let row: Record<string, unknown>;
+    try {
+      row = JSON.parse(line);
+    } catch (cause) {
+      throw new DataError(`${file}:${i + 1}: invalid JSON`, file, i + 1, undefined, { cause });
+    }
+    for (const field of ['prompt', 'completion']) {
+      if (typeof row[field] !== 'string') throw new DataError(`${file}:${i + 1}: field "${field}" must be a string`, file, i + 1, field);
+    }
+    out.push({ prompt: row.prompt as string, completion: row.completion as string });
+  });
+  if (!out.length) throw new DataError(`${file}: no rows`, file);
+  return out;
+}
+
+function flag(argv: string[], name: string, fallback?: string): string | undefined {
+  const i = argv.indexOf(`--${name}`);
+  return i >= 0 ? argv[i + 1] : fallback;
+}
+
+/** `arbor sft --data file.jsonl --out dir [--steps N --batch B --lr X --model-size tiny|small|medium --seed S]` */
+export async function sftCommand(argv: string[]): Promise<number> {
+  const data = flag(argv, 'data');
+  const out = flag(argv, 'out');
+  if (!data || !out) {
+    process.stderr.write('usage: arbor sft --data file.jsonl --out dir [--steps 300] [--batch 32] [--lr 3e-3] [--model-size tiny|small|medium] [--context 256] [--seed 0]\n');
+    return 2;
+  }
+  const examples = readSftJsonl(data);
+  const tokenizer = new CharTokenizer();
+  const steps = Number(flag(argv, 'steps', '300'));
+  const model = await NanoModel.create({ ...modelSize(flag(argv, 'model-size', 'tiny')!), vocabSize: tokenizer.vocabSize, contextLength: Number(flag(argv, 'context', '256')) }, { seed: Number(flag(argv, 'seed', '0')) });
+  const tty = process.stderr.isTTY && !process.env.CI;
+  const result = await runSft(model, tokenizer, examples, {
+    steps,
+    batchSize: Number(flag(argv, 'batch', '32')),
+    learningRate: Number(flag(argv, 'lr', '3e-3')),
+    seed: Number(flag(argv, 'seed', '0')),
+    onProgress: (p) => {
+      const bar = '#'.repeat(Math.round((p.step / p.steps) * 30)).padEnd(30, '.');
+      const line = `sft [${bar}] ${p.step}/${p.steps} loss ${p.loss.toFixed(4)}${p.heldOutLoss !== undefined ? ` held-out ${p.heldOutLoss.toFixed(4)}` : ''} ${Math.round(p.tokensPerSecond)} tok/s`;
+      if (tty) process.stderr.write(`\r${line}`);
+      else if (p.heldOutLoss !== undefined || p.step === p.steps) process.stderr.write(line + '\n');
+    },
+  });
+  if (tty) process.stderr.write('\n');
+  saveCheckpoint(out, model, tokenizer);
+  const last = result.heldOut[result.heldOut.length - 1];
+  process.stdout.write(`saved ${out}: final train loss ${result.trainLoss[result.trainLoss.length - 1].toFixed(4)}${last ? `, held-out loss ${last.loss.toFixed(4)}` : ''}, ${(result.wallMs / 1000).toFixed(1)} s\n`);
+  return 0;
+}

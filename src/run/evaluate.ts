@@ -1,0 +1,57 @@
+/**
+ * Held-out evaluation: greedy accuracy (temperature 0, one sample) and pass@k (k samples at
+ * temperature 1; a prompt passes when any sample is correct) on fixed test items. All samples of an
+ * evaluation go to the sampler in one call. Seeds derive from the given Rng, so results are exact
+ * functions of (weights, items, seed).
+ */
+import type { Rng } from '../core/rng.js';
+import type { TaskItem } from '../core/types.js';
+import type { Sampler } from '../engine/types.js';
+import { scoreBatch } from '../filter/reward.js';
+import type { RewardFunction } from '../filter/types.js';
+
+export interface EvalResult {
+  greedyAccuracy: number;
+  passAtK: number | null;
+  k: number;
+  count: number;
+  /** A few (prompt, response, reward) examples for the report. */
+  samples: Array<{ prompt: string; response: string; reward: number }>;
+}
+
+export interface EvalContext {
+  sampler: Sampler;
+  encodePrompt: (item: TaskItem) => number[];
+  decode: (tokens: number[]) => string;
+  stopTokens: number[];
+  maxResponseTokens: number;
+  reward: RewardFunction;
+  rng: Rng;
+}
+
+export async function evaluate(items: TaskItem[], k: number, ctx: EvalContext): Promise<EvalResult> {
+  const base = items.map((item) => ({ tokens: ctx.encodePrompt(item), maxTokens: ctx.maxResponseTokens, stopTokens: ctx.stopTokens }));
+  const requests = [
+    ...base.map((r) => ({ ...r, temperature: 0, n: 1, seed: 0 })),
+    ...(k > 0 ? base.map((r) => ({ ...r, temperature: 1, n: k, seed: ctx.rng.nextU32() })) : []),
+  ];
+  const results = await ctx.sampler.sample(requests);
+  const greedyInputs = items.map((item, i) => ({ item, response: ctx.decode(results[i].completions[0].tokens) }));
+  const greedy = await scoreBatch(ctx.reward, greedyInputs, { concurrency: 8 });
+  let passAtK: number | null = null;
+  if (k > 0) {
+    const inputs = items.flatMap((item, i) => results[items.length + i].completions.map((c) => ({ item, response: ctx.decode(c.tokens) })));
+    const scores = await scoreBatch(ctx.reward, inputs, { concurrency: 8 });
+    let passed = 0;
+    for (let i = 0; i < items.length; i++) if (scores.slice(i * k, (i + 1) * k).some((s) => s.reward > 0.5)) passed++;
+    passAtK = passed / items.length;
+  }
+  const correct = greedy.filter((s) => s.reward > 0.5).length;
+  return {
+    greedyAccuracy: correct / items.length,
+    passAtK,
+    k,
+    count: items.length,
+    samples: greedyInputs.slice(0, 5).map((g, i) => ({ prompt: g.item.prompt, response: g.response, reward: greedy[i].reward })),
+  };
+}

@@ -1,0 +1,56 @@
+/**
+ * Progress display on stderr: one rewritten line on a TTY, plain lines otherwise (CI, pipes).
+ * Shows stage, step/total, reward, accuracy, tokens decoded, prefix tokens reused, stage times, ETA.
+ */
+
+export class Progress {
+  private readonly tty: boolean;
+  private lastLen = 0;
+  private readonly started = Date.now();
+
+  constructor(readonly quiet = false, stream: NodeJS.WriteStream = process.stderr) {
+    this.stream = stream;
+    this.tty = !!stream.isTTY && !process.env.CI;
+  }
+
+  private readonly stream: NodeJS.WriteStream;
+
+  /** A transient status line (overwritten on a TTY). */
+  update(text: string): void {
+    if (this.quiet) return;
+    if (this.tty) {
+      const pad = Math.max(0, this.lastLen - text.length);
+      this.stream.write(`\r${text}${' '.repeat(pad)}`);
+      this.lastLen = text.length;
+    }
+  }
+
+  /** A permanent line. */
+  line(text: string): void {
+    if (this.quiet) return;
+    if (this.tty && this.lastLen) {
+      this.stream.write(`\r${' '.repeat(this.lastLen)}\r`);
+      this.lastLen = 0;
+    }
+    this.stream.write(text + '\n');
+  }
+
+  /** Seconds since start. */
+  elapsed(): number {
+    return (Date.now() - this.started) / 1000;
+  }
+
+  /** "step 3/40 [####....]" with an ETA from the mean step time. */
+  stepPrefix(step: number, total: number, secondsPerStep: number): string {
+    const width = 20;
+    const done = Math.round((step / Math.max(1, total)) * width);
+    const eta = secondsPerStep * (total - step);
+    return `step ${step}/${total} [${'#'.repeat(done)}${'.'.repeat(width - done)}] eta ${formatSeconds(eta)}`;
+  }
+}
+
+export function formatSeconds(s: number): string {
+  if (!Number.isFinite(s)) return '?';
+  const m = Math.floor(s / 60);
+  return m ? `${m}m${Math.round(s % 60).toString().padStart(2, '0')}s` : `${s.toFixed(0)}s`;
+}

@@ -1,0 +1,87 @@
+/**
+ * The run directory: config.resolved.yaml, metrics.jsonl (one JSON line per step), trees/step-N.jsonl,
+ * checkpoints/step-N/ (engine state + state.json), summary.json and report.html. Appends are
+ * flushed per line, so a crash loses at most the step in progress.
+ */
+import { appendFileSync, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import YAML from 'yaml';
+import { DataError } from '../core/errors.js';
+import { treeToJSON, type RolloutTree } from '../core/tree.js';
+import type { ArborConfig } from './config.js';
+
+export interface StepMetrics {
+  step: number;
+  [key: string]: number | string | null | undefined;
+}
+
+export class RunDir {
+  constructor(readonly path: string) {}
+
+  create(config: ArborConfig): void {
+    mkdirSync(join(this.path, 'trees'), { recursive: true });
+    mkdirSync(join(this.path, 'checkpoints'), { recursive: true });
+    writeFileSync(join(this.path, 'config.resolved.yaml'), YAML.stringify(config));
+  }
+
+  get metricsFile(): string {
+    return join(this.path, 'metrics.jsonl');
+  }
+
+  appendMetrics(m: StepMetrics): void {
+    appendFileSync(this.metricsFile, JSON.stringify(m) + '\n');
+  }
+
+  readMetrics(): StepMetrics[] {
+    if (!existsSync(this.metricsFile)) return [];
+    return readFileSync(this.metricsFile, 'utf8')
+      .split('\n')
+      .filter((l) => l.trim())
+      .map((l, i) => {
+        try {
+          return JSON.parse(l) as StepMetrics;
+        } catch (cause) {
+          throw new DataError(`${this.metricsFile}:${i + 1}: invalid JSON`, this.metricsFile, i + 1, undefined, { cause });
+        }
+      });
+  }
+
+  /** Keep only metric lines with step ≤ `step` (used when resuming from an earlier checkpoint). */
+  truncateMetrics(step: number): void {
+    const kept = this.readMetrics().filter((m) => m.step <= step);
+    writeFileSync(this.metricsFile, kept.map((m) => JSON.stringify(m) + '\n').join(''));
+  }
+
+  writeTrees(step: number, trees: RolloutTree[]): void {
+    writeFileSync(join(this.path, 'trees', `step-${step}.jsonl`), trees.map((t) => treeToJSON(t)).join('\n') + '\n');
+  }
+
+  checkpointDir(step: number): string {
+    return join(this.path, 'checkpoints', `step-${step}`);
+  }
+
+  /** Steps that have a complete checkpoint (state.json written last), ascending. */
+  checkpoints(): number[] {
+    const dir = join(this.path, 'checkpoints');
+    if (!existsSync(dir)) return [];
+    return readdirSync(dir)
+      .map((d) => /^step-(\d+)$/.exec(d))
+      .filter((m): m is RegExpExecArray => !!m && existsSync(join(dir, m[0], 'state.json')))
+      .map((m) => Number(m[1]))
+      .sort((a, b) => a - b);
+  }
+
+  readConfigText(): string {
+    const file = join(this.path, 'config.resolved.yaml');
+    if (!existsSync(file)) throw new DataError(`${this.path}: not a run directory (no config.resolved.yaml)`, file);
+    return readFileSync(file, 'utf8');
+  }
+
+  writeJson(name: string, value: unknown): void {
+    writeFileSync(join(this.path, name), JSON.stringify(value, null, 2) + '\n');
+  }
+
+  writeText(name: string, text: string): void {
+    writeFileSync(join(this.path, name), text);
+  }
+}

@@ -196,7 +196,7 @@ export function defaultsYaml(): string {
       if (doc) lines.push(`  # ${doc}`);
       const v = values?.[key];
       if (v === undefined) lines.push(`  # ${key}: (unset)`);
-      else if (v && typeof v === 'object' && !Array.isArray(v)) {
+      else if (v && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length) {
         lines.push(`  ${key}:`);
         const sub = innerObject(field as z.ZodTypeAny) ?? {};
         for (const [k2, v2] of Object.entries(v as Record<string, unknown>)) {

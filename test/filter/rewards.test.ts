@@ -67,7 +67,7 @@ test('noisy-verifier backward correction is unbiased (simulation)', async () => 
 
 test('judge: retries a 500, parses verdicts, reports unparseable replies (loopback server)', async () => {
   let calls = 0;
-  const replies = [() => [500, 'oops'], () => [200, JSON.stringify({ choices: [{ message: { content: 'Reasoning...\nVERDICT: CORRECT' } }] })], () => [200, JSON.stringify({ choices: [{ message: { content: 'I think so' } }] })]] as const;
+  const replies: Array<() => [number, string]> = [() => [500, 'oops'], () => [200, JSON.stringify({ choices: [{ message: { content: 'Reasoning...\nVERDICT: CORRECT' } }] })], () => [200, JSON.stringify({ choices: [{ message: { content: 'I think so' } }] })]];
   const server = createServer((req, res) => {
     let body = '';
     req.on('data', (c) => (body += c));

@@ -1,0 +1,49 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import YAML from 'yaml';
+import { defaultsYaml, loadConfig, parseConfig } from '../../src/run/config.js';
+import { ConfigError } from '../../src/core/errors.js';
+import { buildReport, lineChart } from '../../src/run/report.js';
+import { addNode, createTree } from '../../src/core/tree.js';
+import { CharTokenizer } from '../../src/engine/nano/tokenizer.js';
+
+test('config: defaults for everything; unknown keys and bad values name the file and key', () => {
+  const c = parseConfig({});
+  assert.equal(c.generate.kind, 'treepo');
+  assert.equal(c.optimize.loss.clipHigh, 0.28);
+  const dir = mkdtempSync(join(tmpdir(), 'arbor-cfg-'));
+  const file = join(dir, 'x.yaml');
+  writeFileSync(file, 'run:\n  stepz: 3\n');
+  assert.throws(() => loadConfig(file), (e: unknown) => e instanceof ConfigError && e.message.includes('x.yaml: run: unknown key(s) "stepz"'));
+  writeFileSync(file, 'generate: { kind: treepo, segmentLength: abc }\n');
+  assert.throws(() => loadConfig(file), (e: unknown) => e instanceof ConfigError && /generate.segmentLength: expected number, got string/.test(e.message));
+  writeFileSync(file, 'run: [1, 2\n');
+  assert.throws(() => loadConfig(file), (e: unknown) => e instanceof ConfigError && /not valid YAML/.test(e.message));
+  writeFileSync(file, 'optimize: { loss: { kind: ppo_clip, clipLow: -1 } }\n');
+  assert.throws(() => loadConfig(file), (e: unknown) => e instanceof ConfigError && /optimize.loss.clipLow/.test(e.message));
+  assert.throws(() => loadConfig(join(dir, 'missing.yaml')), /cannot read/);
+});
+
+test('config: --print-defaults output is valid YAML that round-trips to the defaults, with doc comments', () => {
+  const text = defaultsYaml();
+  assert.match(text, /# rollout temperature/);
+  const parsed = parseConfig(YAML.parse(text));
+  assert.deepEqual(parsed, parseConfig({}));
+});
+
+test('report: self-contained HTML with SVG charts and a rendered tree', () => {
+  const tok = new CharTokenizer();
+  const t = createTree('s1p0', 'item', [1, ...tok.encode('2+2=')]);
+  const leaf = addNode(t, '0', { tokens: tok.encode('2+2+0=04;4'), finishReason: 'stop' });
+  leaf.reward = 1;
+  const html = buildReport([{ step: 0, eval_greedy_acc: 0.1, tokens_decoded_total: 0 }, { step: 1, reward_mean: 0.2, tokens_decoded: 50, tokens_decoded_total: 50, prefix_reuse_ratio: 0.5, eval_greedy_acc: 0.3 }], [t], tok, { heldout_acc_start: 0.1 }, 'test');
+  assert.match(html, /<svg/);
+  assert.ok((html.match(/<svg/g) ?? []).length >= 5);
+  assert.match(html, /2\+2\+0=04;4/);
+  assert.match(html, /r=1\.00/);
+  assert.doesNotMatch(html, /<script/);
+  assert.match(lineChart('empty', 'x', []), /no data/);
+});

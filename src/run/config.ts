@@ -109,11 +109,43 @@ const trainerSchema = z
   .strict()
   .default({});
 
+const remoteSamplerSchema = z
+  .object({
+    api: z.enum(['openai', 'sglang']).default('openai').describe('openai = vLLM /v1/completions; sglang = SGLang /generate'),
+    servers: z.array(z.string().url()).min(1).describe('base URLs of the sampling servers (without /v1)'),
+    model: z.string().default('arbor-nano').describe('served model name (openai api)'),
+    concurrencyPerServer: z.number().int().min(1).default(64).describe('requests in flight per server'),
+  })
+  .strict();
+
+const remoteTrainerSchema = z
+  .object({
+    api: z.enum(['tinker']).default('tinker').describe('Tinker-compatible training service'),
+    url: z.string().url().describe('base URL of the training service'),
+    baseModel: z.string().default('arbor-nano').describe('base model to create'),
+    modelId: z.string().optional().describe('attach to an existing model id instead of creating one'),
+    loraRank: z.number().int().min(1).default(32).describe('LoRA rank for create_model'),
+  })
+  .strict();
+
+const weightSyncSchema = z
+  .object({
+    kind: z.enum(['none', 'sglang_update_weights_from_disk', 'vllm_load_lora_adapter']).default('none').describe('how new weights reach the samplers'),
+    servers: z.array(z.string().url()).default([]).describe('servers to notify (default: the sampling servers)'),
+    loraName: z.string().default('arbor').describe('adapter name for vllm_load_lora_adapter'),
+  })
+  .strict()
+  .default({});
+
 const engineSchema = z
   .object({
-    kind: z.enum(['embedded']).default('embedded').describe('engine: embedded (the in-process nano transformer)'),
+    kind: z.enum(['embedded', 'remote']).default('embedded').describe('embedded (in-process nano transformer) or remote (HTTP sampler + trainer)'),
     kernels: z.enum(['auto', 'wasm', 'reference']).default('auto').describe('kernel backend of the embedded engine'),
     pageSize: z.number().int().min(1).default(16).describe('KV-cache page size in tokens'),
+    sampler: remoteSamplerSchema.optional().describe('remote: the sampling servers'),
+    trainer: remoteTrainerSchema.optional().describe('remote: the training service'),
+    tokenizer: z.string().optional().describe('remote: checkpoint directory whose tokenizer.json encodes prompts'),
+    weightSync: weightSyncSchema.describe('remote: weight synchronisation after each step'),
   })
   .strict()
   .default({});

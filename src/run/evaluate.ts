@@ -13,6 +13,8 @@ import type { RewardFunction } from '../filter/types.js';
 export interface EvalResult {
   greedyAccuracy: number;
   passAtK: number | null;
+  /** Mean accuracy of the k samples at temperature 1 (pass@1 estimate), null when k = 0. */
+  sampleAccuracy: number | null;
   k: number;
   count: number;
   /** A few (prompt, response, reward) examples for the report. */
@@ -39,17 +41,20 @@ export async function evaluate(items: TaskItem[], k: number, ctx: EvalContext): 
   const greedyInputs = items.map((item, i) => ({ item, response: ctx.decode(results[i].completions[0].tokens) }));
   const greedy = await scoreBatch(ctx.reward, greedyInputs, { concurrency: 8 });
   let passAtK: number | null = null;
+  let sampleAccuracy: number | null = null;
   if (k > 0) {
     const inputs = items.flatMap((item, i) => results[items.length + i].completions.map((c) => ({ item, response: ctx.decode(c.tokens) })));
     const scores = await scoreBatch(ctx.reward, inputs, { concurrency: 8 });
     let passed = 0;
     for (let i = 0; i < items.length; i++) if (scores.slice(i * k, (i + 1) * k).some((s) => s.reward > 0.5)) passed++;
     passAtK = passed / items.length;
+    sampleAccuracy = scores.filter((s) => s.reward > 0.5).length / scores.length;
   }
   const correct = greedy.filter((s) => s.reward > 0.5).length;
   return {
     greedyAccuracy: correct / items.length,
     passAtK,
+    sampleAccuracy,
     k,
     count: items.length,
     samples: greedyInputs.slice(0, 5).map((g, i) => ({ prompt: g.item.prompt, response: g.response, reward: greedy[i].reward })),

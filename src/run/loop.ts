@@ -23,6 +23,7 @@ import { getTask } from '../tasks/index.js';
 import { parseConfig, type ArborConfig } from './config.js';
 import { DataOrder, type DataOrderState } from './data-order.js';
 import { buildEmbedded, prepareStart } from './embedded.js';
+import { buildRemote } from './remote.js';
 import { evaluate, type EvalResult } from './evaluate.js';
 import { Progress, formatSeconds } from './progress.js';
 import { writeReport } from './report.js';
@@ -55,6 +56,8 @@ export interface RunSummary {
 
 interface LoopState {
   step: number;
+  /** Optimiser updates so far (drives the learning-rate schedule). */
+  optimizerSteps: number;
   data: DataOrderState;
   tokensDecoded: number;
   prefixTokensReused: number;
@@ -86,15 +89,18 @@ export async function train(inputConfig: ArborConfig | undefined, options: Train
   if (!options.resume) dir.create(config);
   const started = Date.now();
   const task = getTask(config.task.name, config.task.options);
-  const startDir = await prepareStart(config, task, progress);
-  const engine = await buildEmbedded(config, startDir);
-  const { model, tokenizer, sampler, trainer } = engine;
+  const remote = config.engine.kind === 'remote';
+  const startDir = remote ? undefined : await prepareStart(config, task, progress);
+  const engine = remote ? buildRemote(config) : await buildEmbedded(config, startDir);
+  const { tokenizer, sampler, trainer } = engine;
+  const modelDescription = 'model' in engine ? `model ${engine.model.parameterCount} params from ${engine.origin}` : engine.origin;
   const seed = config.run.seed;
   const pool = task.makeItems('train', config.run.trainItems, seed);
   const testItems = task.makeItems('test', config.run.evalCount, seed);
   const generator = generatorFromConfig(config.generate);
   const { loss, extras } = lossFromConfig(config.optimize.loss);
-  const reference = extras.klCoef ? new NanoTrainer((await (startDir ? loadCheckpoint(startDir) : Promise.reject(new ConfigError('optimize.loss.klCoef > 0 needs a warm-start or model.checkpoint as the reference policy', 'optimize.loss.klCoef')))).model) : undefined;
+  if (extras.klCoef && (remote || !startDir)) throw new ConfigError('optimize.loss.klCoef > 0 needs the embedded engine with a warm-start or model.checkpoint as the reference policy', 'optimize.loss.klCoef');
+  const reference = extras.klCoef && startDir ? new NanoTrainer((await loadCheckpoint(startDir)).model) : undefined;
   const encodePrompt = (item: TaskItem) => [tokenizer.bos, ...tokenizer.encode(item.prompt)];
   const decode = (tokens: number[]) => tokenizer.decode(tokens);
   const stopTokens = [tokenizer.eos];
@@ -110,11 +116,11 @@ export async function train(inputConfig: ArborConfig | undefined, options: Train
     dir.truncateMetrics(resumeStep);
     progress.line(`resuming ${dir.path} from step ${resumeStep}`);
   } else {
-    progress.line(`run ${dir.path}: ${task.name}, ${generator.kind} (G=${generator.groupSize}), ${config.run.promptsPerStep} prompts/step, ${config.run.steps} steps, model ${model.parameterCount} params from ${engine.origin}`);
+    progress.line(`run ${dir.path}: ${task.name}, ${generator.kind} (G=${generator.groupSize}), ${config.run.promptsPerStep} prompts/step, ${config.run.steps} steps, ${modelDescription}`);
     progress.update('evaluating the starting policy...');
     const e0 = await evalAt(0);
-    state = { step: 0, data: { epoch: 0, cursor: 0 }, tokensDecoded: 0, prefixTokensReused: 0, promptTokensComputed: 0, wallSeconds: 0, evalStart: { greedy: e0.greedyAccuracy, passAtK: e0.passAtK } };
-    dir.appendMetrics({ step: 0, eval_greedy_acc: e0.greedyAccuracy, eval_pass_at_k: e0.passAtK, tokens_decoded_total: 0, wall_s: 0 });
+    state = { step: 0, optimizerSteps: 0, data: { epoch: 0, cursor: 0 }, tokensDecoded: 0, prefixTokensReused: 0, promptTokensComputed: 0, wallSeconds: 0, evalStart: { greedy: e0.greedyAccuracy, passAtK: e0.passAtK } };
+    dir.appendMetrics({ step: 0, eval_greedy_acc: e0.greedyAccuracy, eval_pass_at_k: e0.passAtK, eval_sample_acc: e0.sampleAccuracy, tokens_decoded_total: 0, wall_s: 0 });
     progress.line(`step 0: held-out greedy accuracy ${pct(e0.greedyAccuracy)}${e0.passAtK !== null ? `, pass@${e0.k} ${pct(e0.passAtK)}` : ''}`);
   }
   const data = new DataOrder(pool.length, seed, state.data);
@@ -187,12 +193,13 @@ export async function train(inputConfig: ArborConfig | undefined, options: Train
       const out = await trainer.forwardBackward(datums, loss, extras);
       lossSum += out.loss;
       for (const [k, v] of Object.entries(out.metrics)) metricSums[k] = (metricSums[k] ?? 0) + v / chunks.length;
-      lr = learningRateAt(trainer.optimizer.step, {
+      lr = learningRateAt(state.optimizerSteps, {
         kind: config.trainer.schedule, learningRate: config.trainer.learningRate, warmupSteps: config.trainer.warmupSteps,
         totalSteps: config.run.steps * config.trainer.updatesPerStep, minRatio: config.trainer.minLearningRateRatio,
       });
       const r = await trainer.optimStep({ learningRate: lr, beta1: config.trainer.beta1, beta2: config.trainer.beta2, eps: config.trainer.eps, weightDecay: config.trainer.weightDecay, gradClipNorm: config.trainer.gradClipNorm });
       gradNorm = r.gradNorm;
+      state.optimizerSteps++;
     }
     await trainer.saveForSampler();
     timings.train = Date.now() - t;
@@ -236,6 +243,7 @@ export async function train(inputConfig: ArborConfig | undefined, options: Train
       lastEval = await evalAt(step);
       metrics.eval_greedy_acc = lastEval.greedyAccuracy;
       metrics.eval_pass_at_k = lastEval.passAtK;
+      metrics.eval_sample_acc = lastEval.sampleAccuracy;
       metrics.ms_eval = Date.now() - te;
     }
     state.step = step;
@@ -253,7 +261,7 @@ export async function train(inputConfig: ArborConfig | undefined, options: Train
     const spm = mean(stepTimes.slice(-5));
     const line = `${progress.stepPrefix(step, config.run.steps, spm)} reward ${rewardMean.toFixed(3)} acc ${pct(accuracy)} decoded ${stats.tokensDecoded} reused ${stats.prefixTokensReused}` +
       ` | gen ${(timings.generate / 1000).toFixed(1)}s score ${(timings.score / 1000).toFixed(1)}s train ${(timings.train / 1000).toFixed(1)}s` +
-      (metrics.eval_greedy_acc !== undefined ? ` | held-out ${pct(metrics.eval_greedy_acc as number)}` : '');
+      (metrics.eval_greedy_acc !== undefined ? ` | held-out greedy ${pct(metrics.eval_greedy_acc as number)}${lastEval?.sampleAccuracy != null ? ` sampled ${pct(lastEval.sampleAccuracy)}` : ''}` : '');
     if (metrics.eval_greedy_acc !== undefined || isLast || step === 1) progress.line(line);
     else progress.update(line);
   }

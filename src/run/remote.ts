@@ -1,0 +1,55 @@
+/**
+ * Builds a remote engine for a run from `engine.kind: remote`: an OpenAI-compatible (vLLM) or SGLang
+ * sampler over one or more servers, a Tinker-compatible trainer, the char tokenizer of a checkpoint,
+ * and the weight-sync hook run after every saveForSampler (then every later segment is tagged with
+ * the new weight version).
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ConfigError } from '../core/errors.js';
+import { OpenAICompletionsSampler } from '../engine/remote/openai-completions.js';
+import { SGLangSampler } from '../engine/remote/sglang.js';
+import { TinkerTrainer } from '../engine/remote/tinker.js';
+import { weightSyncFromSpec } from '../engine/remote/weight-sync.js';
+import { CharTokenizer } from '../engine/nano/tokenizer.js';
+import type { ArborConfig } from './config.js';
+
+export interface RemoteEngine {
+  sampler: OpenAICompletionsSampler | SGLangSampler;
+  trainer: TinkerTrainer;
+  tokenizer: CharTokenizer;
+  origin: string;
+}
+
+export function buildRemote(config: ArborConfig): RemoteEngine {
+  const e = config.engine;
+  if (!e.sampler) throw new ConfigError('engine.sampler is required when engine.kind is remote', 'engine.sampler');
+  if (!e.trainer) throw new ConfigError('engine.trainer is required when engine.kind is remote', 'engine.trainer');
+  if (!e.tokenizer) throw new ConfigError('engine.tokenizer (a checkpoint directory with tokenizer.json) is required when engine.kind is remote', 'engine.tokenizer');
+  const tokFile = join(e.tokenizer, 'tokenizer.json');
+  let tokenizer: CharTokenizer;
+  try {
+    tokenizer = CharTokenizer.fromJSON(JSON.parse(readFileSync(tokFile, 'utf8')), tokFile);
+  } catch (cause) {
+    throw new ConfigError(`engine.tokenizer: cannot load ${tokFile}: ${(cause as Error).message}`, 'engine.tokenizer', undefined, { cause });
+  }
+  const sampler = e.sampler.api === 'openai'
+    ? new OpenAICompletionsSampler({ servers: e.sampler.servers, model: e.sampler.model, concurrencyPerServer: e.sampler.concurrencyPerServer })
+    : new SGLangSampler({ servers: e.sampler.servers, concurrencyPerServer: e.sampler.concurrencyPerServer });
+  const sync = weightSyncFromSpec(
+    e.weightSync.kind === 'none' ? { kind: 'none' }
+    : e.weightSync.kind === 'sglang_update_weights_from_disk' ? { kind: e.weightSync.kind, servers: e.weightSync.servers.length ? e.weightSync.servers : e.sampler.servers }
+    : { kind: e.weightSync.kind, servers: e.weightSync.servers.length ? e.weightSync.servers : e.sampler.servers, loraName: e.weightSync.loraName },
+  );
+  const trainer = new TinkerTrainer({
+    baseUrl: e.trainer.url,
+    baseModel: e.trainer.baseModel,
+    modelId: e.trainer.modelId,
+    loraRank: e.trainer.loraRank,
+    onSamplerWeights: async (path, version) => {
+      await sync.sync(path, version);
+      sampler.setWeightVersion(version);
+    },
+  });
+  return { sampler, trainer, tokenizer, origin: `remote ${e.sampler.api} ${e.sampler.servers.join(',')} + tinker ${e.trainer.url}` };
+}

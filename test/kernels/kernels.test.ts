@@ -85,10 +85,24 @@ test('every kernel of the interface is provided by the wasm backend and agrees o
   referenceKernels.rmsnormForward(o1, r1, x, w, N, C, 1e-5);
   k.rmsnormForward(o2, r2, place(k, x, 0), w, N, C, 1e-5);
   close('rmsnorm', o2, o1, N * C);
-  const s1 = new Float32Array(N * C), s2 = k.alloc(N * C);
-  referenceKernels.logSoftmaxForward(s1, x, N, C);
-  k.logSoftmaxForward(s2, x, N, C);
-  close('logsoftmax', s2, s1, N * C);
+  for (const kind of ['softmax', 'logSoftmax'] as const) {
+    const y1 = new Float32Array(N * C), y2 = k.alloc(N * C);
+    referenceKernels[`${kind}Forward`](y1, x, N, C);
+    k[`${kind}Forward`](y2, place(k, x, 1), N, C);
+    close(kind, y2, y1, N * C);
+    const inplace = place(k, x, 0);
+    k[`${kind}Forward`](inplace, inplace, N, C);
+    close(`${kind} in place`, inplace, y1, N * C);
+    const g = rand(N * C), d1 = rand(N * C), d2 = place(k, d1, 2);
+    referenceKernels[`${kind}Backward`](d1, g, y1, N, C);
+    k[`${kind}Backward`](d2, g, y1, N, C);
+    close(`${kind} backward`, d2, d1, N * C);
+  }
+  const g = rand(N * C), dx1 = rand(N * C), dw1 = rand(C), dx2 = place(k, dx1, 0), dw2 = place(k, dw1, 1);
+  referenceKernels.rmsnormBackward(dx1, dw1, g, x, w, r1, N, C);
+  k.rmsnormBackward(dx2, dw2, g, x, w, r1, N, C);
+  close('rmsnorm backward dx', dx2, dx1, N * C);
+  close('rmsnorm backward dw', dw2, dw1, C);
 });
 
 /** Finite-difference checks of the reference backward kernels (the oracles themselves). */

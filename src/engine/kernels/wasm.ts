@@ -20,6 +20,10 @@ export function kernelWasmPath(): string {
 }
 
 interface Exports {
+  rmsnormForward(out: number, rstd: number, x: number, weight: number, N: number, C: number, eps: number): void;
+  rmsnormBackward(dx: number, dweight: number, dout: number, x: number, weight: number, rstd: number, N: number, C: number): void;
+  softmaxForward(out: number, x: number, N: number, C: number, log: number): void;
+  softmaxBackward(dx: number, dout: number, y: number, N: number, C: number, log: number): void;
   attentionForward(out: number, att: number, q: number, k: number, v: number, B: number, T: number, C: number, NH: number): void;
   attentionBackward(dq: number, dk: number, dv: number, dout: number, att: number, q: number, k: number, v: number, B: number, T: number, C: number, NH: number, scratch: number): void;
   gemm(M: number, N: number, K: number, a: number, sai: number, sak: number, b: number, sbk: number, sbj: number, c: number, accumulate: number, packB: number, packA: number): void;
@@ -112,6 +116,15 @@ export async function createWasmKernels(): Promise<Kernels> {
     if (!outOwned) out.set(mem.view(pc, M * N));
   }
 
+  /** Softmax / log-softmax forward; `out` may alias `x`. */
+  function softmaxFwd(out: Float32Array, x: Float32Array, N: number, C: number, log: number): void {
+    if (out === x || (out.buffer === x.buffer && out.byteOffset === x.byteOffset)) {
+      withPointers([], [[out, N * C]], ([po]) => ex.softmaxForward(po, po, N, C, log));
+    } else {
+      withPointers([[x, N * C]], [[out, N * C]], ([po, px]) => ex.softmaxForward(po, px, N, C, log));
+    }
+  }
+
   /** Run `fn` with WASM pointers for `inputs` (copied in if foreign) and `outputs` (copied back). */
   function withPointers(inputs: Array<[Float32Array, number]>, outputs: Array<[Float32Array, number]>, fn: (pointers: number[]) => void): void {
     mem.beginScratch();
@@ -124,6 +137,16 @@ export async function createWasmKernels(): Promise<Kernels> {
 
   return {
     ...referenceKernels,
+    rmsnormForward: (out, rstd, x, weight, N, C, eps) =>
+      withPointers([[x, N * C], [weight, C]], [[out, N * C], [rstd, N]], ([po, pr, px, pw]) => ex.rmsnormForward(po, pr, px, pw, N, C, eps)),
+    rmsnormBackward: (dx, dweight, dout, x, weight, rstd, N, C) =>
+      withPointers([[dout, N * C], [x, N * C], [weight, C], [rstd, N]], [[dx, N * C], [dweight, C]], ([pdx, pdw, pdo, px, pw, pr]) => ex.rmsnormBackward(pdx, pdw, pdo, px, pw, pr, N, C)),
+    softmaxForward: (out, x, N, C) => softmaxFwd(out, x, N, C, 0),
+    logSoftmaxForward: (out, x, N, C) => softmaxFwd(out, x, N, C, 1),
+    softmaxBackward: (dx, dout, y, N, C) =>
+      withPointers([[dout, N * C], [y, N * C]], [[dx, N * C]], ([pdx, pdo, py]) => ex.softmaxBackward(pdx, pdo, py, N, C, 0)),
+    logSoftmaxBackward: (dx, dout, y, N, C) =>
+      withPointers([[dout, N * C], [y, N * C]], [[dx, N * C]], ([pdx, pdo, py]) => ex.softmaxBackward(pdx, pdo, py, N, C, 1)),
     attentionForward: (out, att, q, k, v, B, T, C, NH) => {
       const n = B * T * C;
       withPointers([[q, n], [k, n], [v, n]], [[out, n], [att, B * NH * T * T]], ([po, pa, pq, pk, pv]) => ex.attentionForward(po, pa, pq, pk, pv, B, T, C, NH));

@@ -1,0 +1,99 @@
+// RMSNorm and (log-)softmax forward/backward over rows (AssemblyScript, f32x4 inner loops).
+// Shapes as in kernels/types.ts: x, out, dout, dx [N,C]; weight, dweight [C]; rstd [N].
+
+// @ts-ignore: decorator
+@inline
+function sumSquares(p: usize, n: i32): f32 {
+  let acc = f32x4.splat(0);
+  let i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const v = v128.load(p + (<usize>i << 2));
+    acc = f32x4.add(acc, f32x4.mul(v, v));
+  }
+  let s = f32x4.extract_lane(acc, 0) + f32x4.extract_lane(acc, 1) + f32x4.extract_lane(acc, 2) + f32x4.extract_lane(acc, 3);
+  for (; i < n; i++) {
+    const v = load<f32>(p + (<usize>i << 2));
+    s += v * v;
+  }
+  return s;
+}
+
+export function rmsnormForward(out: usize, rstd: usize, x: usize, weight: usize, N: i32, C: i32, eps: f32): void {
+  for (let n = 0; n < N; n++) {
+    const row = <usize>(n * C) << 2;
+    const r: f32 = 1.0 / Mathf.sqrt(sumSquares(x + row, C) / <f32>C + eps);
+    store<f32>(rstd + (<usize>n << 2), r);
+    const rv = f32x4.splat(r);
+    let c = 0;
+    for (; c + 4 <= C; c += 4) {
+      const o = <usize>c << 2;
+      v128.store(out + row + o, f32x4.mul(f32x4.mul(v128.load(x + row + o), rv), v128.load(weight + o)));
+    }
+    for (; c < C; c++) {
+      const o = <usize>c << 2;
+      store<f32>(out + row + o, load<f32>(x + row + o) * r * load<f32>(weight + o));
+    }
+  }
+}
+
+export function rmsnormBackward(dx: usize, dweight: usize, dout: usize, x: usize, weight: usize, rstd: usize, N: i32, C: i32): void {
+  for (let n = 0; n < N; n++) {
+    const row = <usize>(n * C) << 2;
+    const r = load<f32>(rstd + (<usize>n << 2));
+    let dot: f32 = 0;
+    for (let c = 0; c < C; c++) {
+      const o = <usize>c << 2;
+      dot += load<f32>(dout + row + o) * load<f32>(weight + o) * load<f32>(x + row + o);
+    }
+    const k = (r * r * r) / <f32>C;
+    for (let c = 0; c < C; c++) {
+      const o = <usize>c << 2;
+      const g = load<f32>(dout + row + o);
+      const xv = load<f32>(x + row + o);
+      store<f32>(dweight + o, load<f32>(dweight + o) + g * xv * r);
+      store<f32>(dx + row + o, load<f32>(dx + row + o) + r * load<f32>(weight + o) * g - k * xv * dot);
+    }
+  }
+}
+
+/** out = softmax(x) (log = 0) or log_softmax(x) (log = 1), row-wise; out may alias x. */
+export function softmaxForward(out: usize, x: usize, N: i32, C: i32, log: i32): void {
+  for (let n = 0; n < N; n++) {
+    const row = <usize>(n * C) << 2;
+    let mx: f32 = -Infinity;
+    for (let c = 0; c < C; c++) mx = max(mx, load<f32>(x + row + (<usize>c << 2)));
+    let sum: f32 = 0;
+    for (let c = 0; c < C; c++) sum += Mathf.exp(load<f32>(x + row + (<usize>c << 2)) - mx);
+    if (log) {
+      const lse = mx + Mathf.log(sum);
+      for (let c = 0; c < C; c++) {
+        const o = row + (<usize>c << 2);
+        store<f32>(out + o, load<f32>(x + o) - lse);
+      }
+    } else {
+      const inv: f32 = 1 / sum;
+      for (let c = 0; c < C; c++) {
+        const o = row + (<usize>c << 2);
+        store<f32>(out + o, Mathf.exp(load<f32>(x + o) - mx) * inv);
+      }
+    }
+  }
+}
+
+/** softmax backward (log = 0, y = softmax) or log-softmax backward (log = 1, y = log_softmax); accumulates dx. */
+export function softmaxBackward(dx: usize, dout: usize, y: usize, N: i32, C: i32, log: i32): void {
+  for (let n = 0; n < N; n++) {
+    const row = <usize>(n * C) << 2;
+    let s: f32 = 0;
+    for (let c = 0; c < C; c++) {
+      const o = row + (<usize>c << 2);
+      s += log ? load<f32>(dout + o) : load<f32>(dout + o) * load<f32>(y + o);
+    }
+    for (let c = 0; c < C; c++) {
+      const o = row + (<usize>c << 2);
+      const g = load<f32>(dout + o);
+      const yv = load<f32>(y + o);
+      store<f32>(dx + o, load<f32>(dx + o) + (log ? g - Mathf.exp(yv) * s : yv * (g - s)));
+    }
+  }
+}

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { NanoModel } from '../../src/engine/nano/model.js';
 import { NanoTrainer } from '../../src/engine/nano/trainer.js';
 import { referenceKernels } from '../../src/engine/kernels/reference.js';
+import { loadKernels, type Kernels } from '../../src/engine/kernels/index.js';
 import { Rng } from '../../src/core/rng.js';
 import type { Datum, LossExtras, LossSpec } from '../../src/engine/types.js';
 import type { NanoConfig } from '../../src/engine/nano/config.js';
@@ -22,8 +23,8 @@ function makeData(rng: Rng, withPolicy: boolean): Datum[] {
   });
 }
 
-async function check(name: string, loss: LossSpec, extras: LossExtras, tied: boolean): Promise<void> {
-  const model = NanoModel.createSync({ ...tiny, tieEmbeddings: tied }, referenceKernels, 3);
+async function check(name: string, loss: LossSpec, extras: LossExtras, tied: boolean, kernels: Kernels = referenceKernels): Promise<void> {
+  const model = NanoModel.createSync({ ...tiny, tieEmbeddings: tied }, kernels, 3);
   // larger weights than the default init so every gradient is well above rounding noise
   for (let i = 0; i < model.params.data.length; i++) model.params.data[i] *= 8;
   for (const s of model.params.specs) if (s.init === 'ones') model.params.get(s.name).fill(1).forEach((_, i, a) => (a[i] = 1 + 0.1 * Math.sin(i)));
@@ -76,3 +77,8 @@ test('gradient check: cross-entropy, tied head', () => check('ce-tied', { kind: 
 test('gradient check: ppo clip + KL + entropy bonus', () => check('ppo', { kind: 'ppo', clipLow: 0.2, clipHigh: 0.28 }, { klCoef: 0.1, entropyCoef: 0.01 }, false));
 test('gradient check: importance sampling', () => check('is', { kind: 'importance_sampling' }, {}, true));
 test('gradient check: gspo', () => check('gspo', { kind: 'gspo', clipLow: 0.2, clipHigh: 0.2 }, {}, false));
+test('gradient check on the WASM kernels: ppo, untied and tied', async () => {
+  const wasm = await loadKernels({ backend: 'wasm' });
+  await check('ppo-wasm', { kind: 'ppo', clipLow: 0.2, clipHigh: 0.28 }, {}, false, wasm);
+  await check('ce-wasm-tied', { kind: 'cross_entropy' }, {}, true, wasm);
+});

@@ -19,6 +19,7 @@ export const advantageOptionsSchema = z
     weighting: z.enum(['average', 'group_size']).default('average').describe('tree: how sub-group terms are combined'),
     level: z.enum(['trajectory', 'segment']).default('trajectory').describe('tree: one scalar per trajectory, or per-segment value differences'),
     whiten: z.boolean().default(true).describe('tree: whiten over all policy tokens of the batch'),
+    negativeScale: z.number().min(0).default(1).describe('multiply negative advantages by this factor (1 = unchanged; < 1 favours reinforcing successes over suppressing failures)'),
   })
   .strict();
 export type AdvantageOptions = z.infer<typeof advantageOptionsSchema>;
@@ -34,6 +35,17 @@ export function advantagesFromConfig(spec: unknown): AdvantageOptions {
 
 export function computeAdvantages(trees: RolloutTree[], spec: Partial<AdvantageOptions> = {}): AdvantagedTrajectory[] {
   const o = advantagesFromConfig(spec);
+  const out = rawAdvantages(trees, o);
+  if (o.negativeScale !== 1) {
+    for (const a of out) {
+      if (a.advantage < 0) a.advantage *= o.negativeScale;
+      if (a.tokenAdvantages) a.tokenAdvantages = a.tokenAdvantages.map((v) => (v < 0 ? v * o.negativeScale : v));
+    }
+  }
+  return out;
+}
+
+function rawAdvantages(trees: RolloutTree[], o: AdvantageOptions): AdvantagedTrajectory[] {
   const out: AdvantagedTrajectory[] = [];
   if (o.kind === 'tree') return treeAdvantages(trees, o);
   for (const tree of trees) {

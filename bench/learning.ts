@@ -1,0 +1,58 @@
+/**
+ * `npm run bench -- learning [config] [--seeds 3] [--steps N]`: iid-GRPO vs TreePO training runs from
+ * the same warm start (the config's SFT stage, cached), several seeds each; records held-out greedy
+ * accuracy against cumulative tokens decoded and reports, per generator, the tokens needed to first
+ * reach a target accuracy (start + 5 points by default). Headline: tokens_to_target_iid_over_treepo
+ * (mean over seeds that reached it; null when either never reached the target). Also writes an SVG
+ * plot (bench/out/learning.svg).
+ */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { loadConfig, type ArborConfig } from '../src/run/config.js';
+import { train } from '../src/run/loop.js';
+import { lineChart } from '../src/run/report.js';
+import { RunDir } from '../src/run/rundir.js';
+import { benchOutDir, printTable, writeBenchJson } from './util.js';
+
+function arg(args: string[], name: string, fallback: number): number {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? Number(args[i + 1]) : fallback;
+}
+
+export async function main(args: string[]): Promise<void> {
+  const file = args.find((a) => a.endsWith('.yaml') || a.endsWith('.json')) ?? 'examples/arith-treepo.yaml';
+  const base = loadConfig(file);
+  const seeds = arg(args, 'seeds', 3);
+  const steps = arg(args, 'steps', base.run.steps);
+  const gain = arg(args, 'gain', 0.05);
+  const variants: Array<{ name: string; patch: (c: ArborConfig) => ArborConfig }> = [
+    { name: 'iid', patch: (c) => ({ ...c, generate: { kind: 'iid', groupSize: c.generate.groupSize }, optimize: { ...c.optimize, advantage: { ...c.optimize.advantage, kind: 'grpo' } } }) },
+    { name: 'treepo', patch: (c) => c },
+  ];
+  const rows: Array<Record<string, string | number | null>> = [];
+  const curves: Record<string, Array<[number, number]>> = {};
+  const reached: Record<string, number[]> = { iid: [], treepo: [] };
+  for (const v of variants) {
+    for (let s = 0; s < seeds; s++) {
+      const outDir = join(benchOutDir, 'learning', `${v.name}-seed${s}`);
+      // same warm start for every run: the SFT cache key ignores run.seed only through sft.checkpoint
+      const config = v.patch({ ...base, run: { ...base.run, seed: s, steps, outDir, evalEvery: Math.max(1, Math.floor(steps / 8)), logTreesEvery: 0, checkpointEvery: 0 }, sft: { ...base.sft, checkpoint: base.sft.checkpoint ?? join(benchOutDir, 'learning', 'sft') } });
+      const summary = await train(config, { force: true, quiet: true });
+      const evals = new RunDir(outDir).readMetrics().filter((m) => typeof m.eval_greedy_acc === 'number');
+      const target = summary.heldout_acc_start + gain;
+      const hit = evals.find((m) => (m.eval_greedy_acc as number) >= target && m.step > 0);
+      if (hit) reached[v.name].push(hit.tokens_decoded_total as number);
+      curves[`${v.name} seed ${s}`] = evals.map((m) => [m.tokens_decoded_total as number, m.eval_greedy_acc as number]);
+      rows.push({ generator: v.name, seed: s, acc_start: summary.heldout_acc_start, acc_end: summary.heldout_acc_end, tokens_decoded: summary.tokens_decoded, tokens_to_target: hit ? (hit.tokens_decoded_total as number) : null, wall_s: summary.wall_s });
+      console.log(`${v.name} seed ${s}: ${summary.heldout_acc_start} → ${summary.heldout_acc_end}, ${summary.tokens_decoded} tokens`);
+    }
+  }
+  printTable(rows);
+  const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null);
+  const iid = mean(reached.iid);
+  const tree = mean(reached.treepo);
+  const colors = ['#dc2626', '#ef4444', '#f87171', '#2563eb', '#3b82f6', '#60a5fa'];
+  const svg = lineChart('Held-out greedy accuracy vs tokens decoded', 'tokens decoded', Object.entries(curves).map(([name, points], i) => ({ name, color: colors[i % colors.length], points })), 720, 360);
+  writeFileSync(join(benchOutDir, 'learning.svg'), svg);
+  writeBenchJson('learning', { tokens_to_target_iid_over_treepo: iid !== null && tree !== null ? iid / tree : null }, { config: file, seeds, steps, target_gain: gain, reached, rows, plot: 'bench/out/learning.svg' });
+}

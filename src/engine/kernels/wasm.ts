@@ -20,6 +20,7 @@ export function kernelWasmPath(): string {
 }
 
 interface Exports {
+  gemmSmallBT(M: number, N: number, K: number, a: number, b: number, c: number, accumulate: number): void;
   rmsnormForward(out: number, rstd: number, x: number, weight: number, N: number, C: number, eps: number): void;
   rmsnormBackward(dx: number, dweight: number, dout: number, x: number, weight: number, rstd: number, N: number, C: number): void;
   softmaxForward(out: number, x: number, N: number, C: number, log: number): void;
@@ -158,7 +159,11 @@ export async function createWasmKernels(): Promise<Kernels> {
     name: 'wasm-simd',
     alloc: (n: number) => mem.alloc(n),
     matmul: (out, a, b, M, K, N, acc) => gemm(out, a, M * K, K, 1, b, K * N, N, 1, M, K, N, acc),
-    matmulBT: (out, a, b, M, K, N, acc) => gemm(out, a, M * K, K, 1, b, N * K, 1, K, M, K, N, acc),
+    matmulBT: (out, a, b, M, K, N, acc) => {
+      if (M > 8) return gemm(out, a, M * K, K, 1, b, N * K, 1, K, M, K, N, acc);
+      // decode-sized: row·row dot products, no packing
+      withPointers([[a, M * K], [b, N * K]], [[out, M * N]], ([pc, pa, pb]) => ex.gemmSmallBT(M, N, K, pa, pb, pc, acc ? 1 : 0));
+    },
     matmulAT: (out, a, b, M, K, N, acc) => gemm(out, a, K * M, 1, M, b, K * N, N, 1, M, K, N, acc),
   };
 }

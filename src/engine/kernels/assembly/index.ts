@@ -1,4 +1,4 @@
 // Entry point of the WASM kernel module: re-exports every kernel.
-export { gemm } from './matmul';
+export { gemm, gemmSmallBT } from './matmul';
 export { attentionForward, attentionBackward } from './attention';
 export { rmsnormForward, rmsnormBackward, softmaxForward, softmaxBackward } from './norm';

@@ -130,3 +130,55 @@ function storeRow(p: usize, v0: v128, v1: v128, acc: bool): void {
     v128.store(p + 16, v1);
   }
 }
+
+/**
+ * Small-M path for C[M,N] (+)= A[M,K]·B[N,K]ᵀ (decode steps): each output is a dot product of two
+ * contiguous rows, so no packing is needed. Four B rows are processed together to reuse A loads.
+ */
+export function gemmSmallBT(M: i32, N: i32, K: i32, a: usize, b: usize, c: usize, accumulate: i32): void {
+  for (let i = 0; i < M; i++) {
+    const ar = a + (<usize>(i * K) << 2);
+    const cr = c + (<usize>(i * N) << 2);
+    let j = 0;
+    for (; j + 4 <= N; j += 4) {
+      const b0 = b + (<usize>(j * K) << 2);
+      const b1 = b0 + (<usize>K << 2);
+      const b2 = b1 + (<usize>K << 2);
+      const b3 = b2 + (<usize>K << 2);
+      let s0 = f32x4.splat(0), s1 = f32x4.splat(0), s2 = f32x4.splat(0), s3 = f32x4.splat(0);
+      let k = 0;
+      for (; k + 4 <= K; k += 4) {
+        const o = <usize>k << 2;
+        const av = v128.load(ar + o);
+        s0 = f32x4.add(s0, f32x4.mul(av, v128.load(b0 + o)));
+        s1 = f32x4.add(s1, f32x4.mul(av, v128.load(b1 + o)));
+        s2 = f32x4.add(s2, f32x4.mul(av, v128.load(b2 + o)));
+        s3 = f32x4.add(s3, f32x4.mul(av, v128.load(b3 + o)));
+      }
+      let t0 = f32x4.extract_lane(s0, 0) + f32x4.extract_lane(s0, 1) + f32x4.extract_lane(s0, 2) + f32x4.extract_lane(s0, 3);
+      let t1 = f32x4.extract_lane(s1, 0) + f32x4.extract_lane(s1, 1) + f32x4.extract_lane(s1, 2) + f32x4.extract_lane(s1, 3);
+      let t2 = f32x4.extract_lane(s2, 0) + f32x4.extract_lane(s2, 1) + f32x4.extract_lane(s2, 2) + f32x4.extract_lane(s2, 3);
+      let t3 = f32x4.extract_lane(s3, 0) + f32x4.extract_lane(s3, 1) + f32x4.extract_lane(s3, 2) + f32x4.extract_lane(s3, 3);
+      for (; k < K; k++) {
+        const o = <usize>k << 2;
+        const av = load<f32>(ar + o);
+        t0 += av * load<f32>(b0 + o);
+        t1 += av * load<f32>(b1 + o);
+        t2 += av * load<f32>(b2 + o);
+        t3 += av * load<f32>(b3 + o);
+      }
+      const p = cr + (<usize>j << 2);
+      if (accumulate) {
+        t0 += load<f32>(p); t1 += load<f32>(p + 4); t2 += load<f32>(p + 8); t3 += load<f32>(p + 12);
+      }
+      store<f32>(p, t0); store<f32>(p + 4, t1); store<f32>(p + 8, t2); store<f32>(p + 12, t3);
+    }
+    for (; j < N; j++) {
+      const br = b + (<usize>(j * K) << 2);
+      let s: f32 = 0;
+      for (let k = 0; k < K; k++) s += load<f32>(ar + (<usize>k << 2)) * load<f32>(br + (<usize>k << 2));
+      const p = cr + (<usize>j << 2);
+      store<f32>(p, accumulate ? load<f32>(p) + s : s);
+    }
+  }
+}

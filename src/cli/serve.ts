@@ -9,7 +9,7 @@ import { flag, numberFlag } from './main.js';
 
 export async function serveCommand(argv: string[]): Promise<number> {
   const checkpoint = flag(argv, 'checkpoint');
-  if (!checkpoint) throw new ArborError('usage: arbor serve --checkpoint <dir> [--port 8000] [--host 127.0.0.1] [--name arbor-nano]');
+  if (!checkpoint) throw new ArborError('usage: arbor serve --checkpoint <dir> [--port 8000] [--host 127.0.0.1] [--name arbor-nano] [--state-dir .arbor-serve-state]');
   const { model, tokenizer } = await loadCheckpoint(checkpoint);
   const sampler = new NanoSampler(model);
   const trainer = new NanoTrainer(model);
@@ -17,6 +17,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
     sampler,
     trainer,
     modelName: flag(argv, 'name') ?? 'arbor-nano',
+    stateDir: flag(argv, 'state-dir') ?? '.arbor-serve-state',
     decode: (t) => tokenizer.decode(t, true),
     reloadWeights: async (path) => {
       loadArena(model.params, join(path, 'model.safetensors'));

@@ -7,6 +7,8 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { ArborError } from '../core/errors.js';
 import type { Datum, LossSpec, SampleRequest, Sampler, Trainer } from '../engine/types.js';
 
@@ -22,6 +24,8 @@ export interface ServeOptions {
   reloadWeights?: (path: string) => Promise<number>;
   /** Long-poll time for retrieve_future before answering {type: "try_again"} (ms). */
   futureWaitMs?: number;
+  /** Where save_weights / load_weights keep trainer states (default: <tmpdir>/arbor-serve-state). */
+  stateDir?: string;
 }
 
 /** A 400 error naming the bad field. */
@@ -244,7 +248,7 @@ export class ArborServer {
       case 'load_weights': {
         this.checkModel(b);
         if (typeof b.path !== 'string' || !/^[A-Za-z0-9_\-./]+$/.test(b.path) || b.path.includes('..')) throw new BadRequest('field "path" must be a relative name of [A-Za-z0-9_-./]');
-        const dir = `${process.cwd()}/.arbor-serve-state/${b.path}`;
+        const dir = join(this.options.stateDir ?? join(tmpdir(), 'arbor-serve-state'), b.path);
         return { request_id: this.enqueue(async () => { if (op === 'save_weights') await trainer.saveState(dir); else await trainer.loadState(dir); return { path: b.path, type: op }; }) };
       }
       default:

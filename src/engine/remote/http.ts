@@ -2,10 +2,12 @@
  * JSON-over-HTTP calls for the remote engine clients: a per-server concurrency limit, retries with
  * exponential back-off and jitter on 408/429/5xx, connection errors and timeouts, cancellation by
  * AbortSignal (never retried), and clear EngineCallErrors naming the URL, status and body.
- * Node's global fetch (undici) keeps connections alive between calls. No request-specific logic here.
+ * A node:http keep-alive agent per server reuses connections. No request-specific logic here.
  */
 import { EngineCallError, isAbortError } from '../../core/errors.js';
 import { Rng } from '../../core/rng.js';
+import http from 'node:http';
+import https from 'node:https';
 
 export interface RetryPolicy {
   /** Attempts in total (1 = no retry). */
@@ -69,6 +71,8 @@ export class JsonClient {
   readonly stats: JsonClientStats = { requests: 0, retries: 0, failures: 0 };
   private readonly semaphore: Semaphore;
   private readonly headers: Record<string, string>;
+  /** Keep-alive connection pool for this server. */
+  private readonly agent: http.Agent;
   /** Seeded jitter source (back-off timing only; never affects results). */
   private readonly jitter = new Rng(0x6a177e);
 
@@ -77,6 +81,12 @@ export class JsonClient {
     this.retry = { ...defaultRetryPolicy, ...options.retry };
     this.semaphore = new Semaphore(options.concurrency ?? 256);
     this.headers = { 'content-type': 'application/json', ...options.headers };
+    this.agent = new http.Agent({ keepAlive: true, maxSockets: options.concurrency ?? 256, scheduling: 'lifo' });
+  }
+
+  /** Close idle keep-alive connections. */
+  close(): void {
+    this.agent.destroy();
   }
 
   /** Requests in flight right now. */
@@ -110,42 +120,68 @@ export class JsonClient {
   }
 
   private async once(url: string, body: unknown, signal?: AbortSignal): Promise<unknown> {
-    const signals: AbortSignal[] = [];
-    if (signal) signals.push(signal);
-    if (this.retry.timeoutMs > 0) signals.push(AbortSignal.timeout(this.retry.timeoutMs));
-    const combined = signals.length ? AbortSignal.any(signals) : undefined;
-    let response: Response;
+    let reply: { status: number; text: string };
     try {
-      response = await fetch(url, {
-        method: body === undefined ? 'GET' : 'POST',
-        headers: this.headers,
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal: combined,
-      });
+      reply = await request(url, body === undefined ? undefined : JSON.stringify(body), this.headers, this.agent, this.retry.timeoutMs, signal);
     } catch (cause) {
       if (signal?.aborted) throw signal.reason ?? cause;
       const timedOut = (cause as Error)?.name === 'TimeoutError';
       throw new EngineCallError(`${url}: ${timedOut ? `timed out after ${this.retry.timeoutMs} ms` : `connection failed (${(cause as Error)?.message ?? cause})`}`, { url, isRetryable: true }, { cause });
     }
-    let text: string;
-    try {
-      text = await response.text();
-    } catch (cause) {
-      if (signal?.aborted) throw signal.reason ?? cause;
-      throw new EngineCallError(`${url}: reply body could not be read (${(cause as Error)?.message})`, { url, status: response.status, isRetryable: true }, { cause });
-    }
-    if (!response.ok) {
-      throw new EngineCallError(`${url}: HTTP ${response.status}: ${text.slice(0, 500)}`, { url, status: response.status, body: text.slice(0, 2000) });
+    const { status, text } = reply;
+    if (status < 200 || status >= 300) {
+      throw new EngineCallError(`${url}: HTTP ${status}: ${text.slice(0, 500)}`, { url, status, body: text.slice(0, 2000) });
     }
     try {
       return JSON.parse(text);
     } catch (cause) {
-      throw new EngineCallError(`${url}: reply is not JSON: ${text.slice(0, 200)}`, { url, status: response.status, body: text.slice(0, 2000), isRetryable: false }, { cause });
+      throw new EngineCallError(`${url}: reply is not JSON: ${text.slice(0, 200)}`, { url, status, body: text.slice(0, 2000), isRetryable: false }, { cause });
     }
   }
 }
 
-/** Delay before retry `attempt` (1-based): exponential, capped, scaled by jitter u ∈ [0,1) to ±50%. */
+/** One HTTP request over a keep-alive agent; resolves with status and body text. */
+function request(url: string, body: string | undefined, headers: Record<string, string>, agent: http.Agent, timeoutMs: number, signal?: AbortSignal): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const target = new URL(url);
+    const lib = target.protocol === 'https:' ? https : http;
+    const req = lib.request(target, { method: body === undefined ? 'GET' : 'POST', headers: body === undefined ? headers : { ...headers, 'content-length': Buffer.byteLength(body) }, agent: target.protocol === 'https:' ? undefined : agent }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        cleanup();
+        resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') });
+      });
+      res.on('error', fail);
+    });
+    let timer: NodeJS.Timeout | undefined;
+    const onAbort = () => {
+      req.destroy();
+      cleanup();
+      reject(signal!.reason);
+    };
+    function fail(error: Error) {
+      cleanup();
+      reject(error);
+    }
+    function cleanup() {
+      if (timer) clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    }
+    if (timeoutMs > 0) {
+      timer = setTimeout(() => {
+        const error = new Error(`timed out after ${timeoutMs} ms`);
+        error.name = 'TimeoutError';
+        req.destroy(error);
+      }, timeoutMs);
+    }
+    signal?.addEventListener('abort', onAbort, { once: true });
+    req.on('error', fail);
+    req.end(body);
+  });
+}
+
 export function backoffMs(attempt: number, policy: RetryPolicy, u: number): number {
   const base = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** (attempt - 1));
   return base * (0.5 + u);

@@ -52,6 +52,11 @@ export class OpenAICompletionsSampler implements Sampler {
     return this.version;
   }
 
+  /** Close idle keep-alive connections. */
+  async close(): Promise<void> {
+    for (const c of this.pool.clients) c.close();
+  }
+
   /** Called by the weight-sync hook after the server loaded new weights. */
   setWeightVersion(version: number): void {
     this.version = version;

@@ -43,6 +43,11 @@ export class SGLangSampler implements Sampler {
     return this.version;
   }
 
+  /** Close idle keep-alive connections. */
+  async close(): Promise<void> {
+    for (const c of this.pool.clients) c.close();
+  }
+
   setWeightVersion(version: number): void {
     this.version = version;
   }

@@ -280,7 +280,7 @@ export async function train(inputConfig: ArborConfig | undefined, options: Train
     warm_start: engine.origin,
   };
   dir.writeJson('summary.json', summary);
-  await sampler.close?.();
+  if ('close' in sampler) await sampler.close();
   writeReport(dir, tokenizer);
   progress.line(`done in ${formatSeconds(summary.wall_s)}: held-out greedy accuracy ${pct(summary.heldout_acc_start)} → ${pct(summary.heldout_acc_end)}; ${summary.tokens_decoded} tokens decoded; report ${join(dir.path, 'report.html')}`);
   return summary;

@@ -176,3 +176,14 @@ export interface Trainer {
   /** Load full training state from `dir`. */
   loadState(dir: string): Promise<void>;
 }
+
+/** Text ↔ token ids for a run (the embedded char tokenizer, or a Hugging Face tokenizer). */
+export interface TextTokenizer {
+  /** Prepended to every prompt when defined. */
+  readonly bos: number | undefined;
+  /** Ends a response (used as the stop token). */
+  readonly eos: number;
+  encode(text: string): number[];
+  /** Decode ids, dropping special tokens. */
+  decode(ids: number[]): string;
+}

@@ -144,7 +144,8 @@ const engineSchema = z
     pageSize: z.number().int().min(1).default(16).describe('KV-cache page size in tokens'),
     sampler: remoteSamplerSchema.optional().describe('remote: the sampling servers'),
     trainer: remoteTrainerSchema.optional().describe('remote: the training service'),
-    tokenizer: z.string().optional().describe('remote: checkpoint directory whose tokenizer.json encodes prompts'),
+    tokenizer: z.string().optional().describe('remote: directory with tokenizer.json (an Arbor char tokenizer or a Hugging Face tokenizer.json + tokenizer_config.json)'),
+    chatTemplate: z.boolean().default(false).describe('remote + Hugging Face tokenizer: wrap each prompt as a user message with the chat template'),
     weightSync: weightSyncSchema.describe('remote: weight synchronisation after each step'),
   })
   .strict()

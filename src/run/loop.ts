@@ -24,6 +24,7 @@ import { parseConfig, type ArborConfig } from './config.js';
 import { DataOrder, type DataOrderState } from './data-order.js';
 import { buildEmbedded, prepareStart } from './embedded.js';
 import { buildRemote } from './remote.js';
+import { HFTokenizer } from '../engine/remote/hf-tokenizer.js';
 import { evaluate, type EvalResult } from './evaluate.js';
 import { Progress, formatSeconds } from './progress.js';
 import { writeReport } from './report.js';
@@ -101,7 +102,9 @@ export async function train(inputConfig: ArborConfig | undefined, options: Train
   const { loss, extras } = lossFromConfig(config.optimize.loss);
   if (extras.klCoef && (remote || !startDir)) throw new ConfigError('optimize.loss.klCoef > 0 needs the embedded engine with a warm-start or model.checkpoint as the reference policy', 'optimize.loss.klCoef');
   const reference = extras.klCoef && startDir ? new NanoTrainer((await loadCheckpoint(startDir)).model) : undefined;
-  const encodePrompt = (item: TaskItem) => [tokenizer.bos, ...tokenizer.encode(item.prompt)];
+  const promptText = (item: TaskItem) =>
+    config.engine.chatTemplate && tokenizer instanceof HFTokenizer ? tokenizer.applyChatTemplate([{ role: 'user', content: item.prompt }]) : item.prompt;
+  const encodePrompt = (item: TaskItem) => [...(tokenizer.bos !== undefined ? [tokenizer.bos] : []), ...tokenizer.encode(promptText(item))];
   const decode = (tokens: number[]) => tokenizer.decode(tokens);
   const stopTokens = [tokenizer.eos];
   const maxResponseTokens = config.sampling.maxResponseTokens;

@@ -12,12 +12,25 @@ import { SGLangSampler } from '../engine/remote/sglang.js';
 import { TinkerTrainer } from '../engine/remote/tinker.js';
 import { weightSyncFromSpec } from '../engine/remote/weight-sync.js';
 import { CharTokenizer } from '../engine/nano/tokenizer.js';
+import { HFTokenizer } from '../engine/remote/hf-tokenizer.js';
 import type { ArborConfig } from './config.js';
+
+/** The embedded char tokenizer (tokenizer.json with kind "char") or a Hugging Face tokenizer.json. */
+export function loadTokenizer(dir: string): CharTokenizer | HFTokenizer {
+  const tokFile = join(dir, 'tokenizer.json');
+  let json: { kind?: string };
+  try {
+    json = JSON.parse(readFileSync(tokFile, 'utf8'));
+  } catch (cause) {
+    throw new ConfigError(`engine.tokenizer: cannot load ${tokFile}: ${(cause as Error).message}`, 'engine.tokenizer', undefined, { cause });
+  }
+  return json.kind === 'char' ? CharTokenizer.fromJSON(json, tokFile) : HFTokenizer.fromDirectory(dir);
+}
 
 export interface RemoteEngine {
   sampler: OpenAICompletionsSampler | SGLangSampler;
   trainer: TinkerTrainer;
-  tokenizer: CharTokenizer;
+  tokenizer: CharTokenizer | HFTokenizer;
   origin: string;
 }
 
@@ -26,13 +39,7 @@ export function buildRemote(config: ArborConfig): RemoteEngine {
   if (!e.sampler) throw new ConfigError('engine.sampler is required when engine.kind is remote', 'engine.sampler');
   if (!e.trainer) throw new ConfigError('engine.trainer is required when engine.kind is remote', 'engine.trainer');
   if (!e.tokenizer) throw new ConfigError('engine.tokenizer (a checkpoint directory with tokenizer.json) is required when engine.kind is remote', 'engine.tokenizer');
-  const tokFile = join(e.tokenizer, 'tokenizer.json');
-  let tokenizer: CharTokenizer;
-  try {
-    tokenizer = CharTokenizer.fromJSON(JSON.parse(readFileSync(tokFile, 'utf8')), tokFile);
-  } catch (cause) {
-    throw new ConfigError(`engine.tokenizer: cannot load ${tokFile}: ${(cause as Error).message}`, 'engine.tokenizer', undefined, { cause });
-  }
+  const tokenizer = loadTokenizer(e.tokenizer);
   const sampler = e.sampler.api === 'openai'
     ? new OpenAICompletionsSampler({ servers: e.sampler.servers, model: e.sampler.model, concurrencyPerServer: e.sampler.concurrencyPerServer })
     : new SGLangSampler({ servers: e.sampler.servers, concurrencyPerServer: e.sampler.concurrencyPerServer });

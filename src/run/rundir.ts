@@ -3,7 +3,7 @@
  * checkpoints/step-N/ (engine state + state.json), summary.json and report.html. Appends are
  * flushed per line, so a crash loses at most the step in progress.
  */
-import { appendFileSync, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import YAML from 'yaml';
 import { DataError } from '../core/errors.js';
@@ -18,7 +18,9 @@ export interface StepMetrics {
 export class RunDir {
   constructor(readonly path: string) {}
 
+  /** Start a fresh run here: files of an earlier run in the same directory are removed first. */
   create(config: ArborConfig): void {
+    for (const name of ['metrics.jsonl', 'summary.json', 'report.html', 'trees', 'checkpoints']) rmSync(join(this.path, name), { recursive: true, force: true });
     mkdirSync(join(this.path, 'trees'), { recursive: true });
     mkdirSync(join(this.path, 'checkpoints'), { recursive: true });
     writeFileSync(join(this.path, 'config.resolved.yaml'), YAML.stringify(config));

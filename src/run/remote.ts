@@ -34,15 +34,23 @@ export interface RemoteEngine {
   origin: string;
 }
 
-export function buildRemote(config: ArborConfig): RemoteEngine {
+/** The sampling half of a remote engine (all `arbor eval` needs): sampler servers and tokenizer. */
+export function buildRemoteSampler(config: ArborConfig): Omit<RemoteEngine, 'trainer'> {
   const e = config.engine;
   if (!e.sampler) throw new ConfigError('engine.sampler is required when engine.kind is remote', 'engine.sampler');
-  if (!e.trainer) throw new ConfigError('engine.trainer is required when engine.kind is remote', 'engine.trainer');
   if (!e.tokenizer) throw new ConfigError('engine.tokenizer (a checkpoint directory with tokenizer.json) is required when engine.kind is remote', 'engine.tokenizer');
   const tokenizer = loadTokenizer(e.tokenizer);
   const sampler = e.sampler.api === 'openai'
     ? new OpenAICompletionsSampler({ servers: e.sampler.servers, model: e.sampler.model, concurrencyPerServer: e.sampler.concurrencyPerServer })
     : new SGLangSampler({ servers: e.sampler.servers, concurrencyPerServer: e.sampler.concurrencyPerServer });
+  return { sampler, tokenizer, origin: `remote ${e.sampler.api} ${e.sampler.servers.join(',')}` };
+}
+
+export function buildRemote(config: ArborConfig): RemoteEngine {
+  const e = config.engine;
+  if (!e.trainer) throw new ConfigError('engine.trainer is required when engine.kind is remote', 'engine.trainer');
+  const { sampler, tokenizer, origin } = buildRemoteSampler(config);
+  if (!e.sampler) throw new ConfigError('engine.sampler is required when engine.kind is remote', 'engine.sampler');
   const sync = weightSyncFromSpec(
     e.weightSync.kind === 'none' ? { kind: 'none' }
     : e.weightSync.kind === 'sglang_update_weights_from_disk' ? { kind: e.weightSync.kind, servers: e.weightSync.servers.length ? e.weightSync.servers : e.sampler.servers }
@@ -58,5 +66,5 @@ export function buildRemote(config: ArborConfig): RemoteEngine {
       sampler.setWeightVersion(version);
     },
   });
-  return { sampler, trainer, tokenizer, origin: `remote ${e.sampler.api} ${e.sampler.servers.join(',')} + tinker ${e.trainer.url}` };
+  return { sampler, trainer, tokenizer, origin: `${origin} + tinker ${e.trainer.url}` };
 }

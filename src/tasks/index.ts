@@ -6,12 +6,14 @@ import { z } from 'zod';
 import { ConfigError } from '../core/errors.js';
 import { arithTask } from './arith.js';
 import { countdownTask } from './countdown.js';
+import { datasetTask, gsm8kTask, math500Task } from './datasets/task.js';
 import type { Task } from './types.js';
 
 export * from './types.js';
 export { arithTask, arithSolution, extractArithAnswer } from './arith.js';
 export { countdownTask, checkCountdown } from './countdown.js';
 export { evaluateExpression } from './expression.js';
+export * from './datasets/index.js';
 
 const arithOptions = z
   .object({
@@ -30,10 +32,45 @@ const countdownOptions = z
   })
   .strict();
 
+const fieldsSchema = z
+  .object({
+    prompt: z.string().min(1).default('prompt').describe('column with the prompt/question'),
+    answer: z.string().min(1).default('answer').describe('column with the gold answer or solution'),
+    id: z.string().min(1).optional().describe('column with a unique id (default: file:line)'),
+  })
+  .strict();
+
+const datasetOptions = z
+  .object({
+    train: z.string().optional().describe('train file (.jsonl or .parquet)'),
+    test: z.string().optional().describe('test file; without it the test split is carved from train by testFraction'),
+    format: z.enum(['jsonl', 'parquet']).optional().describe('file format (default: from the extension)'),
+    fields: fieldsSchema.default({}).describe('which columns are the prompt, the answer and the id'),
+    template: z.string().default('{prompt}').describe('prompt template: {prompt} or any {column}'),
+    answerFrom: z.enum(['field', 'solution']).default('field').describe("'field': the answer column is the answer; 'solution': extract it (####, \\boxed{}, 'The answer is')"),
+    verifier: z.enum(['math', 'exact', 'numeric']).default('math').describe('how responses are checked'),
+    testFraction: z.number().min(0).max(1).default(0.1).describe('test share when there is a single file (1 = evaluation-only)'),
+  })
+  .strict();
+
+const gsm8kOptions = z
+  .object({
+    dataDir: z.string().optional().describe('directory with gsm8k/{train,test}.jsonl (default: $ARBOR_DATA_DIR or ../shared/data)'),
+    template: z.string().optional().describe('prompt template ({prompt} = the question)'),
+  })
+  .strict();
+
+const math500Options = gsm8kOptions
+  .extend({ testFraction: z.number().gt(0).max(1).default(1).describe('share of the 500 problems in the test split (1 = evaluation only)') })
+  .strict();
+
 type Builder = { schema: z.ZodTypeAny; build: (options: never) => Task };
 const registry: Record<string, Builder> = {
   arith: { schema: arithOptions, build: (o: z.infer<typeof arithOptions>) => arithTask(o) as Task },
   countdown: { schema: countdownOptions, build: (o: z.infer<typeof countdownOptions>) => countdownTask(o) },
+  dataset: { schema: datasetOptions, build: (o: z.infer<typeof datasetOptions>) => datasetTask(o) },
+  gsm8k: { schema: gsm8kOptions, build: (o: z.infer<typeof gsm8kOptions>) => gsm8kTask(o) },
+  math500: { schema: math500Options, build: (o: z.infer<typeof math500Options>) => math500Task(o) },
 };
 
 /** Register an extra task family (e.g. dataset-backed tasks) under `name`. */

@@ -17,4 +17,6 @@ export interface Task {
   readonly reward: RewardFunction;
   /** A correct completion for SFT (ends where the model should stop; EOS is appended by the caller). */
   demonstration(item: TaskItem): string;
+  /** Load what the task needs before makeItems (dataset files); callers await it once. */
+  prepare?(): Promise<void>;
 }

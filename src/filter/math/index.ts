@@ -1,0 +1,10 @@
+/**
+ * Math answer verifier for the Filter stage: extraction, normalization, equivalence, the reward, and
+ * the self-verification routine used by tests and benchmarks.
+ */
+export { extractAnswer, goldAnswer, findBoxed, lastBoxed, stripMathDelimiters } from './extract.js';
+export { normalizeAnswer, normalizeDetailed, type Normalized } from './normalize.js';
+export { mathEquivalent, type EquivalenceOptions } from './equivalence.js';
+export { parseExpression, evaluate, variables, ParseError, type Node } from './expr.js';
+export { mathReward, verifyMath, responseAnswer, SHORT_RESPONSE_CHARS, type MathRewardOptions } from './reward.js';
+export { selfVerifyRates, type SelfVerifyReport, type SelfVerifyFailure } from './self-verify.js';

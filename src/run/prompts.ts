@@ -1,0 +1,13 @@
+/**
+ * How a task item becomes prompt tokens for an engine: the chat template of a Hugging Face tokenizer
+ * when `engine.chatTemplate` is on, else the raw prompt; BOS first when the tokenizer has one. Shared
+ * by `arbor train` and `arbor eval` so both see the same prompts.
+ */
+import type { TaskItem } from '../core/types.js';
+import { HFTokenizer } from '../engine/remote/hf-tokenizer.js';
+import type { CharTokenizer } from '../engine/nano/tokenizer.js';
+
+export function promptEncoder(tokenizer: CharTokenizer | HFTokenizer, chatTemplate: boolean): (item: TaskItem) => number[] {
+  const text = (item: TaskItem) => (chatTemplate && tokenizer instanceof HFTokenizer ? tokenizer.applyChatTemplate([{ role: 'user', content: item.prompt }]) : item.prompt);
+  return (item) => [...(tokenizer.bos !== undefined ? [tokenizer.bos] : []), ...tokenizer.encode(text(item))];
+}

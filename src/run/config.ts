@@ -6,6 +6,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { noisyCorrectionSchema, rewardPartSchema } from '../filter/config.js';
 import YAML from 'yaml';
 import { ConfigError } from '../core/errors.js';
 import { generateOptionsSchema } from '../generate/index.js';
@@ -75,7 +76,8 @@ const samplingSchema = z
 
 const rewardSchema = z
   .object({
-    kind: z.enum(['task']).default('task').describe("reward: 'task' = the task's verifier"),
+    parts: z.array(rewardPartSchema).min(1).default([{ kind: 'task', weight: 1 }]).describe("weighted sum of rewards; kinds: task (the task's verifier), exact, numeric, math, format, length_penalty, judge, code, program"),
+    noisyCorrection: noisyCorrectionSchema.optional().describe('de-bias a noisy binary reward given its false-positive/negative rates'),
     timeoutMs: z.number().int().min(1).default(10_000).describe('per-call reward timeout'),
     failureReward: z.number().default(0).describe('reward when the verifier throws or times out'),
     concurrency: z.number().int().min(1).default(8).describe('rewards scored in parallel'),

@@ -16,6 +16,7 @@ import { dynamicSampling } from '../control/dynamic-sampling.js';
 import { learningRateAt } from '../engine/nano/adamw.js';
 import { NanoTrainer } from '../engine/nano/trainer.js';
 import { loadCheckpoint } from '../engine/nano/checkpoint.js';
+import { rewardFromConfig } from '../filter/registry.js';
 import { scoreBatch } from '../filter/reward.js';
 import { generatorFromConfig, type GenerateStats } from '../generate/index.js';
 import { buildDatums, computeAdvantages, lossFromConfig, type AdvantagedTrajectory } from '../optimize/index.js';
@@ -23,8 +24,8 @@ import { getTask } from '../tasks/index.js';
 import { parseConfig, type ArborConfig } from './config.js';
 import { DataOrder, type DataOrderState } from './data-order.js';
 import { buildEmbedded, prepareStart } from './embedded.js';
+import { promptEncoder } from './prompts.js';
 import { buildRemote } from './remote.js';
-import { HFTokenizer } from '../engine/remote/hf-tokenizer.js';
 import { evaluate, type EvalResult } from './evaluate.js';
 import { Progress, formatSeconds } from './progress.js';
 import { writeReport } from './report.js';
@@ -90,6 +91,8 @@ export async function train(inputConfig: ArborConfig | undefined, options: Train
   if (!options.resume) dir.create(config);
   const started = Date.now();
   const task = getTask(config.task.name, config.task.options);
+  await task.prepare?.();
+  const reward = rewardFromConfig(config.reward, { taskReward: task.reward, safety: { timeoutMs: config.reward.timeoutMs, failureReward: config.reward.failureReward } });
   const remote = config.engine.kind === 'remote';
   const startDir = remote ? undefined : await prepareStart(config, task, progress);
   const engine = remote ? buildRemote(config) : await buildEmbedded(config, startDir);
@@ -102,9 +105,7 @@ export async function train(inputConfig: ArborConfig | undefined, options: Train
   const { loss, extras } = lossFromConfig(config.optimize.loss);
   if (extras.klCoef && (remote || !startDir)) throw new ConfigError('optimize.loss.klCoef > 0 needs the embedded engine with a warm-start or model.checkpoint as the reference policy', 'optimize.loss.klCoef');
   const reference = extras.klCoef && startDir ? new NanoTrainer((await loadCheckpoint(startDir)).model) : undefined;
-  const promptText = (item: TaskItem) =>
-    config.engine.chatTemplate && tokenizer instanceof HFTokenizer ? tokenizer.applyChatTemplate([{ role: 'user', content: item.prompt }]) : item.prompt;
-  const encodePrompt = (item: TaskItem) => [...(tokenizer.bos !== undefined ? [tokenizer.bos] : []), ...tokenizer.encode(promptText(item))];
+  const encodePrompt = promptEncoder(tokenizer, config.engine.chatTemplate);
   const decode = (tokens: number[]) => tokenizer.decode(tokens);
   const stopTokens = [tokenizer.eos];
   const maxResponseTokens = config.sampling.maxResponseTokens;
@@ -156,7 +157,7 @@ export async function train(inputConfig: ArborConfig | undefined, options: Train
         const response = responseTokens(tree, leaf.id);
         return { item: byId.get(tree.itemId)!, response: decode(response), responseTokens: response.length };
       });
-      const results = await scoreBatch(task.reward, inputs, { concurrency: config.reward.concurrency, timeoutMs: config.reward.timeoutMs, failureReward: config.reward.failureReward });
+      const results = await scoreBatch(reward, inputs, { concurrency: config.reward.concurrency, timeoutMs: config.reward.timeoutMs, failureReward: config.reward.failureReward });
       ls.forEach(({ leaf }, i) => {
         leaf.reward = results[i].reward;
         leaf.rewardInfo = { components: results[i].components, info: results[i].info };

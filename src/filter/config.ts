@@ -1,0 +1,50 @@
+/**
+ * Config schemas of the Filter stage: one entry per reward kind in `reward.parts` (zod, strict,
+ * every option with a default or a doc string) and the noisy-verifier correction.
+ */
+import { z } from 'zod';
+
+const weight = z.number().default(1).describe('weight in the sum');
+const extract = z.boolean().default(true).describe('compare the extracted final answer (\\boxed{}, ####, "The answer is") rather than the whole response');
+const limits = z
+  .object({
+    wallMs: z.number().int().positive().optional().describe('wall-clock limit per run (ms)'),
+    cpuSeconds: z.number().int().positive().optional().describe('CPU-time limit per run (s)'),
+    memoryMB: z.number().int().positive().optional().describe('address-space limit (MB)'),
+    maxProcesses: z.number().int().positive().optional().describe('process limit'),
+    outputBytes: z.number().int().positive().optional().describe('stdout+stderr cap (bytes)'),
+  })
+  .strict()
+  .default({});
+
+export const rewardPartSchema = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('task'), weight }).strict().describe("the task's own verifier"),
+  z.object({ kind: z.literal('exact'), weight, caseSensitive: z.boolean().default(true), extract }).strict(),
+  z.object({ kind: z.literal('numeric'), weight, absTol: z.number().min(0).default(1e-6), relTol: z.number().min(0).default(1e-6), extract }).strict(),
+  z.object({ kind: z.literal('math'), weight, tolerance: z.number().positive().default(1e-4).describe('relative tolerance of numeric comparison') }).strict(),
+  z.object({ kind: z.literal('format'), weight, pattern: z.string().min(1).describe('regular expression the response must match'), flags: z.string().default('s') }).strict(),
+  z.object({ kind: z.literal('length_penalty'), weight, maxLength: z.number().int().positive().describe('L_max in tokens'), cacheLength: z.number().int().positive().describe('soft-penalty window L_cache') }).strict(),
+  z
+    .object({
+      kind: z.literal('judge'),
+      weight,
+      baseUrl: z.string().url().describe('OpenAI-compatible server (…/v1/chat/completions)'),
+      model: z.string().min(1),
+      rubric: z.string().optional().describe('template with {prompt} {response} {answer}'),
+      apiKeyEnv: z.string().optional().describe('environment variable holding the API key'),
+      maxScore: z.number().positive().default(10),
+      maxAttempts: z.number().int().min(1).default(3),
+      timeoutMs: z.number().int().positive().default(30_000),
+    })
+    .strict(),
+  z.object({ kind: z.literal('code'), weight, language: z.enum(['python', 'javascript']).default('python'), limits }).strict().describe('run the response against item.meta tests in the sandbox'),
+  z.object({ kind: z.literal('program'), weight, path: z.string().min(1).describe('JS module exporting default ({response, answer, prompt, meta}) => number'), limits }).strict(),
+]);
+export type RewardPartSpec = z.infer<typeof rewardPartSchema>;
+
+export const noisyCorrectionSchema = z
+  .object({
+    falsePositiveRate: z.number().min(0).max(1).describe('P(verifier says 1 | wrong)'),
+    falseNegativeRate: z.number().min(0).max(1).describe('P(verifier says 0 | right)'),
+  })
+  .strict();

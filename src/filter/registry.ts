@@ -1,0 +1,66 @@
+/**
+ * Rewards from configuration: `reward.parts` is a list of `{kind, weight, ...options}` combined by a
+ * weighted sum (each part logged as a component), optionally wrapped in a noisy-verifier correction.
+ * Kinds: task (the task's own verifier), exact, numeric, math, format, length_penalty, judge, code,
+ * program. Every option is validated (unknown keys are errors naming `reward.parts.N.key`).
+ */
+import type { z } from 'zod';
+import { ConfigError } from '../core/errors.js';
+import { exactReward, formatReward, lengthPenaltyReward, numericReward } from './basic.js';
+import { codeReward } from './code.js';
+import type { noisyCorrectionSchema, RewardPartSpec } from './config.js';
+import { judgeReward } from './judge.js';
+import { extractAnswer, mathReward } from './math/index.js';
+import { noisyCorrectionReward } from './noisy-correction.js';
+import { programReward } from './program.js';
+import { composeRewards, type SafeScoreOptions } from './reward.js';
+import type { RewardFunction } from './types.js';
+
+function part(spec: RewardPartSpec, taskReward: RewardFunction | undefined, index: number): RewardFunction {
+  const answerOf = (r: string) => extractAnswer(r) ?? r;
+  switch (spec.kind) {
+    case 'task':
+      if (!taskReward) throw new ConfigError(`reward.parts.${index}: kind "task" needs a task`, `reward.parts.${index}.kind`);
+      return taskReward;
+    case 'exact':
+      return exactReward({ caseSensitive: spec.caseSensitive, extract: spec.extract ? answerOf : undefined });
+    case 'numeric':
+      return numericReward({ absTol: spec.absTol, relTol: spec.relTol, extract: spec.extract ? answerOf : undefined });
+    case 'math':
+      return mathReward({ tolerance: spec.tolerance, name: 'math' });
+    case 'format':
+      try {
+        return formatReward({ pattern: spec.pattern, flags: spec.flags });
+      } catch (cause) {
+        throw new ConfigError(`reward.parts.${index}.pattern: invalid regular expression (${(cause as Error).message})`, `reward.parts.${index}.pattern`, undefined, { cause });
+      }
+    case 'length_penalty':
+      if (spec.cacheLength > spec.maxLength) throw new ConfigError(`reward.parts.${index}.cacheLength: must be ≤ maxLength`, `reward.parts.${index}.cacheLength`);
+      return lengthPenaltyReward({ maxLength: spec.maxLength, cacheLength: spec.cacheLength });
+    case 'judge': {
+      const apiKey = spec.apiKeyEnv ? process.env[spec.apiKeyEnv] : undefined;
+      if (spec.apiKeyEnv && !apiKey) throw new ConfigError(`reward.parts.${index}.apiKeyEnv: environment variable ${spec.apiKeyEnv} is not set`, `reward.parts.${index}.apiKeyEnv`);
+      return judgeReward({ baseUrl: spec.baseUrl, model: spec.model, rubric: spec.rubric, apiKey, maxScore: spec.maxScore, maxAttempts: spec.maxAttempts, timeoutMs: spec.timeoutMs });
+    }
+    case 'code':
+      return codeReward({ language: spec.language, limits: spec.limits });
+    case 'program':
+      return programReward({ path: spec.path, limits: spec.limits });
+  }
+}
+
+/** Build the run's reward from `reward.parts` (and `reward.noisyCorrection`). */
+export function rewardFromConfig(
+  spec: { parts: RewardPartSpec[]; noisyCorrection?: z.infer<typeof noisyCorrectionSchema> },
+  context: { taskReward?: RewardFunction; safety?: SafeScoreOptions } = {},
+): RewardFunction {
+  if (!spec.parts.length) throw new ConfigError('reward.parts: give at least one reward', 'reward.parts');
+  const fns = spec.parts.map((p, i) => ({ fn: part(p, context.taskReward, i), weight: p.weight }));
+  let reward = fns.length === 1 && fns[0].weight === 1 ? fns[0].fn : composeRewards(fns, context.safety);
+  if (spec.noisyCorrection) {
+    const { falsePositiveRate, falseNegativeRate } = spec.noisyCorrection;
+    if (falsePositiveRate + falseNegativeRate >= 1) throw new ConfigError('reward.noisyCorrection: falsePositiveRate + falseNegativeRate must be < 1', 'reward.noisyCorrection');
+    reward = noisyCorrectionReward(reward, spec.noisyCorrection);
+  }
+  return reward;
+}

@@ -1,0 +1,129 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer, type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { runSandboxed } from '../../src/filter/sandbox/run.js';
+import { resolveLimits } from '../../src/filter/sandbox/limits.js';
+import { runHostileSuite } from '../../src/filter/sandbox/hostile.js';
+import { ConfigError } from '../../src/core/errors.js';
+
+const small = { wallMs: 3000, cpuSeconds: 1, memoryMB: 128, maxProcesses: 16, outputBytes: 64 * 1024 };
+
+test('normal Python and JavaScript programs: stdout, stdin, exit codes, isolation report', async () => {
+  const py = await runSandboxed({ language: 'python', code: 'import sys\ndata = sys.stdin.read()\nprint(sum(int(x) for x in data.split()))\n', stdin: '1 2 3\n', limits: small });
+  assert.equal(py.exitCode, 0);
+  assert.equal(py.stdout, '6\n');
+  assert.equal(py.timedOut, false);
+  assert.equal(py.isolation.rlimits, true);
+  assert.equal(py.isolation.languageGuard, true);
+
+  const js = await runSandboxed({ language: 'javascript', code: "const s = require('fs').readFileSync(0, 'utf8');\nconsole.log(s.trim().split(/\\s+/).map(Number).reduce((a, b) => a + b, 0));\n", stdin: '4 5 6', limits: small });
+  assert.equal(js.exitCode, 0, js.stderr);
+  assert.equal(js.stdout, '15\n');
+
+  const esm = await runSandboxed({ language: 'javascript', code: "import { readFileSync } from 'node:fs';\nconsole.log(readFileSync(0, 'utf8').length);\n", stdin: 'abc', limits: small });
+  assert.equal(esm.stdout, '3\n', esm.stderr);
+
+  const exit = await runSandboxed({ language: 'python', code: 'import sys\nprint("bye", file=sys.stderr)\nsys.exit(7)\n', limits: small });
+  assert.equal(exit.exitCode, 7);
+  assert.match(exit.stderr, /bye/);
+  const crash = await runSandboxed({ language: 'javascript', code: 'throw new Error("boom")', limits: small });
+  assert.equal(crash.exitCode, 1);
+  assert.match(crash.stderr, /boom/);
+
+  // Files inside the temp dir are writable (it is the cwd, HOME and TMPDIR).
+  const files = await runSandboxed({ language: 'python', code: 'import os, tempfile\nopen("a.txt", "w").write("x")\nwith tempfile.NamedTemporaryFile() as f: f.write(b"y")\nprint(open("a.txt").read(), os.environ["HOME"] == os.getcwd())\n', limits: small });
+  assert.equal(files.stdout, 'x True\n', files.stderr);
+});
+
+test('the temp dir is removed after the run (also after a kill)', async () => {
+  const r = await runSandboxed({ language: 'python', code: 'import os\nprint(os.getcwd())\nimport sys; sys.stdout.flush()\nwhile True: pass\n', limits: { ...small, wallMs: 1500 } });
+  const dir = r.stdout.trim();
+  assert.match(dir, /arbor-sbx-/);
+  assert.equal(existsSync(dir), false);
+  const ok = await runSandboxed({ language: 'javascript', code: 'console.log(process.cwd())', limits: small });
+  assert.equal(existsSync(ok.stdout.trim()), false);
+});
+
+test('infinite loop returns within wall + 1 s and leaves nothing behind', async () => {
+  const t = performance.now();
+  const r = await runSandboxed({ language: 'python', code: 'while True:\n    pass\n', limits: { ...small, cpuSeconds: 10, wallMs: 1500 } });
+  const elapsed = performance.now() - t;
+  assert.ok(elapsed < 2500, `took ${elapsed} ms`);
+  assert.equal(r.timedOut, true);
+  assert.equal(r.killedReason, 'wall');
+  assert.throws(() => process.kill(-r.pid!, 0), /ESRCH/);
+  const cpu = await runSandboxed({ language: 'javascript', code: 'for (;;) {}', limits: { ...small, cpuSeconds: 1, wallMs: 4000 } });
+  assert.equal(cpu.killedReason, 'cpu');
+  assert.ok(cpu.wallMs < 2500);
+});
+
+test('no network: a connection to a loopback listener of the test fails and is never seen', async () => {
+  let connections = 0;
+  const server = createServer((s) => {
+    connections++;
+    s.destroy();
+  });
+  await new Promise<void>((res) => server.listen(0, '127.0.0.1', res));
+  const port = (server.address() as AddressInfo).port;
+  try {
+    for (const languageGuard of [true, false]) {
+      const r = await runSandboxed({ language: 'python', languageGuard, code: `import socket\ntry:\n    socket.create_connection(("127.0.0.1", ${port}), timeout=1)\n    print("CONNECTED")\nexcept Exception as e:\n    print("BLOCKED", e)\n`, limits: small });
+      if (!languageGuard && r.isolation.network === 'none') continue; // no OS layer on this machine
+      assert.match(r.stdout, /BLOCKED/);
+    }
+    await new Promise((res) => setTimeout(res, 50));
+    assert.equal(connections, 0);
+  } finally {
+    server.close();
+  }
+});
+
+test('writes outside the temp dir fail; environment secrets do not reach the program', async () => {
+  const outside = await mkdtemp(join(tmpdir(), 'arbor-sbx-test-'));
+  const target = join(outside, 'pwned.txt');
+  process.env.ARBOR_TEST_SECRET = 's3cret';
+  try {
+    const w = await runSandboxed({ language: 'javascript', code: `try { require('fs').writeFileSync(${JSON.stringify(target)}, 'x'); console.log('WROTE'); } catch (e) { console.log('BLOCKED', e.code); }`, limits: small });
+    assert.match(w.stdout, /BLOCKED/);
+    assert.equal(existsSync(target), false);
+    const e = await runSandboxed({ language: 'python', code: 'import os\nprint(dict(os.environ))\n', limits: small });
+    assert.ok(!e.stdout.includes('s3cret'));
+    assert.match(e.stdout, /HOME/);
+  } finally {
+    delete process.env.ARBOR_TEST_SECRET;
+    await rm(outside, { recursive: true, force: true });
+  }
+});
+
+test('huge output is capped and the program killed', async () => {
+  const r = await runSandboxed({ language: 'python', code: 'while True:\n    print("x" * 10000)\n', limits: { ...small, outputBytes: 20_000 } });
+  assert.equal(r.outputTruncated, true);
+  assert.equal(r.killedReason, 'output');
+  assert.ok(r.stdout.length <= 20_000);
+});
+
+test('abort signal kills the run', async () => {
+  const ac = new AbortController();
+  setTimeout(() => ac.abort(), 300);
+  const t = performance.now();
+  const r = await runSandboxed({ language: 'python', code: 'import time\ntime.sleep(30)\n', limits: { ...small, wallMs: 10_000 }, signal: ac.signal });
+  assert.equal(r.killedReason, 'aborted');
+  assert.ok(performance.now() - t < 2000);
+});
+
+test('limits are validated', () => {
+  assert.throws(() => resolveLimits({ wallMs: -1 }), ConfigError);
+  assert.equal(resolveLimits({ cpuSeconds: 3 }).cpuSeconds, 3);
+});
+
+test('hostile suite: every case contained', async () => {
+  const suite = await runHostileSuite();
+  const failed = suite.results.filter((r) => !r.contained);
+  assert.deepEqual(failed, [], JSON.stringify(failed, null, 2));
+  assert.equal(suite.contained, suite.total);
+  assert.ok(suite.total >= 14);
+});

@@ -1,5 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { ConfigError } from '../../src/core/errors.js';
 import { rewardFromConfig } from '../../src/filter/registry.js';
 import type { RewardFunction } from '../../src/filter/types.js';
@@ -44,4 +47,18 @@ test('bad reward config: errors name the key', () => {
   assert.throws(() => rewardFromConfig(parseConfig({ reward: { parts: [{ kind: 'format', pattern: '(' }] } }).reward), (e: unknown) => e instanceof ConfigError && /reward\.parts\.0\.pattern: invalid regular expression/.test(e.message));
   assert.throws(() => rewardFromConfig(parseConfig({ reward: { parts: [{ kind: 'length_penalty', maxLength: 5, cacheLength: 9 }] } }).reward), /cacheLength/);
   assert.throws(() => rewardFromConfig(parseConfig({ reward: { parts: [{ kind: 'judge', baseUrl: 'http://127.0.0.1:1', model: 'm', apiKeyEnv: 'ARBOR_SURELY_UNSET_KEY' }] } }).reward), /ARBOR_SURELY_UNSET_KEY is not set/);
+});
+
+test('reward.parts kinds code and program run in the sandbox', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'arbor-reg-'));
+  const program = join(dir, 'reward.mjs');
+  writeFileSync(program, 'export default ({ response, answer }) => (response.trim().endsWith(answer) ? 1 : 0);\n');
+  const config = parseConfig({ reward: { parts: [{ kind: 'code', language: 'python', limits: { wallMs: 5000 } }, { kind: 'program', path: program, weight: 0.5 }] } });
+  const reward = rewardFromConfig(config.reward);
+  const codeItem = { id: 'sq', prompt: 'print the square of stdin', answer: 'x', meta: { tests: [{ input: '3\n', expected: '9' }, { input: '5\n', expected: '25' }] } };
+  const r = await reward.score({ response: '```python\nn = int(input())\nprint(n * n)\n```\nx', item: codeItem });
+  assert.equal(r.components.code, 1);
+  assert.equal(r.components.program, 1);
+  assert.equal(r.reward, 1.5);
+  rmSync(dir, { recursive: true, force: true });
 });

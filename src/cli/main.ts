@@ -12,8 +12,8 @@ const USAGE = `usage: arbor <command> [options]
 commands:
   train <config.yaml> [--steps N] [--force] [--quiet]   run RL (SFT warm-start first when configured)
   train --resume <run-dir> [--steps N]                  continue a run from its last checkpoint
-  eval --task <name> --checkpoint <dir> [--count N] [--k K] [--seed S] [--max-tokens T]
-                                                        accuracy on the task's test split
+  eval --checkpoint <dir> --task <name> [--options JSON] [--count N] [--k K] [--seed S] [--max-tokens T]
+  eval --config <run.yaml> [--task <name>] [...]        accuracy (greedy, pass@k) on a task's test split, embedded or remote engine
   sft --data file.jsonl --out <dir> [...]               supervised training from prompt/completion pairs
   serve --checkpoint <dir> [--port P] [--host H]        serve a checkpoint over HTTP (OpenAI/SGLang/Tinker APIs)
   config --print-defaults | --check <config.yaml>       show every option with its default / validate a file

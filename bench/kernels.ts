@@ -1,5 +1,6 @@
 /**
- * `npm run bench -- kernels`: GFLOP/s of the WASM SIMD matmul (A·B, A·Bᵀ, Aᵀ·B) and of the plain-TS
+ * `npm run bench -- kernels`: GFLOP/s of the WASM SIMD matmul (A·B, A·Bᵀ, Aᵀ·B; the default build, fused
+ * multiply-add where relaxed SIMD is available, and the plain SIMD128 build for A·B) and of the plain-TS
  * reference on shapes the model uses, single-threaded; when a C compiler and OpenBLAS are present,
  * a tiny C program calling cblas_sgemm (OPENBLAS_NUM_THREADS=1) is built and timed on the same shapes
  * in the same run. Headline: matmul_gflops_1t (ours at 512³), matmul_vs_openblas_1t (ours ÷ OpenBLAS
@@ -73,6 +74,8 @@ function openBlasGflops(bin: string, M: number, K: number, N: number, threads: n
 
 export async function main(): Promise<void> {
   const wasm = await loadKernels({ backend: 'wasm' });
+  const plain = await loadKernels({ backend: 'wasm', variant: 'plain' });
+  console.log(`kernels: ${wasm.name} (wasm_* columns); wasm_plain_AB = the SIMD128 mul+add build`);
   const blas = buildOpenBlas();
   const rows: Array<Record<string, string | number | null>> = [];
   for (const [M, K, N] of SHAPES) {
@@ -82,6 +85,7 @@ export async function main(): Promise<void> {
       wasm_AB: ours,
       wasm_ABt: gflops(wasm, 'matmulBT', M, K, N),
       wasm_AtB: gflops(wasm, 'matmulAT', M, K, N),
+      wasm_plain_AB: gflops(plain, 'matmul', M, K, N),
       ts_reference: M * K * N > 2e7 ? gflops(referenceKernels, 'matmul', 128, 128, 128, 200) : gflops(referenceKernels, 'matmul', M, K, N, 200),
       openblas_1t: blas.path ? openBlasGflops(blas.path, M, K, N, 1) : null,
       openblas_2t: blas.path ? openBlasGflops(blas.path, M, K, N, 2) : null,
@@ -95,5 +99,5 @@ export async function main(): Promise<void> {
   writeBenchJson('kernels', {
     matmul_gflops_1t: big.wasm_AB as number,
     matmul_vs_openblas_1t: big.ours_over_openblas_1t as number | null,
-  }, { rows, openblas: blas.path ? 'cblas_sgemm via -lopenblas' : blas.reason, note: 'ts_reference at 512^3 is measured at 128^3 (too slow at full size)' });
+  }, { kernels: wasm.name, rows, openblas: blas.path ? 'cblas_sgemm via -lopenblas' : blas.reason, note: 'ts_reference at 512^3 is measured at 128^3 (too slow at full size)' });
 }

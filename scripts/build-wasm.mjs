@@ -1,6 +1,8 @@
 #!/usr/bin/env node
-// Compiles the AssemblyScript kernels (src/engine/kernels/assembly/*.ts) to build/kernels.wasm with
-// SIMD and shared, imported memory. Runs on `npm install` (postinstall) and `npm test`.
+// Compiles the AssemblyScript kernels (src/engine/kernels/assembly/*.ts) with SIMD and shared,
+// imported memory, twice: build/kernels.wasm (plain SIMD128) and build/kernels-fma.wasm (relaxed SIMD:
+// fused multiply-add, used when the runtime supports it). Runs on `npm install` (postinstall) and
+// `npm test`.
 import { mkdirSync, statSync, existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -8,25 +10,30 @@ import asc from 'assemblyscript/asc';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const entry = join(root, 'src/engine/kernels/assembly/index.ts');
-const out = join(root, 'build/kernels.wasm');
 mkdirSync(join(root, 'build'), { recursive: true });
-const started = Date.now();
-const { error, stderr } = await asc.main([
-  entry,
-  '--outFile', out,
-  '-O3', '--noAssert',
-  '--runtime', 'stub',
-  '--enable', 'simd', '--enable', 'threads',
-  '--importMemory', '--sharedMemory',
-  '--initialMemory', '32', '--maximumMemory', '32768',
-]);
-if (error) {
-  console.error(stderr.toString());
-  console.error(`build-wasm: ${error.message}`);
-  process.exit(1);
+
+async function build(out, extra) {
+  const started = Date.now();
+  const { error, stderr } = await asc.main([
+    entry,
+    '--outFile', out,
+    '-O3', '--noAssert',
+    '--runtime', 'stub',
+    '--enable', 'simd', '--enable', 'threads', ...extra,
+    '--importMemory', '--sharedMemory',
+    '--initialMemory', '32', '--maximumMemory', '32768',
+  ]);
+  if (error) {
+    console.error(stderr.toString());
+    console.error(`build-wasm: ${error.message}`);
+    process.exit(1);
+  }
+  if (!existsSync(out)) {
+    console.error(`build-wasm: compiler produced no ${out}`);
+    process.exit(1);
+  }
+  console.log(`build-wasm: ${out} (${statSync(out).size} bytes, ${Date.now() - started} ms)`);
 }
-if (!existsSync(out)) {
-  console.error('build-wasm: compiler produced no output');
-  process.exit(1);
-}
-console.log(`build-wasm: ${out} (${statSync(out).size} bytes, ${Date.now() - started} ms)`);
+
+await build(join(root, 'build/kernels.wasm'), []);
+await build(join(root, 'build/kernels-fma.wasm'), ['--enable', 'relaxed-simd']);

@@ -31,81 +31,89 @@ function place(k: Kernels, data: Float32Array, how: number): Float32Array {
   return big.subarray(5, 5 + data.length);
 }
 
-test('wasm backend loads', async () => {
-  const k = await loadKernels({ backend: 'wasm' });
-  assert.equal(k.name, 'wasm-simd');
-});
+// Both WASM builds: relaxed-SIMD fused multiply-add ("fma", the default where supported) and plain SIMD128.
+for (const variant of ['fma', 'plain'] as const) {
+  test(`wasm backend loads [${variant}]`, async () => {
+    const k = await loadKernels({ backend: 'wasm', variant });
+    assert.equal(k.name, variant === 'fma' ? 'wasm-simd-fma' : 'wasm-simd');
+  });
 
-test('matmul, matmulBT, matmulAT match the reference on ragged shapes, all placements, accumulate on/off', async () => {
-  const k = await loadKernels({ backend: 'wasm' });
-  const sizes = [1, 3, 5, 17, 33, 64, 67];
-  let cases = 0;
-  for (const M of sizes) for (const K of [1, 5, 33, 67, 300]) for (const N of sizes) {
-    if ((M * K * N) % 3 !== 0 && M * K * N > 500) continue; // subsample the big cube
-    for (const op of ['matmul', 'matmulBT', 'matmulAT'] as const) {
-      const a = rand(M * K), b = rand(K * N), init = rand(M * N);
-      const how = cases % 4;
-      const accumulate = cases % 2 === 0;
-      const want = init.slice();
-      referenceKernels[op](want, a, b, M, K, N, accumulate);
-      const out = place(k, init, how);
-      k[op](out, place(k, a, (how + 1) % 4), place(k, b, (how + 2) % 4), M, K, N, accumulate);
-      close(`${op} ${M}x${K}x${N} acc=${accumulate} placement=${how}`, out, want, M * N, 1e-4, 1e-4);
-      cases++;
+  test(`matmul, matmulBT, matmulAT match the reference on ragged shapes, all placements, accumulate on/off [${variant}]`, async () => {
+    const k = await loadKernels({ backend: 'wasm', variant });
+    const sizes = [1, 3, 5, 17, 33, 64, 67];
+    let cases = 0;
+    for (const M of sizes) for (const K of [1, 5, 33, 67, 300]) for (const N of sizes) {
+      if ((M * K * N) % 3 !== 0 && M * K * N > 500) continue; // subsample the big cube
+      for (const op of ['matmul', 'matmulBT', 'matmulAT'] as const) {
+        const a = rand(M * K), b = rand(K * N), init = rand(M * N);
+        const how = cases % 4;
+        const accumulate = cases % 2 === 0;
+        const want = init.slice();
+        referenceKernels[op](want, a, b, M, K, N, accumulate);
+        const out = place(k, init, how);
+        k[op](out, place(k, a, (how + 1) % 4), place(k, b, (how + 2) % 4), M, K, N, accumulate);
+        close(`${op} ${M}x${K}x${N} acc=${accumulate} placement=${how}`, out, want, M * N, 1e-4, 1e-4);
+        cases++;
+      }
     }
-  }
-  assert.ok(cases > 200);
-});
+    assert.ok(cases > 200);
+  });
 
-test('attention forward/backward match the reference (odd head sizes too)', async () => {
-  const k = await loadKernels({ backend: 'wasm' });
-  for (const [B, T, C, NH] of [[1, 1, 4, 1], [2, 7, 12, 2], [1, 33, 32, 4], [3, 5, 10, 2]]) {
-    const n = B * T * C;
-    const q = rand(n), kk = rand(n), v = rand(n), dout = rand(n);
-    const outR = new Float32Array(n), attR = new Float32Array(B * NH * T * T);
-    referenceKernels.attentionForward(outR, attR, q, kk, v, B, T, C, NH);
-    const out = k.alloc(n), att = new Float32Array(B * NH * T * T).fill(7);
-    k.attentionForward(out, att, place(k, q, 0), place(k, kk, 1), place(k, v, 2), B, T, C, NH);
-    close(`attn fwd ${B},${T},${C},${NH}`, out, outR, n);
-    close(`attn probs ${B},${T},${C},${NH}`, att, attR, att.length);
-    const gR = [rand(n), rand(n), rand(n)];
-    const g = gR.map((x, i) => place(k, x, i));
-    referenceKernels.attentionBackward(gR[0], gR[1], gR[2], dout, attR, q, kk, v, B, T, C, NH);
-    k.attentionBackward(g[0], g[1], g[2], dout, att, q, kk, v, B, T, C, NH);
-    for (let i = 0; i < 3; i++) close(`attn bwd d${'qkv'[i]} ${B},${T},${C},${NH}`, g[i], gR[i], n);
-  }
-});
+  test(`attention forward/backward match the reference (odd head sizes too) [${variant}]`, async () => {
+    const k = await loadKernels({ backend: 'wasm', variant });
+    for (const [B, T, C, NH] of [[1, 1, 4, 1], [2, 7, 12, 2], [1, 33, 32, 4], [3, 5, 10, 2]]) {
+      const n = B * T * C;
+      const q = rand(n), kk = rand(n), v = rand(n), dout = rand(n);
+      const outR = new Float32Array(n), attR = new Float32Array(B * NH * T * T);
+      referenceKernels.attentionForward(outR, attR, q, kk, v, B, T, C, NH);
+      const out = k.alloc(n), att = new Float32Array(B * NH * T * T).fill(7);
+      k.attentionForward(out, att, place(k, q, 0), place(k, kk, 1), place(k, v, 2), B, T, C, NH);
+      close(`attn fwd ${B},${T},${C},${NH}`, out, outR, n);
+      close(`attn probs ${B},${T},${C},${NH}`, att, attR, att.length);
+      const gR = [rand(n), rand(n), rand(n)];
+      const g = gR.map((x, i) => place(k, x, i));
+      referenceKernels.attentionBackward(gR[0], gR[1], gR[2], dout, attR, q, kk, v, B, T, C, NH);
+      k.attentionBackward(g[0], g[1], g[2], dout, att, q, kk, v, B, T, C, NH);
+      for (let i = 0; i < 3; i++) close(`attn bwd d${'qkv'[i]} ${B},${T},${C},${NH}`, g[i], gR[i], n);
+    }
+  });
 
-test('every kernel of the interface is provided by the wasm backend and agrees on norms/softmax', async () => {
-  const k = await loadKernels({ backend: 'wasm' });
-  for (const name of Object.keys(referenceKernels) as Array<keyof Kernels>) assert.equal(typeof k[name], typeof referenceKernels[name], name);
-  const N = 5, C = 13;
-  const x = rand(N * C), w = rand(C);
-  const o1 = new Float32Array(N * C), r1 = new Float32Array(N), o2 = k.alloc(N * C), r2 = k.alloc(N);
-  referenceKernels.rmsnormForward(o1, r1, x, w, N, C, 1e-5);
-  k.rmsnormForward(o2, r2, place(k, x, 0), w, N, C, 1e-5);
-  close('rmsnorm', o2, o1, N * C);
-  for (const kind of ['softmax', 'logSoftmax'] as const) {
-    const y1 = new Float32Array(N * C), y2 = k.alloc(N * C);
-    referenceKernels[`${kind}Forward`](y1, x, N, C);
-    k[`${kind}Forward`](y2, place(k, x, 1), N, C);
-    close(kind, y2, y1, N * C);
-    const inplace = place(k, x, 0);
-    k[`${kind}Forward`](inplace, inplace, N, C);
-    close(`${kind} in place`, inplace, y1, N * C);
-    const g = rand(N * C), d1 = rand(N * C), d2 = place(k, d1, 2);
-    referenceKernels[`${kind}Backward`](d1, g, y1, N, C);
-    k[`${kind}Backward`](d2, g, y1, N, C);
-    close(`${kind} backward`, d2, d1, N * C);
-  }
-  const g = rand(N * C), dx1 = rand(N * C), dw1 = rand(C), dx2 = place(k, dx1, 0), dw2 = place(k, dw1, 1);
-  referenceKernels.rmsnormBackward(dx1, dw1, g, x, w, r1, N, C);
-  k.rmsnormBackward(dx2, dw2, g, x, w, r1, N, C);
-  close('rmsnorm backward dx', dx2, dx1, N * C);
-  close('rmsnorm backward dw', dw2, dw1, C);
-});
+  test(`every kernel of the interface is provided by the wasm backend and agrees on norms/softmax [${variant}]`, async () => {
+    const k = await loadKernels({ backend: 'wasm', variant });
+    for (const name of Object.keys(referenceKernels) as Array<keyof Kernels>) assert.equal(typeof k[name], typeof referenceKernels[name], name);
+    const N = 5, C = 13;
+    const x = rand(N * C), w = rand(C);
+    const o1 = new Float32Array(N * C), r1 = new Float32Array(N), o2 = k.alloc(N * C), r2 = k.alloc(N);
+    referenceKernels.rmsnormForward(o1, r1, x, w, N, C, 1e-5);
+    k.rmsnormForward(o2, r2, place(k, x, 0), w, N, C, 1e-5);
+    close('rmsnorm', o2, o1, N * C);
+    for (const kind of ['softmax', 'logSoftmax'] as const) {
+      const y1 = new Float32Array(N * C), y2 = k.alloc(N * C);
+      referenceKernels[`${kind}Forward`](y1, x, N, C);
+      k[`${kind}Forward`](y2, place(k, x, 1), N, C);
+      close(kind, y2, y1, N * C);
+      const inplace = place(k, x, 0);
+      k[`${kind}Forward`](inplace, inplace, N, C);
+      close(`${kind} in place`, inplace, y1, N * C);
+      const g = rand(N * C), d1 = rand(N * C), d2 = place(k, d1, 2);
+      referenceKernels[`${kind}Backward`](d1, g, y1, N, C);
+      k[`${kind}Backward`](d2, g, y1, N, C);
+      close(`${kind} backward`, d2, d1, N * C);
+    }
+    const g = rand(N * C), dx1 = rand(N * C), dw1 = rand(C), dx2 = place(k, dx1, 0), dw2 = place(k, dw1, 1);
+    referenceKernels.rmsnormBackward(dx1, dw1, g, x, w, r1, N, C);
+    k.rmsnormBackward(dx2, dw2, g, x, w, r1, N, C);
+    close('rmsnorm backward dx', dx2, dx1, N * C);
+    close('rmsnorm backward dw', dw2, dw1, C);
+  });
+}
 
 /** Finite-difference checks of the reference backward kernels (the oracles themselves). */
+test('the default backend is the fused multiply-add build unless ARBOR_KERNELS_FMA=0', async () => {
+  const k = await loadKernels({ backend: 'wasm' });
+  assert.equal(k.name, process.env.ARBOR_KERNELS_FMA === '0' ? 'wasm-simd' : 'wasm-simd-fma');
+});
+
 test('reference backward kernels match finite differences', () => {
   const fd = (f: () => number, x: Float32Array, i: number) => {
     const h = 1e-3;

@@ -1,10 +1,11 @@
 /**
- * Kernel selection. `loadKernels()` returns the WASM SIMD backend when build/kernels.wasm exists and
- * loads (the default), else the plain-TypeScript reference. The chosen backend is cached per kind.
+ * Kernel selection. `loadKernels()` returns the WASM SIMD backend when its build exists and loads
+ * (the default; the fused multiply-add build where the runtime supports relaxed SIMD), else the
+ * plain-TypeScript reference. The chosen backend is cached per kind.
  */
 import type { Kernels } from './types.js';
 import { referenceKernels } from './reference.js';
-import { createWasmKernels } from './wasm.js';
+import { createWasmKernels, type WasmVariant } from './wasm.js';
 
 export type { Kernels } from './types.js';
 export { referenceKernels } from './reference.js';
@@ -12,16 +13,20 @@ export { referenceKernels } from './reference.js';
 export interface KernelOptions {
   /** "auto" (WASM if available, else reference), "wasm" (fail if unavailable), or "reference". */
   backend?: 'auto' | 'wasm' | 'reference';
+  /** WASM build: "auto" (fused multiply-add when the runtime supports relaxed SIMD, unless ARBOR_KERNELS_FMA=0), "fma", "plain". */
+  variant?: 'auto' | WasmVariant;
 }
 
-let wasmKernels: Promise<Kernels> | undefined;
+const wasmKernels = new Map<string, Promise<Kernels>>();
 
 export async function loadKernels(options: KernelOptions = {}): Promise<Kernels> {
   const backend = options.backend ?? (process.env.ARBOR_KERNELS as KernelOptions['backend']) ?? 'auto';
   if (backend === 'reference') return referenceKernels;
-  wasmKernels ??= createWasmKernels();
+  const variant = options.variant ?? 'auto';
+  let pending = wasmKernels.get(variant);
+  if (!pending) wasmKernels.set(variant, (pending = createWasmKernels({ variant })));
   try {
-    return await wasmKernels;
+    return await pending;
   } catch (error) {
     if (backend === 'wasm') throw error;
     return referenceKernels;

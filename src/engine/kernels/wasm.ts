@@ -1,5 +1,6 @@
 /**
- * The WASM SIMD backend: instantiates build/kernels.wasm over one shared WebAssembly.Memory and
+ * The WASM SIMD backend: instantiates build/kernels-fma.wasm (relaxed SIMD, fused multiply-add) when
+ * the runtime supports it, else build/kernels.wasm (SIMD128), over one shared WebAssembly.Memory and
  * manages it from JS. `alloc` hands out Float32Array views into that memory (a bump allocator; views
  * stay valid when memory grows because the memory is shared); kernels called with such views pass
  * their byte offsets straight to WASM. Arrays living elsewhere are copied into a scratch region above
@@ -8,6 +9,7 @@
 import { readFileSync, existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { setFlagsFromString } from 'node:v8';
 import type { Kernels } from './types.js';
 import { referenceKernels } from './reference.js';
 
@@ -15,8 +17,43 @@ const PAGE = 65536;
 /** Start of the JS-managed heap (the module's static data sits below). */
 const HEAP_BASE = 1 << 20;
 
-export function kernelWasmPath(): string {
-  return join(dirname(fileURLToPath(import.meta.url)), '../../../build/kernels.wasm');
+/** "fma": the relaxed-SIMD build (fused multiply-add); "plain": SIMD128 mul + add. */
+export type WasmVariant = 'fma' | 'plain';
+
+export function kernelWasmPath(variant: WasmVariant = 'plain'): string {
+  return join(dirname(fileURLToPath(import.meta.url)), `../../../build/${variant === 'fma' ? 'kernels-fma' : 'kernels'}.wasm`);
+}
+
+/**
+ * Whether this runtime compiles relaxed SIMD. Node 20's V8 keeps it behind
+ * --experimental-wasm-relaxed-simd; the flag is turned on here (it only gates which wasm modules
+ * validate) and the module is validated before use.
+ */
+export function relaxedSimdSupported(bytes: Uint8Array<ArrayBuffer>): boolean {
+  if (WebAssembly.validate(bytes)) return true;
+  try {
+    setFlagsFromString('--experimental-wasm-relaxed-simd');
+  } catch {
+    return false;
+  }
+  return WebAssembly.validate(bytes);
+}
+
+/** Which build to load: `preference` (or ARBOR_KERNELS_FMA=0/1), falling back to plain when FMA cannot load. */
+function chooseVariant(preference: 'auto' | WasmVariant): { variant: WasmVariant; bytes: Uint8Array<ArrayBuffer> } {
+  const env = process.env.ARBOR_KERNELS_FMA;
+  const want = preference !== 'auto' ? preference : env === '0' ? 'plain' : 'fma';
+  if (want === 'fma') {
+    const path = kernelWasmPath('fma');
+    if (existsSync(path)) {
+      const bytes = new Uint8Array(readFileSync(path));
+      if (relaxedSimdSupported(bytes)) return { variant: 'fma', bytes };
+    }
+    if (preference === 'fma' || env === '1') throw new Error(`${path}: relaxed-SIMD kernels unavailable (missing build or unsupported runtime)`);
+  }
+  const path = kernelWasmPath('plain');
+  if (!existsSync(path)) throw new Error(`${path} not found: run "npm run build"`);
+  return { variant: 'plain', bytes: new Uint8Array(readFileSync(path)) };
 }
 
 interface Exports {
@@ -88,11 +125,10 @@ export class WasmKernelMemory {
   }
 }
 
-export async function createWasmKernels(): Promise<Kernels> {
-  const path = kernelWasmPath();
-  if (!existsSync(path)) throw new Error(`${path} not found: run "npm run build"`);
+export async function createWasmKernels(options: { variant?: 'auto' | WasmVariant } = {}): Promise<Kernels> {
+  const { variant, bytes } = chooseVariant(options.variant ?? 'auto');
   const mem = new WasmKernelMemory();
-  const module = await WebAssembly.compile(readFileSync(path));
+  const module = await WebAssembly.compile(bytes);
   const instance = await WebAssembly.instantiate(module, {
     env: {
       memory: mem.memory,
@@ -156,7 +192,7 @@ export async function createWasmKernels(): Promise<Kernels> {
       const n = B * T * C;
       withPointers([[dout, n], [att, B * NH * T * T], [q, n], [k, n], [v, n]], [[dq, n], [dk, n], [dv, n]], ([pdq, pdk, pdv, pdo, pa, pq, pk, pv]) => ex.attentionBackward(pdq, pdk, pdv, pdo, pa, pq, pk, pv, B, T, C, NH, mem.scratch(T * 4)));
     },
-    name: 'wasm-simd',
+    name: variant === 'fma' ? 'wasm-simd-fma' : 'wasm-simd',
     alloc: (n: number) => mem.alloc(n),
     matmul: (out, a, b, M, K, N, acc) => gemm(out, a, M * K, K, 1, b, K * N, N, 1, M, K, N, acc),
     matmulBT: (out, a, b, M, K, N, acc) => {

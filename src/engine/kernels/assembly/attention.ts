@@ -2,12 +2,14 @@
 // Layout as in kernels/types.ts: q,k,v,out [B,T,C] with heads interleaved (C = NH·hs), att [B,NH,T,T].
 // Head dimension loops use f32x4 for the first hs&~3 lanes and scalars for the rest.
 
+import { madd } from './madd';
+
 // @ts-ignore: decorator
 @inline
 function dot(a: usize, b: usize, n: i32): f32 {
   let acc = f32x4.splat(0);
   let i = 0;
-  for (; i + 4 <= n; i += 4) acc = f32x4.add(acc, f32x4.mul(v128.load(a + (<usize>i << 2)), v128.load(b + (<usize>i << 2))));
+  for (; i + 4 <= n; i += 4) acc = madd(v128.load(a + (<usize>i << 2)), v128.load(b + (<usize>i << 2)), acc);
   let s = f32x4.extract_lane(acc, 0) + f32x4.extract_lane(acc, 1) + f32x4.extract_lane(acc, 2) + f32x4.extract_lane(acc, 3);
   for (; i < n; i++) s += load<f32>(a + (<usize>i << 2)) * load<f32>(b + (<usize>i << 2));
   return s;
@@ -21,7 +23,7 @@ function axpy(y: usize, alpha: f32, x: usize, n: i32): void {
   let i = 0;
   for (; i + 4 <= n; i += 4) {
     const p = y + (<usize>i << 2);
-    v128.store(p, f32x4.add(v128.load(p), f32x4.mul(av, v128.load(x + (<usize>i << 2)))));
+    v128.store(p, madd(av, v128.load(x + (<usize>i << 2)), v128.load(p)));
   }
   for (; i < n; i++) {
     const p = y + (<usize>i << 2);

@@ -1,8 +1,11 @@
 // WASM SIMD GEMM (AssemblyScript). C[M,N] (+)= A·B with A, B given by strides so one routine serves
 // the three layouts: A(i,k) = a[i*sai + k*sak], B(k,j) = b[k*sbk + j*sbj]. B is packed into panels of
 // NR=8 columns and A into panels of MR=4 rows (k-major), per K-block of KC; a 4×8 register tile of
-// f32x4 accumulators does the work (mul + add; Node 20 has no relaxed-SIMD FMA). Ragged edges are
+// f32x4 accumulators does the work (`madd`: a fused multiply-add in the relaxed-SIMD build, mul + add
+// in the plain one). Ragged edges are
 // zero-padded in the packs and written through a bounds-checked store.
+
+import { madd } from './madd';
 
 const MR: i32 = 4;
 const NR: i32 = 8;
@@ -84,17 +87,17 @@ function kernel4x8(pa: usize, pb: usize, kc: i32, c: usize, ldc: i32, h: i32, w:
     const b1 = v128.load(bp + 16);
     const ap = pa + <usize>(k << 4);
     let av = v128.load32_splat(ap);
-    c00 = f32x4.add(c00, f32x4.mul(av, b0));
-    c01 = f32x4.add(c01, f32x4.mul(av, b1));
+    c00 = madd(av, b0, c00);
+    c01 = madd(av, b1, c01);
     av = v128.load32_splat(ap + 4);
-    c10 = f32x4.add(c10, f32x4.mul(av, b0));
-    c11 = f32x4.add(c11, f32x4.mul(av, b1));
+    c10 = madd(av, b0, c10);
+    c11 = madd(av, b1, c11);
     av = v128.load32_splat(ap + 8);
-    c20 = f32x4.add(c20, f32x4.mul(av, b0));
-    c21 = f32x4.add(c21, f32x4.mul(av, b1));
+    c20 = madd(av, b0, c20);
+    c21 = madd(av, b1, c21);
     av = v128.load32_splat(ap + 12);
-    c30 = f32x4.add(c30, f32x4.mul(av, b0));
-    c31 = f32x4.add(c31, f32x4.mul(av, b1));
+    c30 = madd(av, b0, c30);
+    c31 = madd(av, b1, c31);
   }
   const stride = <usize>ldc * 4;
   if (h == MR && w == NR) {
@@ -150,10 +153,10 @@ export function gemmSmallBT(M: i32, N: i32, K: i32, a: usize, b: usize, c: usize
       for (; k + 4 <= K; k += 4) {
         const o = <usize>k << 2;
         const av = v128.load(ar + o);
-        s0 = f32x4.add(s0, f32x4.mul(av, v128.load(b0 + o)));
-        s1 = f32x4.add(s1, f32x4.mul(av, v128.load(b1 + o)));
-        s2 = f32x4.add(s2, f32x4.mul(av, v128.load(b2 + o)));
-        s3 = f32x4.add(s3, f32x4.mul(av, v128.load(b3 + o)));
+        s0 = madd(av, v128.load(b0 + o), s0);
+        s1 = madd(av, v128.load(b1 + o), s1);
+        s2 = madd(av, v128.load(b2 + o), s2);
+        s3 = madd(av, v128.load(b3 + o), s3);
       }
       let t0 = f32x4.extract_lane(s0, 0) + f32x4.extract_lane(s0, 1) + f32x4.extract_lane(s0, 2) + f32x4.extract_lane(s0, 3);
       let t1 = f32x4.extract_lane(s1, 0) + f32x4.extract_lane(s1, 1) + f32x4.extract_lane(s1, 2) + f32x4.extract_lane(s1, 3);

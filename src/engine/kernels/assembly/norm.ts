@@ -1,6 +1,8 @@
 // RMSNorm and (log-)softmax forward/backward over rows (AssemblyScript, f32x4 inner loops).
 // Shapes as in kernels/types.ts: x, out, dout, dx [N,C]; weight, dweight [C]; rstd [N].
 
+import { madd } from './madd';
+
 // @ts-ignore: decorator
 @inline
 function sumSquares(p: usize, n: i32): f32 {
@@ -8,7 +10,7 @@ function sumSquares(p: usize, n: i32): f32 {
   let i = 0;
   for (; i + 4 <= n; i += 4) {
     const v = v128.load(p + (<usize>i << 2));
-    acc = f32x4.add(acc, f32x4.mul(v, v));
+    acc = madd(v, v, acc);
   }
   let s = f32x4.extract_lane(acc, 0) + f32x4.extract_lane(acc, 1) + f32x4.extract_lane(acc, 2) + f32x4.extract_lane(acc, 3);
   for (; i < n; i++) {

@@ -2,13 +2,13 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { programReward } from '../../src/filter/program.js';
 import { scoreSafely } from '../../src/filter/reward.js';
 import { ConfigError } from '../../src/core/errors.js';
 import type { TaskItem } from '../../src/core/types.js';
+import { loopbackListener } from './loopback.js';
 
 const item: TaskItem = { id: 'p1', prompt: 'Say hello to Ada', answer: 'hello Ada', meta: { bonus: 0.5 } };
 const limits = { wallMs: 3000, cpuSeconds: 1, memoryMB: 128 };
@@ -48,13 +48,8 @@ test('a program reward computes a score (number, components, async, CommonJS, fr
 test('a malicious program reward cannot escape and yields a failure', async () => {
   const outside = await mkdtemp(join(tmpdir(), 'arbor-prog-out-'));
   const target = join(outside, 'pwned.txt');
-  let connections = 0;
-  const server = createServer((s) => {
-    connections++;
-    s.destroy();
-  });
-  await new Promise<void>((res) => server.listen(0, '127.0.0.1', res));
-  const port = (server.address() as AddressInfo).port;
+  const listener = await loopbackListener();
+  const port = listener.port;
   try {
     const writer = programReward({ source: `import { writeFileSync } from 'node:fs';\nexport default () => { writeFileSync(${JSON.stringify(target)}, 'x'); return 1; };`, limits });
     await assert.rejects(writer.score({ response: '', item }), /threw: \[ERR_ACCESS_DENIED\]/);
@@ -66,7 +61,7 @@ test('a malicious program reward cannot escape and yields a failure', async () =
     });
     await assert.rejects(socket.score({ response: '', item }), /threw/);
     await new Promise((res) => setTimeout(res, 50));
-    assert.equal(connections, 0);
+    assert.equal(listener.connections(), 0);
 
     const spawner = programReward({ source: `import { execSync } from 'node:child_process';\nexport default () => Number(execSync('echo 1').toString());`, limits });
     await assert.rejects(spawner.score({ response: '', item }), /threw/);
@@ -81,7 +76,7 @@ test('a malicious program reward cannot escape and yields a failure', async () =
     assert.equal(safe.reward, -1);
     assert.match(String(safe.info.error), /program reward "program"/);
   } finally {
-    server.close();
+    listener.close();
     await rm(outside, { recursive: true, force: true });
   }
 });

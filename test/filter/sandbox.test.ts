@@ -2,13 +2,13 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runSandboxed } from '../../src/filter/sandbox/run.js';
 import { resolveLimits } from '../../src/filter/sandbox/limits.js';
 import { runHostileSuite } from '../../src/filter/sandbox/hostile.js';
 import { ConfigError } from '../../src/core/errors.js';
+import { loopbackListener } from './loopback.js';
 
 const small = { wallMs: 3000, cpuSeconds: 1, memoryMB: 128, maxProcesses: 16, outputBytes: 64 * 1024 };
 
@@ -62,13 +62,8 @@ test('infinite loop returns within wall + 1 s and leaves nothing behind', async 
 });
 
 test('no network: a connection to a loopback listener of the test fails and is never seen', async () => {
-  let connections = 0;
-  const server = createServer((s) => {
-    connections++;
-    s.destroy();
-  });
-  await new Promise<void>((res) => server.listen(0, '127.0.0.1', res));
-  const port = (server.address() as AddressInfo).port;
+  const listener = await loopbackListener();
+  const port = listener.port;
   try {
     for (const languageGuard of [true, false]) {
       const r = await runSandboxed({ language: 'python', languageGuard, code: `import socket\ntry:\n    socket.create_connection(("127.0.0.1", ${port}), timeout=1)\n    print("CONNECTED")\nexcept Exception as e:\n    print("BLOCKED", e)\n`, limits: small });
@@ -76,9 +71,9 @@ test('no network: a connection to a loopback listener of the test fails and is n
       assert.match(r.stdout, /BLOCKED/);
     }
     await new Promise((res) => setTimeout(res, 50));
-    assert.equal(connections, 0);
+    assert.equal(listener.connections(), 0);
   } finally {
-    server.close();
+    listener.close();
   }
 });
 

@@ -99,6 +99,8 @@ interface ProcInfo {
   pid: number;
   uid: number;
   pgid: number;
+  /** Tasks (threads) of the process: RLIMIT_NPROC counts these. */
+  threads: number;
   zombie: boolean;
 }
 
@@ -118,7 +120,8 @@ async function listProcesses(): Promise<ProcInfo[]> {
         const u = /^Uid:\s+(\d+)/m.exec(status);
         const g = /^NSpgid:\s+(\d+)/m.exec(status);
         const st = /^State:\s+(\S)/m.exec(status);
-        if (u) out.push({ pid: Number(e), uid: Number(u[1]), pgid: g ? Number(g[1]) : -1, zombie: st?.[1] === 'Z' || st?.[1] === 'X' });
+        const t = /^Threads:\s+(\d+)/m.exec(status);
+        if (u) out.push({ pid: Number(e), uid: Number(u[1]), pgid: g ? Number(g[1]) : -1, threads: t ? Number(t[1]) : 1, zombie: st?.[1] === 'Z' || st?.[1] === 'X' });
       } catch {
         /* gone */
       }
@@ -141,27 +144,9 @@ export async function processesOfGroup(pgid: number): Promise<{ live: number[]; 
 /** Number of tasks (threads included) the current user has: RLIMIT_NPROC counts these. */
 async function currentUserTasks(): Promise<number> {
   const uid = process.getuid?.() ?? -1;
-  let total = 0;
-  let entries: string[] = [];
-  try {
-    entries = await readdir('/proc');
-  } catch {
-    return 4096;
-  }
-  await Promise.all(
-    entries.map(async (e) => {
-      if (!/^\d+$/.test(e)) return;
-      try {
-        const status = await readFile(`/proc/${e}/status`, 'utf8');
-        const u = /^Uid:\s+(\d+)/m.exec(status);
-        const t = /^Threads:\s+(\d+)/m.exec(status);
-        if (u && Number(u[1]) === uid) total += t ? Number(t[1]) : 1;
-      } catch {
-        /* gone */
-      }
-    }),
-  );
-  return total;
+  const procs = await listProcesses();
+  if (!procs.length) return 4096; // no /proc: assume many, so the limit stays generous
+  return procs.filter((p) => p.uid === uid).reduce((n, p) => n + p.threads, 0);
 }
 
 function killGroup(pid: number | undefined): void {

@@ -9,6 +9,7 @@ import { resolveLimits } from '../../src/filter/sandbox/limits.js';
 import { runHostileSuite } from '../../src/filter/sandbox/hostile.js';
 import { ConfigError } from '../../src/core/errors.js';
 import { loopbackListener } from './loopback.js';
+import { probeCapabilities } from '../../src/filter/sandbox/capabilities.js';
 
 const small = { wallMs: 3000, cpuSeconds: 1, memoryMB: 128, maxProcesses: 16, outputBytes: 64 * 1024 };
 
@@ -115,10 +116,19 @@ test('limits are validated', () => {
   assert.equal(resolveLimits({ cpuSeconds: 3 }).cpuSeconds, 3);
 });
 
-test('hostile suite: every case contained', async () => {
+test('hostile suite: every case contained (an OS-layers-only case only where its layer exists)', async (t) => {
   const suite = await runHostileSuite();
-  const failed = suite.results.filter((r) => !r.contained);
+  const caps = await probeCapabilities();
+  // the "(OS layers only)" cases switch the language guard off, so they test one OS layer alone
+  const layerPresent = (name: string): boolean => {
+    if (!name.includes('(OS layers only)')) return true;
+    if (name.startsWith('write outside')) return caps.isRoot && caps.setpriv !== null; // a per-run uid
+    if (name.startsWith('network')) return caps.netns !== null;
+    return caps.prlimit !== null;
+  };
+  for (const r of suite.results) if (!layerPresent(r.name)) t.diagnostic(`not required here (layer missing): ${r.name} → ${r.contained ? 'contained' : 'NOT contained'}`);
+  const failed = suite.results.filter((r) => !r.contained && layerPresent(r.name));
   assert.deepEqual(failed, [], JSON.stringify(failed, null, 2));
-  assert.equal(suite.contained, suite.total);
   assert.ok(suite.total >= 14);
+  if (caps.isRoot && caps.setpriv && caps.netns && caps.prlimit) assert.equal(suite.contained, suite.total, 'with every layer present, all cases are contained');
 });

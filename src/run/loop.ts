@@ -48,6 +48,9 @@ export interface RunSummary {
   heldout_acc_end: number;
   pass_at_k_start: number | null;
   pass_at_k_end: number | null;
+  /** Held-out accuracy of one sample at the rollout temperature (what RL optimises), when pass@k is on. */
+  heldout_sample_acc_start: number | null;
+  heldout_sample_acc_end: number | null;
   wall_s: number;
   tokens_decoded: number;
   prefix_tokens_reused: number;
@@ -65,7 +68,7 @@ interface LoopState {
   prefixTokensReused: number;
   promptTokensComputed: number;
   wallSeconds: number;
-  evalStart: { greedy: number; passAtK: number | null };
+  evalStart: { greedy: number; passAtK: number | null; sample?: number | null };
 }
 
 export async function train(inputConfig: ArborConfig | undefined, options: TrainOptions = {}): Promise<RunSummary> {
@@ -123,7 +126,7 @@ export async function train(inputConfig: ArborConfig | undefined, options: Train
     progress.line(`run ${dir.path}: ${task.name}, ${generator.kind} (G=${generator.groupSize}), ${config.run.promptsPerStep} prompts/step, ${config.run.steps} steps, ${modelDescription}`);
     progress.update('evaluating the starting policy...');
     const e0 = await evalAt(0);
-    state = { step: 0, optimizerSteps: 0, data: { epoch: 0, cursor: 0 }, tokensDecoded: 0, prefixTokensReused: 0, promptTokensComputed: 0, wallSeconds: 0, evalStart: { greedy: e0.greedyAccuracy, passAtK: e0.passAtK } };
+    state = { step: 0, optimizerSteps: 0, data: { epoch: 0, cursor: 0 }, tokensDecoded: 0, prefixTokensReused: 0, promptTokensComputed: 0, wallSeconds: 0, evalStart: { greedy: e0.greedyAccuracy, passAtK: e0.passAtK, sample: e0.sampleAccuracy } };
     dir.appendMetrics({ step: 0, eval_greedy_acc: e0.greedyAccuracy, eval_pass_at_k: e0.passAtK, eval_sample_acc: e0.sampleAccuracy, tokens_decoded_total: 0, wall_s: 0 });
     progress.line(`step 0: held-out greedy accuracy ${pct(e0.greedyAccuracy)}${e0.passAtK !== null ? `, pass@${e0.k} ${pct(e0.passAtK)}` : ''}`);
   }
@@ -276,6 +279,8 @@ export async function train(inputConfig: ArborConfig | undefined, options: Train
     heldout_acc_end: end.greedyAccuracy,
     pass_at_k_start: state.evalStart.passAtK,
     pass_at_k_end: end.passAtK,
+    heldout_sample_acc_start: state.evalStart.sample ?? null,
+    heldout_sample_acc_end: end.sampleAccuracy,
     wall_s: (Date.now() - started) / 1000,
     tokens_decoded: state.tokensDecoded,
     prefix_tokens_reused: state.prefixTokensReused,
@@ -286,7 +291,8 @@ export async function train(inputConfig: ArborConfig | undefined, options: Train
   dir.writeJson('summary.json', summary);
   if ('close' in sampler) await sampler.close();
   writeReport(dir, tokenizer);
-  progress.line(`done in ${formatSeconds(summary.wall_s)}: held-out greedy accuracy ${pct(summary.heldout_acc_start)} → ${pct(summary.heldout_acc_end)}; ${summary.tokens_decoded} tokens decoded; report ${join(dir.path, 'report.html')}`);
+  const sampled = summary.heldout_sample_acc_start !== null && summary.heldout_sample_acc_end !== null ? `, sampled ${pct(summary.heldout_sample_acc_start)} → ${pct(summary.heldout_sample_acc_end)}` : '';
+  progress.line(`done in ${formatSeconds(summary.wall_s)}: held-out greedy accuracy ${pct(summary.heldout_acc_start)} → ${pct(summary.heldout_acc_end)}${sampled}; ${summary.tokens_decoded} tokens decoded; report ${join(dir.path, 'report.html')}`);
   return summary;
 }
 

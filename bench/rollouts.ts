@@ -34,7 +34,7 @@ export async function main(args: string[]): Promise<void> {
     { name: `treepo L=${L * 2} b=2`, spec: { kind: 'treepo', groupSize: G, segmentLength: L * 2, branchingFactor: 2, initialDivergence: 2 } },
     { name: `treepo L=${L} b=4`, spec: { kind: 'treepo', groupSize: G, segmentLength: L, branchingFactor: 4, initialDivergence: 4 } },
   ];
-  const repeats = 3;
+  const repeats = 5;
   const rows: Array<Record<string, string | number | null>> = [];
   for (const v of variants) {
     const generator = generatorFromConfig(v.spec);

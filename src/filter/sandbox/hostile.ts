@@ -193,7 +193,7 @@ export async function runHostileSuite(options: { cases?: HostileCase[] } = {}): 
         const problems: string[] = [];
         const notes: string[] = [];
         const wall = r.wallMs;
-        if (elapsed > (c.limits.wallMs ?? 10_000) + 1500) problems.push(`call took ${Math.round(elapsed)} ms`);
+        if (elapsed > (c.limits.wallMs ?? 10_000) + 2500) problems.push(`call took ${Math.round(elapsed)} ms`);
         const group = await groupGone(r.pid);
         if (!group.gone) problems.push(group.note ?? 'process group still alive');
         else if (group.note) notes.push(group.note);

@@ -1,10 +1,11 @@
 /**
- * `npm run bench -- learning [config] [--seeds 3] [--steps N]`: iid-GRPO vs TreePO training runs from
+ * `npm run bench -- learning [config] [--seeds 3] [--steps N] [--eval-count 500]`: iid-GRPO vs TreePO training runs from
  * the same warm start (the config's SFT stage, cached), several seeds each; records held-out greedy
  * accuracy against cumulative tokens decoded and reports, per generator, the tokens needed to first
  * reach a target accuracy (start + 5 points by default). Headline: tokens_to_target_iid_over_treepo
  * (mean over seeds that reached it; null when either never reached the target). Also writes an SVG
- * plot (bench/out/learning.svg).
+ * plot (bench/out/learning.svg). Evaluations use 500 held-out problems, greedy only (pass@k off), so one
+ * accuracy has a standard error of about 2 points against the 5-point target.
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -25,6 +26,7 @@ export async function main(args: string[]): Promise<void> {
   const seeds = arg(args, 'seeds', 3);
   const steps = arg(args, 'steps', base.run.steps);
   const gain = arg(args, 'gain', 0.05);
+  const evalCount = arg(args, 'eval-count', 500);
   const variants: Array<{ name: string; patch: (c: ArborConfig) => ArborConfig }> = [
     { name: 'iid', patch: (c) => ({ ...c, generate: { kind: 'iid', groupSize: c.generate.groupSize }, optimize: { ...c.optimize, advantage: { ...c.optimize.advantage, kind: 'grpo' } } }) },
     { name: 'treepo', patch: (c) => c },
@@ -36,7 +38,7 @@ export async function main(args: string[]): Promise<void> {
     for (let s = 0; s < seeds; s++) {
       const outDir = join(benchOutDir, 'learning', `${v.name}-seed${s}`);
       // same warm start for every run: the SFT cache key ignores run.seed only through sft.checkpoint
-      const config = v.patch({ ...base, run: { ...base.run, seed: s, steps, outDir, evalEvery: Math.max(1, Math.floor(steps / 8)), logTreesEvery: 0, checkpointEvery: 0 }, sft: { ...base.sft, checkpoint: base.sft.checkpoint ?? join(benchOutDir, 'learning', 'sft') } });
+      const config = v.patch({ ...base, run: { ...base.run, seed: s, steps, outDir, evalEvery: Math.max(1, Math.floor(steps / 8)), evalCount, evalPassK: 0, logTreesEvery: 0, checkpointEvery: 0 }, sft: { ...base.sft, checkpoint: base.sft.checkpoint ?? join(benchOutDir, 'learning', 'sft') } });
       const summary = await train(config, { force: true, quiet: true });
       const evals = new RunDir(outDir).readMetrics().filter((m) => typeof m.eval_greedy_acc === 'number');
       const target = summary.heldout_acc_start + gain;
@@ -54,5 +56,5 @@ export async function main(args: string[]): Promise<void> {
   const colors = ['#dc2626', '#ef4444', '#f87171', '#2563eb', '#3b82f6', '#60a5fa'];
   const svg = lineChart('Held-out greedy accuracy vs tokens decoded', 'tokens decoded', Object.entries(curves).map(([name, points], i) => ({ name, color: colors[i % colors.length], points })), 720, 360);
   writeFileSync(join(benchOutDir, 'learning.svg'), svg);
-  writeBenchJson('learning', { tokens_to_target_iid_over_treepo: iid !== null && tree !== null ? iid / tree : null }, { config: file, seeds, steps, target_gain: gain, reached, rows, plot: 'bench/out/learning.svg' });
+  writeBenchJson('learning', { tokens_to_target_iid_over_treepo: iid !== null && tree !== null ? iid / tree : null }, { config: file, seeds, steps, eval_count: evalCount, target_gain: gain, reached, rows, plot: 'bench/out/learning.svg' });
 }

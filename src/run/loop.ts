@@ -15,7 +15,7 @@ import type { TaskItem } from '../core/types.js';
 import { dynamicSampling } from '../control/dynamic-sampling.js';
 import { learningRateAt } from '../engine/nano/adamw.js';
 import { NanoTrainer } from '../engine/nano/trainer.js';
-import { loadCheckpoint } from '../engine/nano/checkpoint.js';
+import { loadCheckpoint, writeCheckpointMeta } from '../engine/nano/checkpoint.js';
 import { rewardFromConfig } from '../filter/registry.js';
 import { scoreBatch } from '../filter/reward.js';
 import { generatorFromConfig, type GenerateStats } from '../generate/index.js';
@@ -262,6 +262,8 @@ export async function train(inputConfig: ArborConfig | undefined, options: Train
     if ((config.run.checkpointEvery > 0 && step % config.run.checkpointEvery === 0) || isLast) {
       const ck = dir.checkpointDir(step);
       await trainer.saveState(join(ck, 'engine'));
+      // the embedded engine's state directory is also a loadable checkpoint (arbor eval / serve / sft)
+      if ('model' in engine) writeCheckpointMeta(join(ck, 'engine'), engine.model, engine.tokenizer);
       dir.writeJson(join('checkpoints', `step-${step}`, 'state.json'), state);
     }
     stepTimes.push((Date.now() - stepStart) / 1000);

@@ -31,6 +31,9 @@ test('end to end: a short SFT + TreePO run writes the run directory and moves th
   assert.equal(metrics.length, 16);
   for (const f of ['config.resolved.yaml', 'metrics.jsonl', 'summary.json', 'report.html', 'trees/step-1.jsonl', 'trees/step-4.jsonl', 'checkpoints/step-16/state.json']) assert.ok(existsSync(join(out, f)), f);
   const s = JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8'));
+  // a run checkpoint is a loadable model (arbor eval / serve)
+  const ck = await loadCheckpoint(join(out, 'checkpoints/step-16/engine'));
+  assert.equal(ck.model.parameterCount > 0, true);
   await assert.rejects(train(base(out), { quiet: true, steps: 1 }), /already exists/);
   for (const k of ['heldout_acc_start', 'heldout_acc_end', 'wall_s', 'tokens_decoded']) assert.equal(typeof s[k], 'number', k);
   assert.equal(s.tokens_decoded, metrics.reduce((a, m) => a + (m.tokens_decoded as number), 0));

@@ -31,6 +31,12 @@ export function loadArena(arena: ParamArena, file: string): void {
 export function saveCheckpoint(dir: string, model: NanoModel, tokenizer: CharTokenizer, extra: Record<string, unknown> = {}): void {
   mkdirSync(dir, { recursive: true });
   writeSafetensors(join(dir, 'model.safetensors'), arenaTensors(model.params), { format: 'arbor-nano' });
+  writeCheckpointMeta(dir, model, tokenizer, extra);
+}
+
+/** config.json + tokenizer.json beside a model.safetensors, so the directory loads with loadCheckpoint. */
+export function writeCheckpointMeta(dir: string, model: NanoModel, tokenizer: CharTokenizer, extra: Record<string, unknown> = {}): void {
+  mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...model.config, ...extra }, null, 2));
   writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify(tokenizer.toJSON(), null, 2));
 }

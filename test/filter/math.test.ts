@@ -5,7 +5,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Rng } from '../../src/core/rng.js';
@@ -18,11 +18,14 @@ import {
   selfVerifyRates,
   type SelfVerifyReport,
 } from '../../src/filter/math/index.js';
-import { MATH_PAIRS } from './math-pairs.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const dataDir = process.env.ARBOR_SHARED_DATA ?? path.resolve(repoRoot, '../shared/data');
 const haveData = existsSync(dataDir);
+
+/** Hand-written [gold, pred, equal, category] pairs (test/filter/math-pairs.json, rules in its description). */
+type MathPair = [gold: string, pred: string, equal: boolean, category: string];
+const MATH_PAIRS: MathPair[] = JSON.parse(readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), 'math-pairs.json'), 'utf8')).pairs;
 
 let cached: SelfVerifyReport | null = null;
 const report = (): SelfVerifyReport => (cached ??= selfVerifyRates(dataDir));
@@ -140,7 +143,6 @@ test('GSM8K solutions verify through the async mathReward (sample)', async (t) =
     t.skip(`shared data not found at ${dataDir}`);
     return;
   }
-  const { readFileSync } = await import('node:fs');
   const rows = readFileSync(path.join(dataDir, 'gsm8k/test.jsonl'), 'utf8')
     .split('\n')
     .filter((l) => l.trim())

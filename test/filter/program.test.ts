@@ -61,7 +61,7 @@ test('a malicious program reward cannot escape and yields a failure', async () =
     });
     await assert.rejects(socket.score({ response: '', item }), /threw/);
     await new Promise((res) => setTimeout(res, 50));
-    assert.equal(listener.connections(), 0);
+    listener.assertNoConnections('sandboxed program');
 
     const spawner = programReward({ source: `import { execSync } from 'node:child_process';\nexport default () => Number(execSync('echo 1').toString());`, limits });
     await assert.rejects(spawner.score({ response: '', item }), /threw/);

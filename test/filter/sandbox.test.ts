@@ -72,7 +72,7 @@ test('no network: a connection to a loopback listener of the test fails and is n
       assert.match(r.stdout, /BLOCKED/);
     }
     await new Promise((res) => setTimeout(res, 50));
-    assert.equal(listener.connections(), 0);
+    listener.assertNoConnections('sandboxed program');
   } finally {
     listener.close();
   }

@@ -18,9 +18,9 @@ import {
   selfVerifyRates,
   type SelfVerifyReport,
 } from '../../src/filter/math/index.js';
+import { defaultDataDir } from '../../src/tasks/datasets/task.js';
 
-const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const dataDir = process.env.ARBOR_SHARED_DATA ?? path.resolve(repoRoot, '../shared/data');
+const dataDir = defaultDataDir();
 const haveData = existsSync(dataDir);
 
 /** Hand-written [gold, pred, equal, category] pairs (test/filter/math-pairs.json, rules in its description). */

@@ -18,6 +18,11 @@ export interface ArithOptions {
   minDigits?: number;
   /** Operators to draw from. */
   ops?: Array<'+' | '-' | '*'>;
+  /**
+   * Fraction of SFT demonstrations written by a careless teacher that drops every carry and borrow
+   * (default 0). It changes demonstrations only: prompts, answers and the verifier stay exact.
+   */
+  teacherErrorRate?: number;
 }
 
 /**
@@ -26,7 +31,8 @@ export interface ArithOptions {
  * addition "x+y+c=ss" (two-digit column sum), subtraction "x-y-b=rB" (digit r, borrow-out B),
  * multiplication "x*y+c=ss" (two-digit column value).
  */
-export function arithSolution(a: number, op: string, b: number): { scratch: string; answer: number } {
+export function arithSolution(a: number, op: string, b: number, options: { dropCarries?: boolean } = {}): { scratch: string; answer: number } {
+  if (options.dropCarries) return carelessSolution(a, op, b);
   const da = String(a).split('').reverse().map(Number);
   const db = String(b).split('').reverse().map(Number);
   const steps: string[] = [];
@@ -61,6 +67,37 @@ export function arithSolution(a: number, op: string, b: number): { scratch: stri
   return { scratch: steps.join(','), answer: a * b };
 }
 
+/**
+ * The careless teacher: the same column format with every carry and borrow taken as 0, and the
+ * answer its own columns imply (each column's last digit; the top column's tens digit in front).
+ * 47+85 → "7+5+0=12,4+8+0=12;122"; 52-48 → "2-8-0=41,5-4-0=10;14".
+ */
+function carelessSolution(a: number, op: string, b: number): { scratch: string; answer: number } {
+  const da = String(a).split('').reverse().map(Number);
+  const db = String(b).split('').reverse().map(Number);
+  const two = (n: number) => String(n).padStart(2, '0');
+  const steps: string[] = [];
+  const digits: number[] = [];
+  let top = 0;
+  const n = op === '+' ? Math.max(da.length, db.length) : da.length;
+  for (let i = 0; i < n; i++) {
+    const x = da[i] ?? 0;
+    const y = op === '*' ? b : db[i] ?? 0;
+    if (op === '-') {
+      const r = x - y < 0 ? x - y + 10 : x - y;
+      steps.push(`${x}-${y}-0=${r}${x - y < 0 ? 1 : 0}`);
+      digits.push(r);
+    } else {
+      const s = op === '+' ? x + y : x * y;
+      steps.push(`${x}${op}${y}+0=${two(s)}`);
+      digits.push(s % 10);
+      if (i === n - 1) top = Math.floor(s / 10);
+    }
+  }
+  const answer = Number(String(top || '') + digits.reverse().join(''));
+  return { scratch: steps.join(','), answer };
+}
+
 /** The integer after the last ";" (null when missing or malformed). */
 export function extractArithAnswer(response: string): string | null {
   const i = response.lastIndexOf(';');
@@ -78,6 +115,7 @@ export function arithTask(options: ArithOptions = {}): Task {
   const maxDigits = options.digits ?? 3;
   const minDigits = options.minDigits ?? 1;
   const ops = options.ops ?? ['+', '-', '*'];
+  const teacherErrorRate = options.teacherErrorRate ?? 0;
   const reward: RewardFunction = {
     name: 'correct',
     async score({ response, item }) {
@@ -93,7 +131,10 @@ export function arithTask(options: ArithOptions = {}): Task {
     if (op === '-' && b > a) [a, b] = [b, a];
     const prompt = `${a}${op}${b}=`;
     const { scratch, answer } = arithSolution(a, op, b);
-    return { id: prompt, prompt, answer: String(answer), demonstration: `${scratch};${answer}`, difficulty: d };
+    // the careless teacher is chosen by a hash of the problem, so items and their order do not change
+    const careless = teacherErrorRate > 0 && hashString(`teacher/${prompt}`) / 4294967296 < teacherErrorRate;
+    const shown = careless ? arithSolution(a, op, b, { dropCarries: true }) : { scratch, answer };
+    return { id: prompt, prompt, answer: String(answer), demonstration: `${shown.scratch};${shown.answer}`, difficulty: d };
   };
   return {
     name: 'arith',

@@ -13,6 +13,37 @@ test('arith scratchpad: hand-computed columns with fixed-width records', () => {
   assert.equal(extractArithAnswer('x;abc'), null);
 });
 
+test('arith careless teacher: drops carries and borrows in demonstrations only', async () => {
+  assert.deepEqual(arithSolution(47, '+', 85, { dropCarries: true }), { scratch: '7+5+0=12,4+8+0=12', answer: 122 });
+  assert.deepEqual(arithSolution(52, '-', 48, { dropCarries: true }), { scratch: '2-8-0=41,5-4-0=10', answer: 14 });
+  assert.deepEqual(arithSolution(347, '*', 7, { dropCarries: true }), { scratch: '7*7+0=49,4*7+0=28,3*7+0=21', answer: 2189 });
+  assert.deepEqual(arithSolution(99, '+', 1, { dropCarries: true }), { scratch: '9+1+0=10,9+0+0=09', answer: 90 });
+  // no carry anywhere: the careless teacher is right
+  assert.deepEqual(arithSolution(41, '+', 38, { dropCarries: true }), arithSolution(41, '+', 38));
+  const clean = getTask('arith', { digits: 2, ops: ['+', '-'] }).makeItems('train', 2000, 3);
+  const noisyTask = getTask('arith', { digits: 2, ops: ['+', '-'], teacherErrorRate: 0.75 });
+  const noisy = noisyTask.makeItems('train', 2000, 3);
+  assert.deepEqual(noisy.map((x) => [x.prompt, x.answer]), clean.map((x) => [x.prompt, x.answer]), 'same problems and true answers');
+  let wrong = 0, carries = 0;
+  for (let i = 0; i < noisy.length; i++) {
+    const careless = arithSolution(...parse(clean[i].prompt), { dropCarries: true });
+    const needsCarry = clean[i].demonstration !== `${careless.scratch};${careless.answer}`;
+    if (needsCarry) carries++;
+    if (noisy[i].demonstration !== clean[i].demonstration) {
+      wrong++;
+      assert.ok(needsCarry, `${noisy[i].prompt}: only problems with a carry or borrow can differ`);
+      assert.equal((await noisyTask.reward.score({ response: noisy[i].demonstration!, item: noisy[i] })).reward, 0, 'the verifier still checks the true answer');
+    }
+  }
+  assert.ok(Math.abs(wrong / carries - 0.75) < 0.05, `careless share of carry problems ${wrong}/${carries}`);
+  assert.throws(() => getTask('arith', { teacherErrorRate: 2 }), ConfigError);
+});
+
+function parse(prompt: string): [number, string, number] {
+  const m = /^(\d+)([+*-])(\d+)=$/.exec(prompt)!;
+  return [Number(m[1]), m[2], Number(m[3])];
+}
+
 test('tasks: deterministic, disjoint splits, every demonstration verifies', async () => {
   for (const name of ['arith', 'countdown']) {
     const task = getTask(name, name === 'arith' ? { digits: 3 } : {});

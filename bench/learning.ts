@@ -11,6 +11,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig, type ArborConfig } from '../src/run/config.js';
+import { sftCacheDir } from '../src/run/embedded.js';
 import { train } from '../src/run/loop.js';
 import { lineChart } from '../src/run/report.js';
 import { RunDir } from '../src/run/rundir.js';
@@ -38,8 +39,9 @@ export async function main(args: string[]): Promise<void> {
   for (const v of variants) {
     for (let s = 0; s < seeds; s++) {
       const outDir = join(benchOutDir, 'learning', `${v.name}-seed${s}`);
-      // same warm start for every run: the SFT cache key ignores run.seed only through sft.checkpoint
-      const config = v.patch({ ...base, run: { ...base.run, seed: s, steps, outDir, evalEvery: Math.max(1, Math.floor(steps / 8)), evalCount, evalPassK: 0, logTreesEvery: 0, checkpointEvery: 0 }, sft: { ...base.sft, checkpoint: base.sft.checkpoint ?? join(benchOutDir, 'learning', 'sft') } });
+      // same warm start for every run: the base config's own SFT cache (keyed by its task, model, SFT
+      // options and seed, so a changed config never reuses a stale warm start), shared with `arbor train`
+      const config = v.patch({ ...base, run: { ...base.run, seed: s, steps, outDir, evalEvery: Math.max(1, Math.floor(steps / 8)), evalCount, evalPassK: 0, logTreesEvery: 0, checkpointEvery: 0 }, sft: { ...base.sft, checkpoint: base.sft.checkpoint ?? sftCacheDir(base) } });
       const summary = await train(config, { force: true, quiet: true });
       const evals = new RunDir(outDir).readMetrics().filter((m) => typeof m.eval_greedy_acc === 'number');
       const target = summary.heldout_acc_start + gain;

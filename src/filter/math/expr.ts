@@ -39,6 +39,9 @@ const GREEK = new Set([
 const MAX_LEN = 600;
 const MAX_DEPTH = 60;
 
+/** Unicode operators written as their ASCII forms. */
+const UNICODE_OPS: Record<string, string> = { '×': '*', '·': '*', '÷': '/', '−': '-' };
+
 function tokenize(src: string): Tok[] {
   if (src.length > MAX_LEN) throw new ParseError('too long');
   const out: Tok[] = [];
@@ -127,18 +130,9 @@ function tokenize(src: string): Tok[] {
       i++;
       continue;
     }
-    if (c === '×' || c === '·') {
-      out.push({ t: 'op', v: '*' });
-      i++;
-      continue;
-    }
-    if (c === '÷') {
-      out.push({ t: 'op', v: '/' });
-      i++;
-      continue;
-    }
-    if (c === '−') {
-      out.push({ t: 'op', v: '-' });
+    const unicodeOp = UNICODE_OPS[c];
+    if (unicodeOp) {
+      out.push({ t: 'op', v: unicodeOp });
       i++;
       continue;
     }

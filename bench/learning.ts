@@ -11,7 +11,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig, type ArborConfig } from '../src/run/config.js';
-import { sftCacheDir } from '../src/run/embedded.js';
+import { sftCacheDir } from '../src/run/warm-start.js';
 import { train } from '../src/run/loop.js';
 import { lineChart } from '../src/run/report.js';
 import { RunDir } from '../src/run/rundir.js';

@@ -7,12 +7,13 @@
  * wall(iid) / wall(treepo), for the default TreePO setting of the config.
  */
 import { Rng } from '../src/core/rng.js';
-import { leaves } from '../src/core/tree.js';
+import { leaves, responseTokens } from '../src/core/tree.js';
+import { buildEngine } from '../src/engine/build.js';
 import { scoreBatch } from '../src/filter/reward.js';
 import { generatorFromConfig } from '../src/generate/index.js';
 import { loadConfig } from '../src/run/config.js';
-import { buildEmbedded, prepareStart } from '../src/run/embedded.js';
 import { Progress } from '../src/run/progress.js';
+import { warmStartFor } from '../src/run/warm-start.js';
 import { getTask } from '../src/tasks/index.js';
 import { printTable, writeBenchJson } from './util.js';
 
@@ -20,12 +21,12 @@ export async function main(args: string[]): Promise<void> {
   const file = args[0] ?? 'examples/arith-treepo.yaml';
   const config = loadConfig(file);
   const task = getTask(config.task.name, config.task.options);
-  const start = await prepareStart(config, task, new Progress());
-  const { tokenizer, sampler } = await buildEmbedded(config, start);
+  const progress = new Progress();
+  const { tokenizer, sampler, origin } = await buildEngine(config, { warmStart: warmStartFor(config, task), log: (l) => progress.line(l), update: (l) => progress.update(l) });
   const G = 16;
   const prompts = 32;
   const items = task.makeItems('test', prompts, config.run.seed + 11);
-  const inputs = items.map((item) => ({ item, promptTokens: [tokenizer.bos, ...tokenizer.encode(item.prompt)] }));
+  const inputs = items.map((item) => ({ item, promptTokens: [...(tokenizer.bos !== undefined ? [tokenizer.bos] : []), ...tokenizer.encode(item.prompt)] }));
   const L = config.generate.kind === 'treepo' ? config.generate.segmentLength : 8;
   const variants: Array<{ name: string; spec: Record<string, unknown> }> = [
     { name: 'iid', spec: { kind: 'iid', groupSize: G } },
@@ -51,8 +52,7 @@ export async function main(args: string[]): Promise<void> {
       stats = out.stats;
       const ls = out.trees.flatMap((tree) => leaves(tree).map((leaf) => ({ tree, leaf })));
       const scores = await scoreBatch(task.reward, ls.map(({ tree, leaf }) => {
-        const tokens: number[] = [];
-        for (let id: string | null = leaf.id; id && id !== '0'; id = tree.nodes[id].parent) tokens.unshift(...tree.nodes[id].tokens);
+        const tokens = responseTokens(tree, leaf.id);
         return { item: items[Number(tree.id.slice(1))], response: tokenizer.decode(tokens) };
       }));
       reward = scores.reduce((s, x) => s + x.reward, 0) / scores.length;
@@ -78,5 +78,5 @@ export async function main(args: string[]): Promise<void> {
   writeBenchJson('rollouts', {
     treepo_token_reduction: rows[1].token_reduction as number,
     treepo_wall_speedup: rows[1].wall_speedup as number,
-  }, { config: file, prompts, trajectories_per_prompt: G, warm_start: start, rows });
+  }, { config: file, prompts, trajectories_per_prompt: G, warm_start: origin, rows });
 }

@@ -1,7 +1,7 @@
 /** `arbor config --print-defaults | --check <file>`. */
 import { ArborError } from '../core/errors.js';
 import { defaultsYaml, loadConfig } from '../run/config.js';
-import { flag } from './main.js';
+import { flag } from './args.js';
 
 export async function configCommand(argv: string[]): Promise<number> {
   if (argv.includes('--print-defaults')) {

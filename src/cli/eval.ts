@@ -5,15 +5,12 @@
  */
 import { ArborError, ConfigError } from '../core/errors.js';
 import { Rng } from '../core/rng.js';
-import { loadCheckpoint } from '../engine/nano/checkpoint.js';
-import { NanoSampler } from '../engine/nano/sampler.js';
-import type { Sampler } from '../engine/types.js';
+import { buildSamplingEngine } from '../engine/build.js';
 import { loadConfig } from '../run/config.js';
 import { evaluate } from '../run/evaluate.js';
 import { promptEncoder } from '../run/prompts.js';
-import { buildRemoteSampler } from '../run/remote.js';
 import { getTask } from '../tasks/index.js';
-import { flag, numberFlag } from './main.js';
+import { flag, numberFlag } from './args.js';
 
 const USAGE = 'usage: arbor eval (--checkpoint <dir> | --config <run.yaml>) [--task <name>] [--options JSON] [--count 200] [--k 4] [--seed 0] [--max-tokens N]';
 
@@ -39,27 +36,14 @@ export async function evalCommand(argv: string[]): Promise<number> {
   const k = numberFlag(argv, 'k', config?.run.evalPassK ?? 4);
   const items = task.makeItems('test', numberFlag(argv, 'count', config?.run.evalCount ?? 200), seed);
 
-  let sampler: Sampler & { close?: () => Promise<void> };
-  let encodePrompt, decode: (t: number[]) => string, stopTokens: number[], maxTokens: number, source: string;
-  if (checkpoint || config?.engine.kind !== 'remote') {
-    const dir = checkpoint ?? config?.model.checkpoint;
-    if (!dir) throw new ConfigError(`${configFile}: an embedded evaluation needs --checkpoint or model.checkpoint`, 'model.checkpoint');
-    const { model, tokenizer } = await loadCheckpoint(dir);
-    sampler = new NanoSampler(model);
-    encodePrompt = promptEncoder(tokenizer, false);
-    decode = (t) => tokenizer.decode(t);
-    stopTokens = [tokenizer.eos];
-    maxTokens = numberFlag(argv, 'max-tokens', config?.sampling.maxResponseTokens ?? Math.min(128, model.config.contextLength - 32));
-    source = dir;
-  } else {
-    const remote = buildRemoteSampler(config);
-    sampler = remote.sampler;
-    encodePrompt = promptEncoder(remote.tokenizer, config.engine.chatTemplate);
-    decode = (t) => remote.tokenizer.decode(t);
-    stopTokens = [remote.tokenizer.eos];
-    maxTokens = numberFlag(argv, 'max-tokens', config.sampling.maxResponseTokens);
-    source = remote.origin;
-  }
+  const embedded = checkpoint || config?.engine.kind !== 'remote';
+  const dir = checkpoint ?? config?.model.checkpoint;
+  if (embedded && !dir) throw new ConfigError(`${configFile}: an embedded evaluation needs --checkpoint or model.checkpoint`, 'model.checkpoint');
+  const { sampler, tokenizer, origin: source, contextLength } = await buildSamplingEngine(embedded ? { checkpoint: dir! } : { engine: config!.engine });
+  const encodePrompt = promptEncoder(tokenizer, !embedded && config!.engine.chatTemplate);
+  const decode = (t: number[]) => tokenizer.decode(t);
+  const stopTokens = [tokenizer.eos];
+  const maxTokens = numberFlag(argv, 'max-tokens', config?.sampling.maxResponseTokens ?? Math.min(128, (contextLength ?? 160) - 32));
   try {
     const result = await evaluate(items, k, { sampler, encodePrompt, decode, stopTokens, maxResponseTokens: maxTokens, reward: task.reward, rng: new Rng(seed).fork('eval') });
     console.log(JSON.stringify({ task: taskName, model: source, count: result.count, greedy_accuracy: result.greedyAccuracy, [`pass_at_${k}`]: result.passAtK, samples: result.samples }, null, 2));

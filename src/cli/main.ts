@@ -22,22 +22,6 @@ commands:
 
 global: --debug prints stack traces`;
 
-export function flag(argv: string[], name: string): string | undefined {
-  const i = argv.indexOf(`--${name}`);
-  if (i < 0) return undefined;
-  const v = argv[i + 1];
-  if (v === undefined || v.startsWith('--')) throw new ArborError(`--${name} needs a value`);
-  return v;
-}
-
-export function numberFlag(argv: string[], name: string, fallback: number): number {
-  const v = flag(argv, name);
-  if (v === undefined) return fallback;
-  const n = Number(v);
-  if (!Number.isFinite(n)) throw new ArborError(`--${name} must be a number, got "${v}"`);
-  return n;
-}
-
 export async function main(argv: string[]): Promise<number> {
   const debug = argv.includes('--debug');
   const args = argv.filter((a) => a !== '--debug');
@@ -49,7 +33,7 @@ export async function main(argv: string[]): Promise<number> {
       case 'eval':
         return await (await import('./eval.js')).evalCommand(rest);
       case 'sft':
-        return await (await import('../engine/nano/sft.js')).sftCommand(rest);
+        return await (await import('./sft.js')).sftCommand(rest);
       case 'serve':
         return await (await import('./serve.js')).serveCommand(rest);
       case 'config':

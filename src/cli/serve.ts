@@ -5,7 +5,7 @@ import { NanoSampler } from '../engine/nano/sampler.js';
 import { NanoTrainer } from '../engine/nano/trainer.js';
 import { ArborServer } from '../serve/server.js';
 import { join } from 'node:path';
-import { flag, numberFlag } from './main.js';
+import { flag, numberFlag } from './args.js';
 
 export async function serveCommand(argv: string[]): Promise<number> {
   const checkpoint = flag(argv, 'checkpoint');

@@ -2,7 +2,7 @@
 import { ArborError } from '../core/errors.js';
 import { loadConfig } from '../run/config.js';
 import { train } from '../run/loop.js';
-import { flag, numberFlag } from './main.js';
+import { flag, numberFlag } from './args.js';
 
 export async function trainCommand(argv: string[]): Promise<number> {
   const resume = flag(argv, 'resume');

@@ -34,8 +34,13 @@ export interface TreeNode {
   mask: number[];
   /** Null while still growing. */
   finishReason: FinishReason | null;
-  /** Version of the policy weights that produced this segment. */
+  /** Version of the policy weights that produced this segment (its first token, when `versions` is set). */
   weightVersion: number;
+  /**
+   * Per-token weight versions, set only when a segment was continued under newer weights (a partial
+   * rollout aborted in one step and resumed in a later one); shape [T]. Absent = all `weightVersion`.
+   */
+  versions?: number[];
   /** Child ids in creation order. */
   children: string[];
   /** Reward of the trajectory ending here (leaves only, after Filter). */
@@ -137,6 +142,72 @@ export function addNode(tree: RolloutTree, parentId: string, segment: SegmentInp
   return node;
 }
 
+/**
+ * Continue an unfinished node in place (partial rollouts): append tokens produced under
+ * `segment.weightVersion`, keeping per-token versions when they differ from the node's, and set the
+ * node's new finish reason. The node keeps its id, so the tree's shape equals an uninterrupted run's.
+ */
+export function appendToNode(tree: RolloutTree, nodeId: string, segment: SegmentInput): TreeNode {
+  const node = tree.nodes[nodeId];
+  if (!node) throw new DataError(`tree ${tree.id}: no node ${nodeId}`);
+  if (node.parent === null) throw new DataError(`tree ${tree.id}: cannot append to the root`);
+  const T = segment.tokens.length;
+  const logprobs = segment.logprobs ?? new Array(T).fill(0);
+  const mask = segment.mask ?? new Array(T).fill(1);
+  if (logprobs.length !== T || mask.length !== T || (segment.entropies && segment.entropies.length !== T)) {
+    throw new DataError(`tree ${tree.id}: segment arrays must all have length ${T}`);
+  }
+  const version = segment.weightVersion ?? node.weightVersion;
+  if (node.tokens.length === 0 && !node.versions) node.weightVersion = version;
+  if (node.versions || version !== node.weightVersion) {
+    node.versions = node.versions ?? node.tokens.map(() => node.weightVersion);
+    for (let i = 0; i < T; i++) node.versions.push(version);
+  }
+  node.tokens.push(...segment.tokens);
+  node.logprobs.push(...logprobs);
+  node.mask.push(...mask);
+  if (node.entropies || segment.entropies) {
+    node.entropies = node.entropies ?? [];
+    node.entropies.push(...(segment.entropies ?? new Array(T).fill(0)));
+  }
+  node.finishReason = segment.finishReason ?? null;
+  if (segment.error !== undefined) node.error = segment.error;
+  return node;
+}
+
+/** Weight version of every policy token of the tree (each node's tokens counted once). */
+export function tokenVersions(tree: RolloutTree): number[] {
+  const out: number[] = [];
+  for (const n of Object.values(tree.nodes)) {
+    if (n.parent === null) continue;
+    for (let i = 0; i < n.tokens.length; i++) if (n.mask[i]) out.push(n.versions ? n.versions[i] : n.weightVersion);
+  }
+  return out;
+}
+
+/**
+ * A tree is complete when it has at least one leaf, every leaf has a final finish reason (not null,
+ * not `abort`), and no generator state is pending (`meta.pending`). Incomplete trees are partial
+ * rollouts to be continued; `error` leaves count as final (the tree is then unusable, see hasError).
+ */
+export function isComplete(tree: RolloutTree): boolean {
+  if (tree.meta?.pending !== undefined) return false;
+  const ls = leaves(tree);
+  return ls.length > 0 && ls.every((l) => l.finishReason !== null && l.finishReason !== 'abort');
+}
+
+/** True when some node of the tree failed (engine or reward error): the tree is not trained on. */
+export function hasError(tree: RolloutTree): boolean {
+  return Object.values(tree.nodes).some((n) => n.finishReason === 'error');
+}
+
+/** Response tokens (all non-root segments) from the root to `nodeId`. */
+export function responseTokens(tree: RolloutTree, nodeId: string): number[] {
+  const out: number[] = [];
+  for (const n of pathTo(tree, nodeId)) if (n.parent !== null) for (const t of n.tokens) out.push(t);
+  return out;
+}
+
 export function root(tree: RolloutTree): TreeNode {
   return tree.nodes[ROOT_ID];
 }
@@ -178,7 +249,7 @@ export function trajectory(tree: RolloutTree, leafId: string): Trajectory {
       tokens.push(n.tokens[i]);
       logprobs.push(n.logprobs[i]);
       mask.push(n.mask[i]);
-      weightVersions.push(n.weightVersion);
+      weightVersions.push(n.versions ? n.versions[i] : n.weightVersion);
     }
   }
   const leaf = path[path.length - 1];
@@ -232,7 +303,7 @@ export function treeFromJSON(text: string, source?: string): RolloutTree {
   }
   for (const [id, n] of Object.entries(t.nodes)) {
     if (n.id !== id) throw new DataError(`${where}: node key ${id} has id ${n.id}`, source, undefined, `nodes.${id}.id`);
-    if (!Array.isArray(n.tokens) || n.logprobs.length !== n.tokens.length || n.mask.length !== n.tokens.length) {
+    if (!Array.isArray(n.tokens) || n.logprobs.length !== n.tokens.length || n.mask.length !== n.tokens.length || (n.versions !== undefined && n.versions.length !== n.tokens.length)) {
       throw new DataError(`${where}: node ${id} has mismatched tokens/logprobs/mask`, source, undefined, `nodes.${id}`);
     }
     if (n.parent !== null && !t.nodes[n.parent]) {

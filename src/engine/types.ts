@@ -84,11 +84,24 @@ export interface SamplerCapabilities {
   prefixCaching: boolean;
 }
 
+/** Options of one sample() call. */
+export interface SampleOptions {
+  /** Cancel the call (shutdown); the embedded sampler stops between decode steps. */
+  signal?: AbortSignal;
+  /**
+   * Partial rollouts: `groupOf[i]` is the group of request i; once `count` groups have all their
+   * continuations finished (stop/length), every continuation still running ends with finishReason
+   * `abort`, keeping the tokens produced so far. The embedded sampler applies it exactly after each
+   * decode step (deterministic); remote samplers cancel the requests still in flight.
+   */
+  stopAfterGroups?: { groupOf: number[]; count: number };
+}
+
 export interface Sampler {
   readonly specificationVersion: 'arbor.sampler.v1';
   readonly capabilities: SamplerCapabilities;
   /** Sample all requests (engines batch them together). Results are in request order. */
-  sample(requests: SampleRequest[], options?: { signal?: AbortSignal }): Promise<SampleResult[]>;
+  sample(requests: SampleRequest[], options?: SampleOptions): Promise<SampleResult[]>;
   /** Release retained cache handles. Unknown handles are ignored. */
   release(handles: string[]): void;
   /** Current weight version. */
@@ -186,4 +199,6 @@ export interface TextTokenizer {
   encode(text: string): number[];
   /** Decode ids, dropping special tokens. */
   decode(ids: number[]): string;
+  /** Render chat messages with the model's chat template (Hugging Face tokenizers only). */
+  applyChatTemplate?(messages: Array<{ role: string; content: string }>): string;
 }

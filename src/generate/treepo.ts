@@ -7,8 +7,13 @@
  * When a prompt has no live path but F < G, fallback truncates copies of naturally finished leaves at
  * a random earlier segment boundary (0 = the prompt) and grows new siblings from the TRUNCATED prefix
  * (the reference's stale-context bug is not reproduced), so every prompt ends with exactly G leaves.
+ * Partial rollouts: with `stopAfterTrees`, the call stops BETWEEN rounds once that many trees are
+ * complete; each unfinished tree keeps its live paths in `meta.pending` ({live: [{node, copies}],
+ * finished: [ids]}) and a later call continues it from there (its prefix is re-sent: KV handles do not
+ * outlive the call, and the weights may have changed).
  */
 import { addNode, createTree, prefixTokens, type RolloutTree, type TreeNode } from '../core/tree.js';
+import { DataError } from '../core/errors.js';
 import type { Rng } from '../core/rng.js';
 import { ConfigError } from '../core/errors.js';
 import type { SampleRequest } from '../engine/types.js';
@@ -66,11 +71,13 @@ export function treepoGenerator(options: TreepoOptions): Generator {
       const stats = emptyStats();
       const maxDepth = options.maxDepth > 0 ? options.maxDepth : Math.ceil(ctx.maxResponseTokens / options.segmentLength);
       const states: PromptState[] = inputs.map((input, i) => {
+        if (input.tree) return restoreState(input.tree, input.promptTokens);
         const tree = createTree(`${ctx.treeIdPrefix}${i}`, input.item.id, input.promptTokens, { generator: 'treepo' });
         const d0 = initialCopies(options.initialDivergence, G, ctx.rng);
         return { tree, prompt: input.promptTokens, live: [{ node: tree.nodes['0'], copies: d0 }], finished: [], handles: new Map(), lengths: new Map([['0', 0]]) };
       });
       for (let round = 0; ; round++) {
+        if (ctx.stopAfterTrees !== undefined && states.filter((s) => !s.live.length).length >= ctx.stopAfterTrees) break;
         const jobs: Array<{ state: PromptState; live: Live }> = [];
         for (const s of states) for (const l of s.live) jobs.push({ state: s, live: l });
         if (!jobs.length) break;
@@ -136,13 +143,28 @@ export function treepoGenerator(options: TreepoOptions): Generator {
       }
       for (const s of states) {
         ctx.sampler.release([...s.handles.values()]);
-        s.tree.meta = { ...s.tree.meta, maxDepth };
+        const { pending: _, ...meta } = s.tree.meta ?? {};
+        s.tree.meta = s.live.length ? { ...meta, maxDepth, pending: { live: s.live.map((l) => ({ node: l.node.id, copies: l.copies })), finished: s.finished.map((n) => n.id) } } : { ...meta, maxDepth };
       }
-      stats.trajectories = states.reduce((sum, s) => sum + s.finished.length, 0);
+      stats.trajectories = states.filter((s) => !s.live.length).reduce((sum, s) => sum + s.finished.length, 0);
       stats.wallMs = Date.now() - started;
       return { trees: states.map((s) => s.tree), stats };
     },
   };
+}
+
+/** Rebuild a prompt's state from an unfinished tree's `meta.pending` (lengths recomputed from its tokens). */
+function restoreState(tree: RolloutTree, prompt: number[]): PromptState {
+  const pending = tree.meta?.pending as { live: Array<{ node: string; copies: number }>; finished: string[] } | undefined;
+  if (!pending || !Array.isArray(pending.live) || !Array.isArray(pending.finished)) throw new DataError(`treepo: tree ${tree.id} has no pending state to continue (meta.pending)`);
+  const lengths = new Map<string, number>();
+  for (const n of Object.values(tree.nodes)) lengths.set(n.id, n.parent === null ? 0 : lengths.get(n.parent)! + n.tokens.length);
+  const node = (id: string) => {
+    const n = tree.nodes[id];
+    if (!n) throw new DataError(`treepo: tree ${tree.id}: pending node ${id} does not exist`);
+    return n;
+  };
+  return { tree, prompt, live: pending.live.map((l) => ({ node: node(l.node), copies: l.copies })), finished: pending.finished.map(node), handles: new Map(), lengths };
 }
 
 function initialCopies(spec: TreepoOptions['initialDivergence'], G: number, rng: Rng): number {

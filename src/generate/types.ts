@@ -11,6 +11,11 @@ export interface GenerateInput {
   item: TaskItem;
   /** Prompt token ids (BOS + formatted prompt). */
   promptTokens: number[];
+  /**
+   * An unfinished tree returned by an earlier grow() for this item (partial rollouts): it is
+   * continued, keeping its id and shape, instead of starting a new tree.
+   */
+  tree?: RolloutTree;
 }
 
 export interface GenerateContext {
@@ -28,6 +33,11 @@ export interface GenerateContext {
   /** Tree ids are `${treeIdPrefix}${index}`. */
   treeIdPrefix: string;
   signal?: AbortSignal;
+  /**
+   * Partial rollouts: stop once this many trees of the call are complete; the others come back
+   * unfinished (isComplete false) with whatever they grew, to be continued by a later call.
+   */
+  stopAfterTrees?: number;
 }
 
 /** Compute accounting for one grow() call (generate.md). */
@@ -38,7 +48,7 @@ export interface GenerateStats {
   prefixTokensReused: number;
   /** Context tokens the engine had to compute. */
   promptTokensComputed: number;
-  /** Leaves produced. */
+  /** Leaves of the trees completed in this call. */
   trajectories: number;
   /** Calls to sampler.sample. */
   samplerCalls: number;

@@ -1,12 +1,14 @@
 /**
  * Loss configuration → the trainer's LossSpec + LossExtras. Names follow the literature:
  * ppo_clip (clip-higher via clipHigh, optional dual clip), importance_sampling (Tinker's name),
- * gspo (sequence-level ratio); optional truncated IS, k3 KL coefficient and entropy bonus.
+ * gspo (sequence-level ratio); optional truncated IS, k3 KL coefficient and entropy bonus, and the
+ * off-policy correction (`off-policy.ts`) applied to the datums before the loss.
  * `policyLossReference` is the plain per-token formula used to hand-check engines in tests.
  */
 import { z } from 'zod';
 import { ConfigError } from '../core/errors.js';
 import type { LossExtras, LossSpec } from '../engine/types.js';
+import { correctionSchema, type Correction } from './off-policy.js';
 
 export const lossOptionsSchema = z
   .object({
@@ -17,11 +19,14 @@ export const lossOptionsSchema = z
     truncateAt: z.number().positive().optional().describe('truncated importance sampling: multiply by min(ρ, C)'),
     klCoef: z.number().min(0).default(0).describe('β of the k3 KL to the frozen reference policy'),
     entropyCoef: z.number().min(0).default(0).describe('entropy bonus coefficient'),
+    correction: correctionSchema
+      .default({ kind: 'none' })
+      .describe('off-policy correction against stale or mismatched behaviour log-probs: none | decoupled (AReaL decoupled PPO) | tis (truncated IS)'),
   })
   .strict();
 export type LossOptions = z.infer<typeof lossOptionsSchema>;
 
-export function lossFromConfig(spec: unknown): { loss: LossSpec; extras: LossExtras } {
+export function lossFromConfig(spec: unknown): { loss: LossSpec; extras: LossExtras; correction: Correction } {
   const parsed = lossOptionsSchema.safeParse(spec ?? {});
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
@@ -29,9 +34,10 @@ export function lossFromConfig(spec: unknown): { loss: LossSpec; extras: LossExt
   }
   const o = parsed.data;
   const extras: LossExtras = { klCoef: o.klCoef, entropyCoef: o.entropyCoef };
-  if (o.kind === 'ppo_clip') return { loss: { kind: 'ppo', clipLow: o.clipLow, clipHigh: o.clipHigh, dualClip: o.dualClip, truncateAt: o.truncateAt }, extras };
-  if (o.kind === 'importance_sampling') return { loss: { kind: 'importance_sampling', truncateAt: o.truncateAt }, extras };
-  return { loss: { kind: 'gspo', clipLow: o.clipLow, clipHigh: o.clipHigh }, extras };
+  const correction = o.correction;
+  if (o.kind === 'ppo_clip') return { loss: { kind: 'ppo', clipLow: o.clipLow, clipHigh: o.clipHigh, dualClip: o.dualClip, truncateAt: o.truncateAt }, extras, correction };
+  if (o.kind === 'importance_sampling') return { loss: { kind: 'importance_sampling', truncateAt: o.truncateAt }, extras, correction };
+  return { loss: { kind: 'gspo', clipLow: o.clipLow, clipHigh: o.clipHigh }, extras, correction };
 }
 
 /** Per-token policy loss value: the specification the engines must match (optimize.md). */

@@ -11,7 +11,9 @@ import YAML from 'yaml';
 import { ConfigError } from '../core/errors.js';
 import { generateOptionsSchema } from '../generate/index.js';
 import { advantageOptionsSchema, aggregationSchema, lossOptionsSchema } from '../optimize/index.js';
-import { dynamicSamplingSchema } from '../control/dynamic-sampling.js';
+import { engineSchema, modelSchema, sftSchema } from '../engine/config.js';
+import { controlOptionsSchema } from '../control/index.js';
+import { storeOptionsSchema } from '../replay/store.js';
 
 const runSchema = z
   .object({
@@ -26,6 +28,9 @@ const runSchema = z
     evalPassK: z.number().int().min(0).default(4).describe('k of pass@k at temperature 1 (0 = off)'),
     checkpointEvery: z.number().int().min(0).default(10).describe('checkpoint every N steps (0 = only at the end)'),
     logTreesEvery: z.number().int().min(0).default(5).describe('write trees/step-N.jsonl every N steps (0 = never)'),
+    mode: z.enum(['sync', 'async']).default('sync').describe('sync: generate then train, one after the other; async: rollout production overlaps training (embedded engine: the sampler runs in a worker thread with its own copy of the weights)'),
+    maxStaleness: z.number().int().min(0).max(64).default(0).describe('async: k, the weight versions a trained token may lag the learner; the rollouts of step t are generated with version max(0, t−1−k), so production runs k steps ahead (0 = the synchronous loop)'),
+    maxFailedSteps: z.number().int().min(1).max(1000).default(3).describe('stop the run after this many consecutive steps without a usable tree'),
   })
   .strict()
   .default({});
@@ -34,32 +39,6 @@ const taskSchema = z
   .object({
     name: z.string().default('arith').describe('built-in task: arith, countdown'),
     options: z.record(z.unknown()).default({}).describe('task options (see README: tasks)'),
-  })
-  .strict()
-  .default({});
-
-const modelSchema = z
-  .object({
-    checkpoint: z.string().optional().describe('start from this checkpoint directory instead of random weights'),
-    dModel: z.number().int().min(4).default(64).describe('C: model width'),
-    nLayers: z.number().int().min(1).default(2).describe('L: transformer blocks'),
-    nHeads: z.number().int().min(1).default(4).describe('NH: attention heads'),
-    dFF: z.number().int().min(1).default(192).describe('F: gated-MLP width'),
-    contextLength: z.number().int().min(8).default(128).describe('maximum tokens (prompt + response)'),
-    tieEmbeddings: z.boolean().default(true).describe('share the output head with the token embedding'),
-    initSeed: z.number().int().default(1).describe('seed of the random initial weights'),
-  })
-  .strict()
-  .default({});
-
-const sftSchema = z
-  .object({
-    enabled: z.boolean().default(true).describe('run a supervised warm-start on task demonstrations first'),
-    steps: z.number().int().min(1).default(300).describe('SFT optimiser steps'),
-    batchSize: z.number().int().min(1).default(32).describe('SFT sequences per step'),
-    learningRate: z.number().positive().default(1e-2).describe('SFT peak learning rate'),
-    examples: z.number().int().min(1).default(4000).describe('demonstrations drawn from the train split'),
-    checkpoint: z.string().optional().describe('warm-start checkpoint dir (default: a cache dir keyed by the SFT, model and task config)'),
   })
   .strict()
   .default({});
@@ -90,7 +69,6 @@ const optimizeSchema = z
     advantage: advantageOptionsSchema.default({}).describe('advantage estimator'),
     loss: lossOptionsSchema.default({}).describe('policy loss'),
     aggregation: aggregationSchema,
-    dynamicSampling: dynamicSamplingSchema.default({}).describe('DAPO dynamic sampling'),
   })
   .strict()
   .default({});
@@ -111,48 +89,6 @@ const trainerSchema = z
   .strict()
   .default({});
 
-const remoteSamplerSchema = z
-  .object({
-    api: z.enum(['openai', 'sglang']).default('openai').describe('openai = vLLM /v1/completions; sglang = SGLang /generate'),
-    servers: z.array(z.string().url()).min(1).describe('base URLs of the sampling servers (without /v1)'),
-    model: z.string().default('arbor-nano').describe('served model name (openai api)'),
-    concurrencyPerServer: z.number().int().min(1).default(64).describe('requests in flight per server'),
-  })
-  .strict();
-
-const remoteTrainerSchema = z
-  .object({
-    api: z.enum(['tinker']).default('tinker').describe('Tinker-compatible training service'),
-    url: z.string().url().describe('base URL of the training service'),
-    baseModel: z.string().default('arbor-nano').describe('base model to create'),
-    modelId: z.string().optional().describe('attach to an existing model id instead of creating one'),
-    loraRank: z.number().int().min(1).default(32).describe('LoRA rank for create_model'),
-  })
-  .strict();
-
-const weightSyncSchema = z
-  .object({
-    kind: z.enum(['none', 'sglang_update_weights_from_disk', 'vllm_load_lora_adapter']).default('none').describe('how new weights reach the samplers'),
-    servers: z.array(z.string().url()).default([]).describe('servers to notify (default: the sampling servers)'),
-    loraName: z.string().default('arbor').describe('adapter name for vllm_load_lora_adapter'),
-  })
-  .strict()
-  .default({});
-
-const engineSchema = z
-  .object({
-    kind: z.enum(['embedded', 'remote']).default('embedded').describe('embedded (in-process nano transformer) or remote (HTTP sampler + trainer)'),
-    kernels: z.enum(['auto', 'wasm', 'reference']).default('auto').describe('kernel backend of the embedded engine'),
-    pageSize: z.number().int().min(1).default(16).describe('KV-cache page size in tokens'),
-    sampler: remoteSamplerSchema.optional().describe('remote: the sampling servers'),
-    trainer: remoteTrainerSchema.optional().describe('remote: the training service'),
-    tokenizer: z.string().optional().describe('remote: directory with tokenizer.json (an Arbor char tokenizer or a Hugging Face tokenizer.json + tokenizer_config.json)'),
-    chatTemplate: z.boolean().default(false).describe('remote + Hugging Face tokenizer: wrap each prompt as a user message with the chat template'),
-    weightSync: weightSyncSchema.describe('remote: weight synchronisation after each step'),
-  })
-  .strict()
-  .default({});
-
 export const configSchema = z
   .object({
     run: runSchema.describe('the run: steps, batch, evaluation, checkpoints'),
@@ -162,6 +98,8 @@ export const configSchema = z
     engine: engineSchema.describe('engine backend'),
     sampling: samplingSchema.describe('rollout sampling'),
     generate: generateOptionsSchema.default({ kind: 'treepo' }).describe('rollout topology (iid or treepo)'),
+    control: controlOptionsSchema.default({ kind: 'none' }).describe('how each step spends its rollout budget: none | dynamic_sampling | april'),
+    store: storeOptionsSchema.default({}).describe('the rollout store between producers and the learner'),
     reward: rewardSchema.describe('the Filter stage'),
     optimize: optimizeSchema.describe('advantages and losses'),
     trainer: trainerSchema.describe('optimiser'),
@@ -209,52 +147,66 @@ function deepMerge(a: unknown, b: Record<string, unknown>): unknown {
   return out;
 }
 
-/** The full default config as YAML, each option preceded by its description. */
+/**
+ * The full default config as YAML, each option preceded by its description. Works for any schema
+ * shape: nested objects are indented, and a discriminated union (generate, control, a loss
+ * correction...) prints its default variant as YAML and every other variant's options as comments.
+ */
 export function defaultsYaml(): string {
-  const defaults = parseConfig({});
+  const defaults = parseConfig({}) as Record<string, unknown>;
   const lines: string[] = ['# Arbor run configuration: every option with its default.'];
-  const shape = configSchema.shape as Record<string, z.ZodTypeAny>;
-  for (const [section, schema] of Object.entries(shape)) {
+  for (const [section, schema] of Object.entries(configSchema.shape as Record<string, z.ZodTypeAny>)) {
     lines.push('', `# ${schema.description ?? section}`, `${section}:`);
-    const inner = innerObject(schema);
-    const values = (defaults as Record<string, Record<string, unknown>>)[section];
-    if (section === 'generate') {
-      const options = (generateOptionsSchema as unknown as { options: z.ZodObject<z.ZodRawShape>[] }).options;
-      lines.push('  # kind: iid | treepo. Options of treepo (iid takes kind and groupSize only):');
-      for (const [key, field] of Object.entries(options[1].shape)) {
-        lines.push(`  # ${(field as z.ZodTypeAny).description ?? ''}`, `  ${key}: ${yamlValue(values[key])}`);
-      }
-      continue;
-    }
-    for (const [key, field] of Object.entries(inner ?? {})) {
-      const doc = (field as z.ZodTypeAny).description;
-      if (doc) lines.push(`  # ${doc}`);
-      const v = values?.[key];
-      if (v === undefined) lines.push(`  # ${key}: (unset)`);
-      else if (v && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length) {
-        lines.push(`  ${key}:`);
-        const sub = innerObject(field as z.ZodTypeAny) ?? {};
-        for (const [k2, v2] of Object.entries(v as Record<string, unknown>)) {
-          const d2 = (sub[k2] as z.ZodTypeAny | undefined)?.description;
-          if (d2) lines.push(`    # ${d2}`);
-          lines.push(`    ${k2}: ${yamlValue(v2)}`);
-        }
-      } else lines.push(`  ${key}: ${yamlValue(v)}`);
-    }
+    printFields(schema, defaults[section], '  ', lines);
   }
   return lines.join('\n') + '\n';
 }
 
-function yamlValue(v: unknown): string {
-  return YAML.stringify(v, { flow: true } as never).trim();
+function printFields(schema: z.ZodTypeAny, value: unknown, indent: string, lines: string[]): void {
+  const inner = unwrap(schema);
+  if (inner instanceof z.ZodDiscriminatedUnion) {
+    const variants = [...(inner.options as z.ZodObject<z.ZodRawShape>[])];
+    const kindOf = (v: z.ZodObject<z.ZodRawShape>) => (v.shape.kind as z.ZodLiteral<string>).value;
+    lines.push(`${indent}# kind: ${variants.map(kindOf).join(' | ')}`);
+    const current = (value as { kind?: string })?.kind;
+    for (const v of variants.filter((v) => kindOf(v) !== current)) {
+      lines.push(`${indent}# ${kindOf(v)}: ${v.shape.kind.description ?? ''}`);
+      const example = v.safeParse({ kind: kindOf(v) });
+      const sub: string[] = [];
+      if (example.success) printFields(v, example.data, '', sub);
+      for (const l of sub) lines.push(`${indent}#   ${l}`);
+    }
+    const chosen = variants.find((v) => kindOf(v) === current);
+    if (chosen) printFields(chosen, value, indent, lines);
+    return;
+  }
+  if (!(inner instanceof z.ZodObject)) return;
+  const values = (value ?? {}) as Record<string, unknown>;
+  for (const [key, field] of Object.entries(inner.shape as Record<string, z.ZodTypeAny>)) {
+    const doc = field.description;
+    if (doc) lines.push(`${indent}# ${doc}`);
+    const v = values[key];
+    const fieldInner = unwrap(field);
+    if (v === undefined) lines.push(`${indent}# ${key}: (unset)`);
+    else if ((fieldInner instanceof z.ZodObject || fieldInner instanceof z.ZodDiscriminatedUnion) && v && typeof v === 'object' && !Array.isArray(v)) {
+      lines.push(`${indent}${key}:`);
+      printFields(fieldInner, v, indent + '  ', lines);
+    } else lines.push(`${indent}${key}: ${yamlValue(v)}`);
+  }
 }
 
-function innerObject(schema: z.ZodTypeAny): Record<string, z.ZodTypeAny> | undefined {
+/** Strip defaults, optionals and effects around a schema. */
+function unwrap(schema: z.ZodTypeAny): z.ZodTypeAny {
   let s: z.ZodTypeAny = schema;
-  for (let i = 0; i < 5; i++) {
-    if (s instanceof z.ZodObject) return s.shape as Record<string, z.ZodTypeAny>;
+  for (let i = 0; i < 8; i++) {
     const def = (s as unknown as { _def: { innerType?: z.ZodTypeAny; schema?: z.ZodTypeAny } })._def;
-    s = def.innerType ?? def.schema ?? s;
+    const next = def.innerType ?? def.schema;
+    if (!next) break;
+    s = next;
   }
-  return undefined;
+  return s;
+}
+
+function yamlValue(v: unknown): string {
+  return YAML.stringify(v, { flow: true } as never).trim();
 }

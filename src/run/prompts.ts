@@ -4,10 +4,9 @@
  * by `arbor train` and `arbor eval` so both see the same prompts.
  */
 import type { TaskItem } from '../core/types.js';
-import { HFTokenizer } from '../engine/remote/hf-tokenizer.js';
-import type { CharTokenizer } from '../engine/nano/tokenizer.js';
+import type { TextTokenizer } from '../engine/types.js';
 
-export function promptEncoder(tokenizer: CharTokenizer | HFTokenizer, chatTemplate: boolean): (item: TaskItem) => number[] {
-  const text = (item: TaskItem) => (chatTemplate && tokenizer instanceof HFTokenizer ? tokenizer.applyChatTemplate([{ role: 'user', content: item.prompt }]) : item.prompt);
+export function promptEncoder(tokenizer: TextTokenizer, chatTemplate: boolean): (item: TaskItem) => number[] {
+  const text = (item: TaskItem) => (chatTemplate && tokenizer.applyChatTemplate ? tokenizer.applyChatTemplate([{ role: 'user', content: item.prompt }]) : item.prompt);
   return (item) => [...(tokenizer.bos !== undefined ? [tokenizer.bos] : []), ...tokenizer.encode(text(item))];
 }

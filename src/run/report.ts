@@ -81,10 +81,13 @@ export function buildReport(metrics: StepMetrics[], trees: RolloutTree[], decode
     lineChart('Prefix reuse ratio per step', 'step', [series(steps, 'step', 'prefix_reuse_ratio', 'reused / (reused + computed)', COLORS[3])]),
     lineChart('Tokens decoded per step', 'step', [series(steps, 'step', 'tokens_decoded', 'decoded', COLORS[0]), series(steps, 'step', 'prefix_tokens_reused', 'prefix reused', COLORS[3])]),
     lineChart('Loss, entropy, clip fraction', 'step', [series(steps, 'step', 'loss', 'loss', COLORS[0]), series(steps, 'step', 'entropy', 'entropy', COLORS[2]), series(steps, 'step', 'clip_fraction', 'clip fraction', COLORS[4])]),
+    lineChart('Held-out greedy accuracy vs wall time', 'seconds since the first step', [series(metrics, 'wall_s', 'eval_greedy_acc', 'held-out greedy acc', COLORS[1])]),
+    lineChart('Staleness and trainer/sampler gap', 'step', [series(steps, 'step', 'staleness_mean', 'mean token staleness (versions)', COLORS[3]), series(steps, 'step', 'staleness_max', 'max staleness', COLORS[4]), series(steps, 'step', 'logprob_gap', 'mean |behaviour − current| log-prob', COLORS[0])]),
     lineChart('Seconds per stage', 'step', [
       { name: 'generate', color: COLORS[0], points: steps.map((m) => [m.step, ((m.ms_generate as number) ?? 0) / 1000]) },
       { name: 'train', color: COLORS[1], points: steps.map((m) => [m.step, ((m.ms_train as number) ?? 0) / 1000]) },
       { name: 'score', color: COLORS[2], points: steps.map((m) => [m.step, ((m.ms_score as number) ?? 0) / 1000]) },
+      { name: 'learner waiting for rollouts', color: COLORS[3], points: steps.map((m) => [m.step, ((m.ms_wait as number) ?? 0) / 1000]) },
     ]),
   ];
   const summaryRows = summary ? Object.entries(summary).map(([k, v]) => `<tr><th>${escapeHtml(k)}</th><td>${escapeHtml(typeof v === 'number' ? (Number.isInteger(v) ? String(v) : v.toFixed(4)) : String(v))}</td></tr>`).join('') : '';

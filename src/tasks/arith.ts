@@ -16,6 +16,8 @@ export interface ArithOptions {
   digits?: number;
   /** Minimum digits (items are drawn uniformly from minDigits..digits). */
   minDigits?: number;
+  /** How digits are drawn: uniform, or geometric (P ∝ 2^−(d−minDigits), a long tail of long responses). */
+  digitsDistribution?: 'uniform' | 'geometric';
   /** Operators to draw from. */
   ops?: Array<'+' | '-' | '*'>;
   /**
@@ -111,11 +113,19 @@ function randomOperand(rng: Rng, digits: number): number {
   return rng.intRange(10 ** (digits - 1), 10 ** digits - 1);
 }
 
+/** minDigits + the number of successive heads of a fair coin, capped at maxDigits. */
+function geometricDigits(rng: Rng, minDigits: number, maxDigits: number): number {
+  let d = minDigits;
+  while (d < maxDigits && rng.next() < 0.5) d++;
+  return d;
+}
+
 export function arithTask(options: ArithOptions = {}): Task {
   const maxDigits = options.digits ?? 3;
   const minDigits = options.minDigits ?? 1;
   const ops = options.ops ?? ['+', '-', '*'];
   const teacherErrorRate = options.teacherErrorRate ?? 0;
+  const geometric = options.digitsDistribution === 'geometric';
   const reward: RewardFunction = {
     name: 'correct',
     async score({ response, item }) {
@@ -125,7 +135,7 @@ export function arithTask(options: ArithOptions = {}): Task {
   };
   const makeItem = (rng: Rng): TaskItem => {
     const op = ops[rng.int(ops.length)];
-    const d = rng.intRange(minDigits, maxDigits);
+    const d = geometric ? geometricDigits(rng, minDigits, maxDigits) : rng.intRange(minDigits, maxDigits);
     let a = randomOperand(rng, d);
     let b = op === '*' ? rng.intRange(2, 9) : randomOperand(rng, rng.intRange(1, d));
     if (op === '-' && b > a) [a, b] = [b, a];

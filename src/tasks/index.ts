@@ -20,6 +20,7 @@ const arithOptions = z
     digits: z.number().int().min(1).max(9).default(3).describe('maximum digits of the first operand'),
     minDigits: z.number().int().min(1).max(9).default(1).describe('minimum digits of the first operand'),
     ops: z.array(z.enum(['+', '-', '*'])).min(1).default(['+', '-', '*']).describe('operators'),
+    digitsDistribution: z.enum(['uniform', 'geometric']).default('uniform').describe('how digits are drawn from minDigits..digits: uniform, or geometric (P ∝ 2^−(d−minDigits): mostly short problems with a long tail of long ones)'),
     teacherErrorRate: z.number().min(0).max(1).default(0).describe('fraction of SFT demonstrations from a careless teacher that drops carries and borrows (answers and the verifier stay exact)'),
   })
   .strict();

@@ -1,6 +1,6 @@
 /**
  * Unit tests of the embedded engine's pieces that the gradient checks do not cover: policy-loss
- * formulas on hand-computed cases, AdamW against a hand-written update, the LR schedule, safetensors
+ * formulas on hand-computed cases, AdamW against a hand-written update, safetensors
  * and checkpoint round trips (bit-exact) and corrupt-file errors, the character tokenizer, and an SFT
  * run on a tiny synthetic task that must drive the loss near zero.
  */
@@ -13,7 +13,7 @@ import { DataError } from '../../src/core/errors.js';
 import { Rng } from '../../src/core/rng.js';
 import { referenceKernels } from '../../src/engine/kernels/reference.js';
 import { loadKernels } from '../../src/engine/kernels/index.js';
-import { AdamW, learningRateAt } from '../../src/engine/nano/adamw.js';
+import { AdamW } from '../../src/engine/nano/adamw.js';
 import { loadCheckpoint, saveCheckpoint } from '../../src/engine/nano/checkpoint.js';
 import type { NanoConfig } from '../../src/engine/nano/config.js';
 import { policyTokenLoss } from '../../src/engine/nano/losses.js';
@@ -59,16 +59,6 @@ test('ppo_clip token loss: hand-computed cases (unclipped, clipped high, clipped
   close(grad, -1, 1e-12);
   [loss] = policyTokenLoss({ kind: 'importance_sampling', truncateAt: 1.5 }, lr(2), 0, 0.5);
   close(loss, -0.75, 1e-12);
-});
-
-test('learning-rate schedule: linear warm-up, constant, cosine to the floor', () => {
-  const s = { kind: 'cosine' as const, learningRate: 1, warmupSteps: 4, totalSteps: 14, minRatio: 0.1 };
-  assert.deepEqual([0, 1, 2, 3].map((i) => learningRateAt(i, s)), [0.25, 0.5, 0.75, 1]);
-  close(learningRateAt(4, s), 1);
-  close(learningRateAt(9, s), 0.1 + 0.9 * 0.5); // half-way through the decay
-  close(learningRateAt(14, s), 0.1);
-  close(learningRateAt(100, s), 0.1);
-  assert.equal(learningRateAt(50, { ...s, kind: 'constant' }), 1);
 });
 
 test('AdamW: two steps equal a hand-written update (bias correction, decoupled decay, no decay on norms, clipping)', () => {

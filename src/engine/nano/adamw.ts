@@ -1,31 +1,10 @@
 /**
- * AdamW over the parameter arena with global grad-norm clipping, no weight decay on 1-D tensors
- * (norm gains), and learning-rate schedules (linear warm-up then constant or cosine decay).
+ * AdamW over the parameter arena with global grad-norm clipping and no weight decay on 1-D tensors
+ * (norm gains). The learning rate comes per step from the caller (schedules live in optimize/).
  * Moments live in arenas of the same layout so they checkpoint with the model.
  */
 import type { AdamParams } from '../types.js';
 import type { ParamArena } from './params.js';
-
-export interface Schedule {
-  kind: 'constant' | 'cosine';
-  /** Peak learning rate. */
-  learningRate: number;
-  /** Linear warm-up steps from 0 to the peak. */
-  warmupSteps: number;
-  /** Total steps (cosine decays to minRatio·peak at this step). */
-  totalSteps: number;
-  /** Floor of the cosine, as a fraction of the peak. */
-  minRatio: number;
-}
-
-/** Learning rate at optimiser step `step` (0-based). */
-export function learningRateAt(step: number, s: Schedule): number {
-  if (s.warmupSteps > 0 && step < s.warmupSteps) return (s.learningRate * (step + 1)) / s.warmupSteps;
-  if (s.kind === 'constant') return s.learningRate;
-  const span = Math.max(1, s.totalSteps - s.warmupSteps);
-  const progress = Math.min(1, (step - s.warmupSteps) / span);
-  return s.learningRate * (s.minRatio + (1 - s.minRatio) * 0.5 * (1 + Math.cos(Math.PI * progress)));
-}
 
 export class AdamW {
   readonly m: Float32Array;

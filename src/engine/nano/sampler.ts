@@ -9,7 +9,7 @@
  */
 import { Rng } from '../../core/rng.js';
 import { EngineCallError } from '../../core/errors.js';
-import type { SampleCompletion, SampleRequest, SampleResult, Sampler, SamplerCapabilities } from '../types.js';
+import type { SampleCompletion, SampleOptions, SampleRequest, SampleResult, Sampler, SamplerCapabilities } from '../types.js';
 import { DecodeWorkspace, forwardRows, type DecodeRow } from './decode.js';
 import { PagedKVCache } from './kvcache.js';
 import type { NanoModel } from './model.js';
@@ -24,6 +24,8 @@ export interface NanoSamplerOptions {
   maxPrefillRows?: number;
   /** Seed for requests that give none. */
   seed?: number;
+  /** Checked between decode steps like an abort signal (a worker thread drives it from shared memory). */
+  abortProbe?: () => boolean;
 }
 
 interface Retained {
@@ -59,6 +61,7 @@ export class NanoSampler implements Sampler {
   private readonly seedRng: Rng;
   private readonly prefixSharing: boolean;
   private readonly maxPrefillRows: number;
+  private readonly abortProbe: (() => boolean) | undefined;
   /** Cumulative counters over the sampler's life. */
   readonly totals = { promptTokensComputed: 0, prefixTokensReused: 0, tokensDecoded: 0, forwardCalls: 0 };
 
@@ -70,6 +73,7 @@ export class NanoSampler implements Sampler {
     this.seedRng = new Rng(options.seed ?? 0x5eed);
     this.prefixSharing = options.prefixSharing ?? true;
     this.maxPrefillRows = options.maxPrefillRows ?? 2048;
+    this.abortProbe = options.abortProbe;
   }
 
   weightVersion(): number {
@@ -96,7 +100,7 @@ export class NanoSampler implements Sampler {
     this.cacheVersion = this.model.weightVersion;
   }
 
-  async sample(requests: SampleRequest[], options: { signal?: AbortSignal } = {}): Promise<SampleResult[]> {
+  async sample(requests: SampleRequest[], options: SampleOptions = {}): Promise<SampleResult[]> {
     this.dropStale();
     const { vocabSize: V, contextLength } = this.model.config;
     const version = this.model.weightVersion;
@@ -149,7 +153,9 @@ export class NanoSampler implements Sampler {
       children.forEach((seq, c) => continuations.push(make(seq, c)));
     });
     // 3. decode all continuations together
-    this.decode(requests, continuations, options.signal);
+    const stop = options.stopAfterGroups;
+    if (stop && stop.groupOf.length !== requests.length) throw new EngineCallError(`nano sampler: stopAfterGroups.groupOf has ${stop.groupOf.length} entries for ${requests.length} requests`, { isRetryable: false });
+    this.decode(requests, continuations, options.signal, stop);
     // 4. assemble results, retain or free sequences
     const results: SampleResult[] = requests.map((_, i) => ({ completions: [], usage: usage[i], weightVersion: version }));
     for (const c of continuations) {
@@ -204,11 +210,12 @@ export class NanoSampler implements Sampler {
     return out;
   }
 
-  private decode(requests: SampleRequest[], continuations: Continuation[], signal?: AbortSignal): void {
+  private decode(requests: SampleRequest[], continuations: Continuation[], signal?: AbortSignal, stop?: SampleOptions['stopAfterGroups']): void {
     const { vocabSize: V, contextLength } = this.model.config;
     let active = continuations.slice();
+    const groupDone = stop ? groupTracker(continuations, stop.groupOf) : undefined;
     while (active.length) {
-      if (signal?.aborted) {
+      if (signal?.aborted || this.abortProbe?.() || (groupDone && groupDone(active) >= stop!.count)) {
         for (const c of active) c.finish = 'abort';
         return;
       }
@@ -244,6 +251,17 @@ export class NanoSampler implements Sampler {
       active = next;
     }
   }
+}
+
+/** Counts groups whose continuations have all finished, given the ones still active. */
+function groupTracker(all: Continuation[], groupOf: number[]): (active: Continuation[]) => number {
+  const groups = new Set(all.map((c) => groupOf[c.request]));
+  return (active) => {
+    const running = new Set(active.map((c) => groupOf[c.request]));
+    let done = 0;
+    for (const g of groups) if (!running.has(g)) done++;
+    return done;
+  };
 }
 
 function isPrefix(prefix: number[], tokens: number[]): boolean {

@@ -2,15 +2,13 @@
  * Supervised fine-tuning of the nano model on (prompt, completion) pairs: sequences
  * [BOS] prompt completion [EOS], weighted cross-entropy on the completion and EOS only (token mean
  * over the batch), AdamW with warm-up + cosine schedule, a held-out loss measured periodically.
- * `sftCommand` is the `arbor sft` entry: reads JSONL (fields prompt, completion), shows progress,
- * saves a checkpoint.
+ * `readSftJsonl` reads the JSONL data (fields prompt, completion); the `arbor sft` command itself
+ * lives in cli/sft.ts.
  */
 import { readFileSync } from 'node:fs';
 import { DataError } from '../../core/errors.js';
 import { Rng } from '../../core/rng.js';
 import type { Datum } from '../types.js';
-import { learningRateAt } from './adamw.js';
-import { saveCheckpoint } from './checkpoint.js';
 import { NanoModel } from './model.js';
 import { CharTokenizer } from './tokenizer.js';
 import { NanoTrainer } from './trainer.js';
@@ -65,6 +63,17 @@ function scaled(batch: Datum[]): Datum[] {
   return batch.map((d) => ({ ...d, weights: d.weights.map((w) => w / total) }));
 }
 
+/**
+ * SFT's fixed schedule: linear warm-up to `peak`, then cosine decay to 0.1·peak at `totalSteps`
+ * (the RL learner's configurable schedules live in optimize/schedule.ts; the engine does not import
+ * the Optimize stage).
+ */
+function warmupCosine(step: number, peak: number, warmupSteps: number, totalSteps: number): number {
+  if (warmupSteps > 0 && step < warmupSteps) return (peak * (step + 1)) / warmupSteps;
+  const progress = Math.min(1, (step - warmupSteps) / Math.max(1, totalSteps - warmupSteps));
+  return peak * (0.1 + 0.9 * 0.5 * (1 + Math.cos(Math.PI * progress)));
+}
+
 export async function runSft(model: NanoModel, tokenizer: CharTokenizer, examples: SftExample[], options: SftOptions): Promise<SftResult> {
   if (!examples.length) throw new DataError('sft: no examples');
   const rng = new Rng(options.seed ?? 0).fork('sft');
@@ -76,7 +85,7 @@ export async function runSft(model: NanoModel, tokenizer: CharTokenizer, example
   const held = data.slice(0, nHeld);
   const train = data.slice(nHeld);
   const trainer = new NanoTrainer(model);
-  const schedule = { kind: 'cosine' as const, learningRate: options.learningRate, warmupSteps: options.warmupSteps ?? Math.min(20, Math.floor(options.steps / 10)), totalSteps: options.steps, minRatio: 0.1 };
+  const warmupSteps = options.warmupSteps ?? Math.min(20, Math.floor(options.steps / 10));
   const result: SftResult = { trainLoss: [], heldOut: [], tokens: 0, wallMs: 0 };
   const started = Date.now();
   let cursor = 0;
@@ -91,7 +100,7 @@ export async function runSft(model: NanoModel, tokenizer: CharTokenizer, example
       batch.push(train[cursor++]);
     }
     const out = await trainer.forwardBackward(scaled(batch), { kind: 'cross_entropy' });
-    const lr = learningRateAt(step, schedule);
+    const lr = warmupCosine(step, options.learningRate, warmupSteps, options.steps);
     await trainer.optimStep({ learningRate: lr, weightDecay: options.weightDecay ?? 0.01, gradClipNorm: 1 });
     result.trainLoss.push(out.loss);
     result.tokens += batch.reduce((s, d) => s + d.inputTokens.length, 0);
@@ -143,41 +152,4 @@ export function readSftJsonl(file: string): SftExample[] {
   });
   if (!out.length) throw new DataError(`${file}: no rows`, file);
   return out;
-}
-
-function flag(argv: string[], name: string, fallback?: string): string | undefined {
-  const i = argv.indexOf(`--${name}`);
-  return i >= 0 ? argv[i + 1] : fallback;
-}
-
-/** `arbor sft --data file.jsonl --out dir [--steps N --batch B --lr X --model-size tiny|small|medium --seed S]` */
-export async function sftCommand(argv: string[]): Promise<number> {
-  const data = flag(argv, 'data');
-  const out = flag(argv, 'out');
-  if (!data || !out) {
-    process.stderr.write('usage: arbor sft --data file.jsonl --out dir [--steps 300] [--batch 32] [--lr 3e-3] [--model-size tiny|small|medium] [--context 256] [--seed 0]\n');
-    return 2;
-  }
-  const examples = readSftJsonl(data);
-  const tokenizer = new CharTokenizer();
-  const steps = Number(flag(argv, 'steps', '300'));
-  const model = await NanoModel.create({ ...modelSize(flag(argv, 'model-size', 'tiny')!), vocabSize: tokenizer.vocabSize, contextLength: Number(flag(argv, 'context', '256')) }, { seed: Number(flag(argv, 'seed', '0')) });
-  const tty = process.stderr.isTTY && !process.env.CI;
-  const result = await runSft(model, tokenizer, examples, {
-    steps,
-    batchSize: Number(flag(argv, 'batch', '32')),
-    learningRate: Number(flag(argv, 'lr', '3e-3')),
-    seed: Number(flag(argv, 'seed', '0')),
-    onProgress: (p) => {
-      const bar = '#'.repeat(Math.round((p.step / p.steps) * 30)).padEnd(30, '.');
-      const line = `sft [${bar}] ${p.step}/${p.steps} loss ${p.loss.toFixed(4)}${p.heldOutLoss !== undefined ? ` held-out ${p.heldOutLoss.toFixed(4)}` : ''} ${Math.round(p.tokensPerSecond)} tok/s`;
-      if (tty) process.stderr.write(`\r${line}`);
-      else if (p.heldOutLoss !== undefined || p.step === p.steps) process.stderr.write(line + '\n');
-    },
-  });
-  if (tty) process.stderr.write('\n');
-  saveCheckpoint(out, model, tokenizer);
-  const last = result.heldOut[result.heldOut.length - 1];
-  process.stdout.write(`saved ${out}: final train loss ${result.trainLoss[result.trainLoss.length - 1].toFixed(4)}${last ? `, held-out loss ${last.loss.toFixed(4)}` : ''}, ${(result.wallMs / 1000).toFixed(1)} s\n`);
-  return 0;
 }

@@ -8,7 +8,8 @@
  * Cache handles are not supported (requests re-send the full prefix, which the server's cache serves).
  */
 import { EngineCallError } from '../../core/errors.js';
-import type { SampleCompletion, SampleRequest, SampleResult, Sampler, SamplerCapabilities } from '../types.js';
+import { sampleWithStopRule } from './stop-rule.js';
+import type { SampleCompletion, SampleOptions, SampleRequest, SampleResult, Sampler, SamplerCapabilities } from '../types.js';
 import { JsonClient, type JsonClientOptions } from './http.js';
 import { ServerPool } from './balancer.js';
 
@@ -92,8 +93,8 @@ export class OpenAICompletionsSampler implements Sampler {
     return body;
   }
 
-  async sample(requests: SampleRequest[], options: { signal?: AbortSignal } = {}): Promise<SampleResult[]> {
-    return Promise.all(requests.map((r) => this.sampleOne(r, options.signal)));
+  async sample(requests: SampleRequest[], options: SampleOptions = {}): Promise<SampleResult[]> {
+    return sampleWithStopRule(requests, options, (r, _i, signal) => this.sampleOne(r, signal), this.version);
   }
 
   private async sampleOne(request: SampleRequest, signal?: AbortSignal): Promise<SampleResult> {

@@ -7,10 +7,11 @@
  * Cancellation calls `/abort_request` for every rid still running, then rejects with the abort reason.
  */
 import { EngineCallError } from '../../core/errors.js';
-import type { SampleCompletion, SampleRequest, SampleResult, Sampler, SamplerCapabilities } from '../types.js';
+import type { SampleCompletion, SampleOptions, SampleRequest, SampleResult, Sampler, SamplerCapabilities } from '../types.js';
 import type { JsonClientOptions } from './http.js';
 import { ServerPool } from './balancer.js';
 import { entropyFromTopK } from './openai-completions.js';
+import { sampleWithStopRule } from './stop-rule.js';
 
 export interface SGLangOptions {
   servers: Array<string | JsonClientOptions>;
@@ -82,11 +83,13 @@ export class SGLangSampler implements Sampler {
     };
   }
 
-  async sample(requests: SampleRequest[], options: { signal?: AbortSignal } = {}): Promise<SampleResult[]> {
-    return Promise.all(requests.map((r) => this.sampleOne(r, options.signal)));
+  async sample(requests: SampleRequest[], options: SampleOptions = {}): Promise<SampleResult[]> {
+    // stopAfterGroups: /abort_request by rid, then /generate answers with the partial output
+    const aborts: Array<() => void> = [];
+    return sampleWithStopRule(requests, options, (r, i, signal) => this.sampleOne(r, signal, (abort) => (aborts[i] = abort)), this.version, { abort: (i) => aborts[i]?.() });
   }
 
-  private async sampleOne(request: SampleRequest, signal?: AbortSignal): Promise<SampleResult> {
+  private async sampleOne(request: SampleRequest, signal?: AbortSignal, exposeAbort?: (abort: () => void) => void): Promise<SampleResult> {
     const client = this.pool.pick(request.affinityKey);
     const n = request.n ?? 1;
     const rids = Array.from({ length: n }, () => `arbor-${process.pid}-${++ridCounter}`);
@@ -94,6 +97,7 @@ export class SGLangSampler implements Sampler {
     const onAbort = () => {
       for (const rid of rids) client.call('/abort_request', { rid }).catch(() => undefined);
     };
+    exposeAbort?.(onAbort);
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
       const reply = await client.call<unknown>('/generate', this.requestBody(request, rids), signal);

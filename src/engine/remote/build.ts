@@ -1,19 +1,19 @@
 /**
- * Builds a remote engine for a run from `engine.kind: remote`: an OpenAI-compatible (vLLM) or SGLang
- * sampler over one or more servers, a Tinker-compatible trainer, the char tokenizer of a checkpoint,
- * and the weight-sync hook run after every saveForSampler (then every later segment is tagged with
- * the new weight version).
+ * The remote half of `buildEngine` (engine.kind: remote): an OpenAI-compatible (vLLM) or SGLang
+ * sampler over one or more servers, a Tinker-compatible trainer, the tokenizer of a checkpoint (char
+ * or Hugging Face), and the weight-sync hook run after every saveForSampler (then every later segment
+ * is tagged with the new weight version).
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ConfigError } from '../core/errors.js';
-import { OpenAICompletionsSampler } from '../engine/remote/openai-completions.js';
-import { SGLangSampler } from '../engine/remote/sglang.js';
-import { TinkerTrainer } from '../engine/remote/tinker.js';
-import { weightSyncFromSpec } from '../engine/remote/weight-sync.js';
-import { CharTokenizer } from '../engine/nano/tokenizer.js';
-import { HFTokenizer } from '../engine/remote/hf-tokenizer.js';
-import type { ArborConfig } from './config.js';
+import { ConfigError } from '../../core/errors.js';
+import type { EngineConfig } from '../config.js';
+import { CharTokenizer } from '../nano/tokenizer.js';
+import { HFTokenizer } from './hf-tokenizer.js';
+import { OpenAICompletionsSampler } from './openai-completions.js';
+import { SGLangSampler } from './sglang.js';
+import { TinkerTrainer } from './tinker.js';
+import { weightSyncFromSpec } from './weight-sync.js';
 
 /** The embedded char tokenizer (tokenizer.json with kind "char") or a Hugging Face tokenizer.json. */
 export function loadTokenizer(dir: string): CharTokenizer | HFTokenizer {
@@ -27,16 +27,8 @@ export function loadTokenizer(dir: string): CharTokenizer | HFTokenizer {
   return json.kind === 'char' ? CharTokenizer.fromJSON(json, tokFile) : HFTokenizer.fromDirectory(dir);
 }
 
-export interface RemoteEngine {
-  sampler: OpenAICompletionsSampler | SGLangSampler;
-  trainer: TinkerTrainer;
-  tokenizer: CharTokenizer | HFTokenizer;
-  origin: string;
-}
-
 /** The sampling half of a remote engine (all `arbor eval` needs): sampler servers and tokenizer. */
-export function buildRemoteSampler(config: ArborConfig): Omit<RemoteEngine, 'trainer'> {
-  const e = config.engine;
+export function buildRemoteSampler(e: EngineConfig): { sampler: OpenAICompletionsSampler | SGLangSampler; tokenizer: CharTokenizer | HFTokenizer; origin: string } {
   if (!e.sampler) throw new ConfigError('engine.sampler is required when engine.kind is remote', 'engine.sampler');
   if (!e.tokenizer) throw new ConfigError('engine.tokenizer (a checkpoint directory with tokenizer.json) is required when engine.kind is remote', 'engine.tokenizer');
   const tokenizer = loadTokenizer(e.tokenizer);
@@ -46,17 +38,16 @@ export function buildRemoteSampler(config: ArborConfig): Omit<RemoteEngine, 'tra
   return { sampler, tokenizer, origin: `remote ${e.sampler.api} ${e.sampler.servers.join(',')}` };
 }
 
-export function buildRemote(config: ArborConfig): RemoteEngine {
-  const e = config.engine;
+/** The Tinker-compatible trainer; each published version is synced to the samplers, then tagged. */
+export function buildRemoteTrainer(e: EngineConfig, sampler: OpenAICompletionsSampler | SGLangSampler): TinkerTrainer {
   if (!e.trainer) throw new ConfigError('engine.trainer is required when engine.kind is remote', 'engine.trainer');
-  const { sampler, tokenizer, origin } = buildRemoteSampler(config);
   if (!e.sampler) throw new ConfigError('engine.sampler is required when engine.kind is remote', 'engine.sampler');
   const sync = weightSyncFromSpec(
     e.weightSync.kind === 'none' ? { kind: 'none' }
     : e.weightSync.kind === 'sglang_update_weights_from_disk' ? { kind: e.weightSync.kind, servers: e.weightSync.servers.length ? e.weightSync.servers : e.sampler.servers }
     : { kind: e.weightSync.kind, servers: e.weightSync.servers.length ? e.weightSync.servers : e.sampler.servers, loraName: e.weightSync.loraName },
   );
-  const trainer = new TinkerTrainer({
+  return new TinkerTrainer({
     baseUrl: e.trainer.url,
     baseModel: e.trainer.baseModel,
     modelId: e.trainer.modelId,
@@ -66,5 +57,4 @@ export function buildRemote(config: ArborConfig): RemoteEngine {
       sampler.setWeightVersion(version);
     },
   });
-  return { sampler, trainer, tokenizer, origin: `${origin} + tinker ${e.trainer.url}` };
 }

@@ -1,5 +1,5 @@
 /**
- * Seeded data order: the prompt pool is visited in epochs, each a permutation drawn from
+ * The Select stage's default order (`sequential`). Seeded data order: the prompt pool is visited in epochs, each a permutation drawn from
  * Rng(seed).fork("data/<epoch>"). The state is just (epoch, cursor), so resume restores it exactly.
  */
 import { Rng } from '../core/rng.js';

@@ -1,0 +1,159 @@
+/**
+ * The one engine boundary: `buildEngine(spec)` returns the sampler, trainer and tokenizer of a run
+ * (embedded nano transformer, or remote HTTP sampler + Tinker-compatible trainer), an optional frozen
+ * reference policy for KL, an optional checkpoint writer, and for the embedded engine what a rollout
+ * worker needs to run its own sampler copy. `run/` and `cli/` import no backend file but this one.
+ * The embedded warm-start (SFT on demonstrations) is trained here when its cache directory is empty.
+ */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { ConfigError } from '../core/errors.js';
+import type { EngineConfig, ModelConfig, SftConfig } from './config.js';
+import { loadKernels } from './kernels/index.js';
+import { loadCheckpoint, saveCheckpoint, writeCheckpointMeta } from './nano/checkpoint.js';
+import type { NanoConfig } from './nano/config.js';
+import { NanoModel } from './nano/model.js';
+import { NanoSampler } from './nano/sampler.js';
+import { runSft, type SftExample } from './nano/sft.js';
+import { CharTokenizer, type TokenizerJSON } from './nano/tokenizer.js';
+import { NanoTrainer } from './nano/trainer.js';
+import { buildRemoteSampler, buildRemoteTrainer } from './remote/build.js';
+import type { Sampler, TextTokenizer, Trainer } from './types.js';
+
+export interface EngineSpec {
+  engine: EngineConfig;
+  model: ModelConfig;
+  sft: SftConfig;
+}
+
+export interface WarmStart {
+  /** Where the warm-start checkpoint lives (trained there when missing). */
+  dir: string;
+  /** Demonstrations to train it on (called only when it must be trained). */
+  examples: () => SftExample[];
+  seed: number;
+}
+
+/** What a rollout worker needs to build its own embedded sampler (all structured-cloneable). */
+export interface WorkerEngineSpec {
+  modelConfig: NanoConfig;
+  tokenizer: TokenizerJSON;
+  kernels: EngineConfig['kernels'];
+  pageSize: number;
+}
+
+export interface Engine {
+  sampler: Sampler;
+  trainer: Trainer;
+  tokenizer: TextTokenizer;
+  /** Frozen starting policy for the KL penalty (when requested and available). */
+  reference?: Pick<Trainer, 'logprobs'>;
+  /** Make a trainer state directory loadable as a model (arbor eval / serve). */
+  writeCheckpointMeta?: (dir: string) => void;
+  /** Embedded only: the worker spec and a copy of the current weights. */
+  embedded?: { spec: WorkerEngineSpec; weights: () => Float32Array };
+  /** Where the starting weights came from, and the model's size. */
+  origin: string;
+  description: string;
+  close(): Promise<void>;
+}
+
+export interface BuildOptions {
+  warmStart?: WarmStart;
+  /** Build a frozen reference policy (KL penalty). */
+  needReference?: boolean;
+  /** Progress lines and transient updates. */
+  log?: (line: string) => void;
+  update?: (line: string) => void;
+}
+
+export async function buildEngine(spec: EngineSpec, options: BuildOptions = {}): Promise<Engine> {
+  if (spec.engine.kind === 'remote') {
+    if (options.needReference) throw new ConfigError('optimize.loss.klCoef > 0 needs the embedded engine with a warm-start or model.checkpoint as the reference policy', 'optimize.loss.klCoef');
+    const { sampler, tokenizer, origin } = buildRemoteSampler(spec.engine);
+    const trainer = buildRemoteTrainer(spec.engine, sampler);
+    const described = `${origin} + tinker ${spec.engine.trainer?.url}`;
+    return { sampler, trainer, tokenizer, origin: described, description: described, close: async () => sampler.close?.() };
+  }
+  return buildEmbedded(spec, options);
+}
+
+async function buildEmbedded(spec: EngineSpec, options: BuildOptions): Promise<Engine> {
+  const startDir = await prepareStart(spec, options);
+  if (options.needReference && !startDir) throw new ConfigError('optimize.loss.klCoef > 0 needs the embedded engine with a warm-start or model.checkpoint as the reference policy', 'optimize.loss.klCoef');
+  const kernels = await loadKernels({ backend: spec.engine.kernels });
+  const { model, tokenizer } = startDir ? await loadCheckpoint(startDir, { kernels }) : { model: await randomModel(spec.model, kernels), tokenizer: new CharTokenizer() };
+  const sampler = new NanoSampler(model, { pageSize: spec.engine.pageSize });
+  const trainer = new NanoTrainer(model);
+  const reference = options.needReference && startDir ? new NanoTrainer((await loadCheckpoint(startDir, { kernels })).model) : undefined;
+  return {
+    sampler,
+    trainer,
+    tokenizer,
+    reference,
+    writeCheckpointMeta: (dir) => writeCheckpointMeta(dir, model, tokenizer),
+    embedded: {
+      spec: { modelConfig: model.config, tokenizer: tokenizer.toJSON(), kernels: spec.engine.kernels, pageSize: spec.engine.pageSize },
+      weights: () => model.params.data.slice(),
+    },
+    origin: startDir ?? 'random init',
+    description: `model ${model.parameterCount} params from ${startDir ?? 'random init'}`,
+    close: async () => {},
+  };
+}
+
+function randomModel(m: ModelConfig, kernels: Awaited<ReturnType<typeof loadKernels>>): Promise<NanoModel> {
+  const vocabSize = new CharTokenizer().vocabSize;
+  return NanoModel.create({ vocabSize, dModel: m.dModel, nLayers: m.nLayers, nHeads: m.nHeads, dFF: m.dFF, contextLength: m.contextLength, tieEmbeddings: m.tieEmbeddings }, { seed: m.initSeed, kernels });
+}
+
+/** Load or train the starting checkpoint; returns its directory (undefined = random init). */
+async function prepareStart(spec: EngineSpec, options: BuildOptions): Promise<string | undefined> {
+  if (spec.model.checkpoint) return spec.model.checkpoint;
+  if (!spec.sft.enabled || !options.warmStart) return undefined;
+  const { dir, examples, seed } = options.warmStart;
+  if (existsSync(join(dir, 'model.safetensors'))) {
+    options.log?.(`warm-start: using ${dir}`);
+    return dir;
+  }
+  const kernels = await loadKernels({ backend: spec.engine.kernels });
+  const model = await randomModel(spec.model, kernels);
+  const tokenizer = new CharTokenizer();
+  const data = examples();
+  options.log?.(`warm-start: SFT on ${data.length} demonstrations, ${spec.sft.steps} steps, model of ${model.parameterCount} parameters`);
+  const result = await runSft(model, tokenizer, data, {
+    steps: spec.sft.steps,
+    batchSize: spec.sft.batchSize,
+    learningRate: spec.sft.learningRate,
+    seed,
+    onProgress: (p) => options.update?.(`sft ${p.step}/${p.steps} loss ${p.loss.toFixed(3)}${p.heldOutLoss !== undefined ? ` held-out ${p.heldOutLoss.toFixed(3)}` : ''} ${Math.round(p.tokensPerSecond)} tok/s`),
+  });
+  const finalLoss = result.trainLoss[result.trainLoss.length - 1];
+  saveCheckpoint(dir, model, tokenizer, { sft: { steps: spec.sft.steps, finalLoss } });
+  const held = result.heldOut[result.heldOut.length - 1];
+  options.log?.(`warm-start: done in ${(result.wallMs / 1000).toFixed(1)} s, train loss ${finalLoss.toFixed(3)}${held ? `, held-out loss ${held.loss.toFixed(3)}` : ''} → ${dir}`);
+  return dir;
+}
+
+/** A worker's own embedded sampler over a copy of the weights; `setWeights` installs a published version. */
+export async function buildWorkerSampler(spec: WorkerEngineSpec, options: { abortProbe?: () => boolean } = {}): Promise<{ sampler: Sampler; tokenizer: TextTokenizer; setWeights: (weights: Float32Array, version: number) => void }> {
+  const kernels = await loadKernels({ backend: spec.kernels });
+  const model = NanoModel.createSync(spec.modelConfig, kernels, 0);
+  const tokenizer = CharTokenizer.fromJSON(spec.tokenizer, 'worker tokenizer');
+  const sampler = new NanoSampler(model, { pageSize: spec.pageSize, abortProbe: options.abortProbe });
+  const setWeights = (weights: Float32Array, version: number) => {
+    if (weights.length !== model.params.data.length) throw new ConfigError(`worker: weights of ${weights.length} floats for a model of ${model.params.data.length}`);
+    model.params.data.set(weights);
+    model.weightVersion = version;
+  };
+  return { sampler, tokenizer, setWeights };
+}
+
+/** Sampling only (`arbor eval`): an embedded checkpoint, or the remote servers of an engine config. */
+export async function buildSamplingEngine(source: { checkpoint: string } | { engine: EngineConfig }): Promise<{ sampler: Sampler; tokenizer: TextTokenizer; origin: string; contextLength?: number }> {
+  if ('checkpoint' in source) {
+    const { model, tokenizer } = await loadCheckpoint(source.checkpoint);
+    return { sampler: new NanoSampler(model), tokenizer, origin: source.checkpoint, contextLength: model.config.contextLength };
+  }
+  return buildRemoteSampler(source.engine);
+}

@@ -1,0 +1,79 @@
+/**
+ * The engine's part of the run configuration (zod schemas with a default and a doc string for every
+ * option): the embedded model, its supervised warm-start, and the engine backend (embedded, or remote
+ * HTTP sampler + trainer). The run config (run/config.ts) composes them; `buildEngine` consumes them.
+ */
+import { z } from 'zod';
+
+export const modelSchema = z
+  .object({
+    checkpoint: z.string().optional().describe('start from this checkpoint directory instead of random weights'),
+    dModel: z.number().int().min(4).default(64).describe('C: model width'),
+    nLayers: z.number().int().min(1).default(2).describe('L: transformer blocks'),
+    nHeads: z.number().int().min(1).default(4).describe('NH: attention heads'),
+    dFF: z.number().int().min(1).default(192).describe('F: gated-MLP width'),
+    contextLength: z.number().int().min(8).default(128).describe('maximum tokens (prompt + response)'),
+    tieEmbeddings: z.boolean().default(true).describe('share the output head with the token embedding'),
+    initSeed: z.number().int().default(1).describe('seed of the random initial weights'),
+  })
+  .strict()
+  .default({});
+
+export const sftSchema = z
+  .object({
+    enabled: z.boolean().default(true).describe('run a supervised warm-start on task demonstrations first'),
+    steps: z.number().int().min(1).default(300).describe('SFT optimiser steps'),
+    batchSize: z.number().int().min(1).default(32).describe('SFT sequences per step'),
+    learningRate: z.number().positive().default(1e-2).describe('SFT peak learning rate'),
+    examples: z.number().int().min(1).default(4000).describe('demonstrations drawn from the train split'),
+    checkpoint: z.string().optional().describe('warm-start checkpoint dir (default: a cache dir keyed by the SFT, model and task config)'),
+  })
+  .strict()
+  .default({});
+
+const remoteSamplerSchema = z
+  .object({
+    api: z.enum(['openai', 'sglang']).default('openai').describe('openai = vLLM /v1/completions; sglang = SGLang /generate'),
+    servers: z.array(z.string().url()).min(1).describe('base URLs of the sampling servers (without /v1)'),
+    model: z.string().default('arbor-nano').describe('served model name (openai api)'),
+    concurrencyPerServer: z.number().int().min(1).default(64).describe('requests in flight per server'),
+  })
+  .strict();
+
+const remoteTrainerSchema = z
+  .object({
+    api: z.enum(['tinker']).default('tinker').describe('Tinker-compatible training service'),
+    url: z.string().url().describe('base URL of the training service'),
+    baseModel: z.string().default('arbor-nano').describe('base model to create'),
+    modelId: z.string().optional().describe('attach to an existing model id instead of creating one'),
+    loraRank: z.number().int().min(1).default(32).describe('LoRA rank for create_model'),
+  })
+  .strict();
+
+const weightSyncSchema = z
+  .object({
+    kind: z.enum(['none', 'sglang_update_weights_from_disk', 'vllm_load_lora_adapter']).default('none').describe('how new weights reach the samplers'),
+    servers: z.array(z.string().url()).default([]).describe('servers to notify (default: the sampling servers)'),
+    loraName: z.string().default('arbor').describe('adapter name for vllm_load_lora_adapter'),
+  })
+  .strict()
+  .default({});
+
+export const engineSchema = z
+  .object({
+    kind: z.enum(['embedded', 'remote']).default('embedded').describe('embedded (in-process nano transformer) or remote (HTTP sampler + trainer)'),
+    kernels: z.enum(['auto', 'wasm', 'reference']).default('auto').describe('kernel backend of the embedded engine'),
+    pageSize: z.number().int().min(1).default(16).describe('KV-cache page size in tokens'),
+    sampler: remoteSamplerSchema.optional().describe('remote: the sampling servers'),
+    trainer: remoteTrainerSchema.optional().describe('remote: the training service'),
+    tokenizer: z.string().optional().describe('remote: directory with tokenizer.json (an Arbor char tokenizer or a Hugging Face tokenizer.json + tokenizer_config.json)'),
+    chatTemplate: z.boolean().default(false).describe('remote + Hugging Face tokenizer: wrap each prompt as a user message with the chat template'),
+    weightSync: weightSyncSchema.describe('remote: weight synchronisation after each step'),
+  })
+  .strict()
+  .default({});
+
+
+export type ModelConfig = z.infer<typeof modelSchema>;
+export type SftConfig = z.infer<typeof sftSchema>;
+export type EngineConfig = z.infer<typeof engineSchema>;

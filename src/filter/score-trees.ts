@@ -1,0 +1,52 @@
+/**
+ * The Filter stage over trees: score every unscored leaf of each complete tree with the run's reward
+ * (async, batched, per-call timeout; see reward.ts). A leaf whose reward failed (the verifier threw or
+ * timed out: `info.error`, at the top level or in one part of a composite reward) is marked
+ * `finishReason: 'error'` with the reason, so the learner drops its tree instead of training on a
+ * made-up reward. Incomplete trees (partial rollouts) are left for a later step.
+ */
+import { isComplete, leaves, responseTokens, type RolloutTree } from '../core/tree.js';
+import type { TaskItem } from '../core/types.js';
+import { scoreBatch } from './reward.js';
+import type { RewardFunction } from './types.js';
+
+export interface ScoreTreesOptions {
+  decode: (tokens: number[]) => string;
+  concurrency: number;
+  timeoutMs: number;
+  failureReward: number;
+}
+
+/** Scores complete trees in place; returns the number of leaves scored and of reward failures. */
+export async function scoreTrees(trees: RolloutTree[], items: Map<string, TaskItem>, reward: RewardFunction, options: ScoreTreesOptions): Promise<{ scored: number; failed: number }> {
+  const jobs = trees
+    .filter((tree) => isComplete(tree))
+    .flatMap((tree) => leaves(tree).filter((l) => l.reward === undefined && l.finishReason !== 'error').map((leaf) => ({ tree, leaf })));
+  const inputs = jobs.map(({ tree, leaf }) => {
+    const tokens = responseTokens(tree, leaf.id);
+    return { item: items.get(tree.itemId)!, response: options.decode(tokens), responseTokens: tokens.length };
+  });
+  const results = await scoreBatch(reward, inputs, { concurrency: options.concurrency, timeoutMs: options.timeoutMs, failureReward: options.failureReward });
+  let failed = 0;
+  jobs.forEach(({ leaf }, i) => {
+    const r = results[i];
+    leaf.reward = r.reward;
+    leaf.rewardInfo = { components: r.components, info: r.info };
+    const error = rewardError(r.info);
+    if (error !== undefined) {
+      leaf.finishReason = 'error';
+      leaf.error = `reward: ${error}`;
+      failed++;
+    }
+  });
+  return { scored: jobs.length, failed };
+}
+
+/** The failure message of a reward result, if the reward (or one part of it) failed. */
+export function rewardError(info: Record<string, unknown>): string | undefined {
+  if (typeof info.error === 'string') return info.error;
+  for (const v of Object.values(info)) {
+    if (v && typeof v === 'object' && typeof (v as { error?: unknown }).error === 'string') return (v as { error: string }).error;
+  }
+  return undefined;
+}

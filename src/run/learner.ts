@@ -1,0 +1,91 @@
+/**
+ * The training side of a step (the learner in the architecture diagram): Optimize → Trainer. Turns a
+ * batch of scored trees into advantages and datums, applies the off-policy correction against the
+ * recorded behaviour log-probs (decoupled PPO / truncated IS, using the learner's policy before the
+ * update as the proximal policy), runs forward/backward and the optimiser step per mini-batch, and
+ * measures what async training changes: the staleness of every trained token and the gap between the
+ * behaviour log-probs and the current policy's. Publishing the new weights is the caller's job.
+ */
+import { hasError, type RolloutTree } from '../core/tree.js';
+import type { Engine } from '../engine/build.js';
+import type { LossExtras, LossSpec } from '../engine/types.js';
+import { buildDatums, computeAdvantages, lossFromConfig } from '../optimize/index.js';
+import { splitByTree } from '../optimize/minibatch.js';
+import { applyCorrection, logprobGap, type Correction } from '../optimize/off-policy.js';
+import { learningRateAt } from '../optimize/schedule.js';
+import { RolloutStore } from '../replay/store.js';
+import type { ArborConfig } from './config.js';
+
+export interface LearnerResult {
+  /** Per-step metrics (loss, clip_fraction, approx_kl, entropy, grad_norm, lr, staleness_*, logprob_gap, ...). */
+  metrics: Record<string, number>;
+  /** Staleness (learner version − token version) → policy tokens, over the batch. */
+  stalenessHistogram: Record<number, number>;
+  /** Optimiser updates taken. */
+  updates: number;
+}
+
+export class Learner {
+  private readonly loss: LossSpec;
+  private readonly extras: LossExtras;
+  private readonly correction: Correction;
+
+  constructor(private readonly engine: Pick<Engine, 'trainer' | 'reference'>, private readonly config: ArborConfig) {
+    ({ loss: this.loss, extras: this.extras, correction: this.correction } = lossFromConfig(config.optimize.loss));
+  }
+
+  /** Train on `trees` (error trees dropped) at learner weight version `version`; `optimizerStep` drives the schedule. */
+  async train(trees: RolloutTree[], version: number, optimizerStep: number): Promise<LearnerResult> {
+    const { config } = this;
+    const usable = trees.filter((t) => !hasError(t));
+    const stalenessHistogram = RolloutStore.stalenessHistogram(usable, version);
+    const advantaged = computeAdvantages(usable, config.optimize.advantage);
+    const chunks = splitByTree(advantaged, config.trainer.updatesPerStep);
+    const sums: Record<string, number> = {};
+    const add = (k: string, v: number) => (sums[k] = (sums[k] ?? 0) + v / chunks.length);
+    let loss = 0;
+    let gradNorm = 0;
+    let lr = 0;
+    let updates = 0;
+    for (const chunk of chunks) {
+      let datums = buildDatums(chunk, { aggregation: config.optimize.aggregation, maxResponseTokens: config.sampling.maxResponseTokens });
+      if (!datums.length) continue;
+      if (this.engine.reference) {
+        const ref = await this.engine.reference.logprobs(datums);
+        datums.forEach((d, i) => (d.referenceLogprobs = ref[i]));
+      }
+      if (this.correction.kind !== 'none') {
+        // proximal policy = the learner's policy before this update (one extra forward, no backward)
+        const proximal = await this.engine.trainer.logprobs(datums);
+        const corrected = applyCorrection(datums, proximal, this.correction);
+        datums = corrected.datums;
+        for (const [k, v] of Object.entries(corrected.metrics)) add(k, v);
+      }
+      const out = await this.engine.trainer.forwardBackward(datums, this.loss, this.extras);
+      if (this.correction.kind === 'none') add('logprob_gap', logprobGap(datums, out.logprobs));
+      loss += out.loss;
+      for (const [k, v] of Object.entries(out.metrics)) add(k, v);
+      lr = learningRateAt(optimizerStep + updates, {
+        kind: config.trainer.schedule, learningRate: config.trainer.learningRate, warmupSteps: config.trainer.warmupSteps,
+        totalSteps: config.run.steps * config.trainer.updatesPerStep, minRatio: config.trainer.minLearningRateRatio,
+      });
+      const r = await this.engine.trainer.optimStep({ learningRate: lr, beta1: config.trainer.beta1, beta2: config.trainer.beta2, eps: config.trainer.eps, weightDecay: config.trainer.weightDecay, gradClipNorm: config.trainer.gradClipNorm });
+      gradNorm = r.gradNorm;
+      updates++;
+    }
+    const tokens = Object.values(stalenessHistogram).reduce((a, b) => a + b, 0);
+    const staleSum = Object.entries(stalenessHistogram).reduce((a, [s, n]) => a + Number(s) * n, 0);
+    const metrics: Record<string, number> = {
+      ...sums,
+      loss,
+      grad_norm: gradNorm,
+      lr,
+      response_length: advantaged.length ? advantaged.reduce((a, x) => a + x.trajectory.tokens.length, 0) / advantaged.length : 0,
+      trees_trained: usable.length,
+      staleness_mean: tokens ? staleSum / tokens : 0,
+      staleness_max: Math.max(0, ...Object.keys(stalenessHistogram).map(Number)),
+    };
+    delete metrics.tokens;
+    return { metrics, stalenessHistogram, updates };
+  }
+}

@@ -1,0 +1,51 @@
+/**
+ * What a checkpoint holds besides the engine's own state: the loop counters, the pipeline's position
+ * (next batch, data order, produced-but-untrained batches) and the rollout store (ready batches and
+ * partial trees). Written after the engine state and the store, state.json last, so a checkpoint
+ * directory with state.json is complete; every file is written atomically.
+ */
+import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { DataError } from '../core/errors.js';
+import { RolloutStore, type RolloutStoreOptions } from '../replay/store.js';
+import type { PipelineState } from './pipeline.js';
+
+export interface LoopState {
+  step: number;
+  /** Optimiser updates so far (drives the learning-rate schedule). */
+  optimizerSteps: number;
+  /** Weight version when the run started (batch t uses baseVersion + max(0, t−1−k)). */
+  baseVersion: number;
+  tokensDecoded: number;
+  prefixTokensReused: number;
+  promptTokensComputed: number;
+  wallSeconds: number;
+  /** Consecutive steps without a usable tree. */
+  failedSteps: number;
+  evalStart: { greedy: number; passAtK: number | null; sample?: number | null };
+  pipeline: PipelineState;
+}
+
+export function writeJsonAtomic(file: string, value: unknown): void {
+  writeFileSync(`${file}.tmp`, JSON.stringify(value, null, 2) + '\n');
+  renameSync(`${file}.tmp`, file);
+}
+
+export function saveRunState(dir: string, state: LoopState, store: RolloutStore): void {
+  store.save(join(dir, 'store.jsonl'));
+  writeJsonAtomic(join(dir, 'state.json'), state);
+}
+
+export function loadRunState(dir: string, storeOptions: RolloutStoreOptions): { state: LoopState; store: RolloutStore } {
+  const file = join(dir, 'state.json');
+  let state: LoopState;
+  try {
+    state = JSON.parse(readFileSync(file, 'utf8')) as LoopState;
+  } catch (cause) {
+    throw new DataError(`${file}: cannot read the run state (${(cause as Error).message})`, file, undefined, undefined, { cause });
+  }
+  if (!state.pipeline) throw new DataError(`${file}: written by an older Arbor (no pipeline state); start a new run`, file, undefined, 'pipeline');
+  const storeFile = join(dir, 'store.jsonl');
+  const store = existsSync(storeFile) ? RolloutStore.load(storeFile, storeOptions) : new RolloutStore(storeOptions);
+  return { state, store };
+}

@@ -133,8 +133,11 @@ export interface Datum {
 export type LossSpec =
   /** -logp(target). */
   | { kind: 'cross_entropy' }
-  /** -rho * A with rho = exp(logp - samplingLogp). */
-  | { kind: 'importance_sampling'; truncateAt?: number }
+  /**
+   * -rho * A with rho = exp(logp - samplingLogp); `truncateAt` C: times min(rho, C)/rho (detached);
+   * `maskAbove` M: tokens with rho > M get no loss (decoupled PPO's filter, proximal = current policy).
+   */
+  | { kind: 'importance_sampling'; truncateAt?: number; maskAbove?: number }
   /** -min(rho*A, clip(rho, 1-clipLow, 1+clipHigh)*A), optional dual clip (for A<0) at `dualClip`. */
   | { kind: 'ppo'; clipLow: number; clipHigh: number; dualClip?: number; truncateAt?: number }
   /** Sequence-level ratio s = exp(weighted-mean_t(logp - samplingLogp)), clipped like ppo. */

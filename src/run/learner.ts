@@ -25,12 +25,22 @@ export interface LearnerResult {
   updates: number;
 }
 
+/**
+ * With one update per step the proximal policy IS the current one (u = π_θ/π_prox = 1, never
+ * clipped), so decoupled PPO reduces to −w·A with w = exp(lp − behav) (tokens with w > maxWeight
+ * masked) and TIS to −min(w, C)·A: the importance-sampling loss, with no extra forward pass. Same
+ * value and gradient as the general path (tested).
+ */
+export function oneUpdateLoss(correction: Exclude<Correction, { kind: 'none' }>): LossSpec {
+  return correction.kind === 'decoupled' ? { kind: 'importance_sampling', maskAbove: correction.maxWeight } : { kind: 'importance_sampling', truncateAt: correction.cap };
+}
+
 export class Learner {
   private readonly loss: LossSpec;
   private readonly extras: LossExtras;
   private readonly correction: Correction;
 
-  constructor(private readonly engine: Pick<Engine, 'trainer' | 'reference'>, private readonly config: ArborConfig) {
+  constructor(private readonly engine: Pick<Engine, 'trainer' | 'reference' | 'embedded'>, private readonly config: ArborConfig) {
     ({ loss: this.loss, extras: this.extras, correction: this.correction } = lossFromConfig(config.optimize.loss));
   }
 
@@ -54,15 +64,17 @@ export class Learner {
         const ref = await this.engine.reference.logprobs(datums);
         datums.forEach((d, i) => (d.referenceLogprobs = ref[i]));
       }
-      if (this.correction.kind !== 'none') {
+      const fast = this.correction.kind !== 'none' && chunks.length === 1 && this.engine.embedded !== undefined;
+      if (this.correction.kind !== 'none' && !fast) {
         // proximal policy = the learner's policy before this update (one extra forward, no backward)
         const proximal = await this.engine.trainer.logprobs(datums);
         const corrected = applyCorrection(datums, proximal, this.correction);
         datums = corrected.datums;
         for (const [k, v] of Object.entries(corrected.metrics)) add(k, v);
       }
-      const out = await this.engine.trainer.forwardBackward(datums, this.loss, this.extras);
-      if (this.correction.kind === 'none') add('logprob_gap', logprobGap(datums, out.logprobs));
+      const out = await this.engine.trainer.forwardBackward(datums, fast ? oneUpdateLoss(this.correction) : this.loss, this.extras);
+      if (fast) for (const [k, v] of Object.entries(applyCorrection(datums, out.logprobs, this.correction).metrics)) add(k, v);
+      else if (this.correction.kind === 'none') add('logprob_gap', logprobGap(datums, out.logprobs));
       loss += out.loss;
       for (const [k, v] of Object.entries(out.metrics)) add(k, v);
       lr = learningRateAt(optimizerStep + updates, {

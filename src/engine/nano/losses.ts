@@ -20,7 +20,8 @@ export function policyTokenLoss(loss: LossSpec, lp: number, behaviour: number, a
   const ratio = Math.exp(lp - behaviour);
   const trunc = 'truncateAt' in loss && loss.truncateAt !== undefined ? Math.min(ratio, loss.truncateAt) / ratio : 1;
   if (loss.kind === 'importance_sampling') {
-    // ℓ = −ρA (times a stop-gradient truncation factor min(ρ,C)/ρ)
+    // ℓ = −ρA (times a stop-gradient truncation factor min(ρ,C)/ρ); masked tokens count as clipped
+    if (loss.maskAbove !== undefined && ratio > loss.maskAbove) return [0, 0, true];
     return [-ratio * advantage * trunc, -ratio * advantage * trunc, false];
   }
   if (loss.kind === 'ppo') {

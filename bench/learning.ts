@@ -12,10 +12,9 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig, type ArborConfig } from '../src/run/config.js';
 import { sftCacheDir } from '../src/run/warm-start.js';
-import { train } from '../src/run/loop.js';
 import { lineChart } from '../src/run/report.js';
 import { RunDir } from '../src/run/rundir.js';
-import { benchOutDir, printTable, writeBenchJson } from './util.js';
+import { benchOutDir, printTable, trainInChild, writeBenchJson } from './util.js';
 
 function arg(args: string[], name: string, fallback: number): number {
   const i = args.indexOf(`--${name}`);
@@ -42,7 +41,7 @@ export async function main(args: string[]): Promise<void> {
       // same warm start for every run: the base config's own SFT cache (keyed by its task, model, SFT
       // options and seed, so a changed config never reuses a stale warm start), shared with `arbor train`
       const config = v.patch({ ...base, run: { ...base.run, seed: s, steps, outDir, evalEvery: Math.max(1, Math.floor(steps / 8)), evalCount, evalPassK: 0, logTreesEvery: 0, checkpointEvery: 0 }, sft: { ...base.sft, checkpoint: base.sft.checkpoint ?? sftCacheDir(base) } });
-      const summary = await train(config, { force: true, quiet: true });
+      const summary = (await trainInChild(config, { force: true })) as unknown as { heldout_acc_start: number; heldout_acc_end: number; tokens_decoded: number; wall_s: number };
       const evals = new RunDir(outDir).readMetrics().filter((m) => typeof m.eval_greedy_acc === 'number');
       const target = summary.heldout_acc_start + gain;
       const hit = evals.find((m) => (m.eval_greedy_acc as number) >= target && m.step > 0);

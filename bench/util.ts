@@ -26,3 +26,17 @@ export function writeBenchJson(name: string, headline: Record<string, number | n
   console.log(`wrote ${path}`);
   return path;
 }
+
+/** Run `train(config, options)` in a child process (see train-child.ts); resolves to its summary. */
+export async function trainInChild(config: unknown, options: Record<string, unknown>): Promise<Record<string, number | string | null>> {
+  const { spawnSync } = await import('node:child_process');
+  const { mkdtempSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const file = join(mkdtempSync(join(tmpdir(), 'arbor-bench-')), 'args.json');
+  writeFileSync(file, JSON.stringify({ config, options }));
+  const here = dirname(fileURLToPath(import.meta.url));
+  const r = spawnSync(process.execPath, ['--import', 'tsx', join(here, 'train-child.ts'), file], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  if (r.status !== 0) throw new Error(`training run failed (exit ${r.status}):\n${r.stderr.slice(-4000)}`);
+  const lines = r.stdout.trim().split('\n');
+  return JSON.parse(lines[lines.length - 1]);
+}

@@ -1,6 +1,6 @@
 /** `arbor report <run-dir>`: regenerate report.html from metrics.jsonl and trees. */
 import { ArborError } from '../core/errors.js';
-import { CharTokenizer } from '../engine/nano/tokenizer.js';
+import { defaultTokenizer } from '../engine/build.js';
 import { writeReport } from '../run/report.js';
 import { RunDir } from '../run/rundir.js';
 
@@ -9,6 +9,6 @@ export async function reportCommand(argv: string[]): Promise<number> {
   if (!path) throw new ArborError('usage: arbor report <run-dir>');
   const dir = new RunDir(path);
   dir.readConfigText();
-  console.log(writeReport(dir, new CharTokenizer()));
+  console.log(writeReport(dir, defaultTokenizer()));
   return 0;
 }

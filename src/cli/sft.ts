@@ -2,10 +2,7 @@
  * `arbor sft`: supervised training of a nano model from a JSONL file of {prompt, completion} rows
  * (engine/nano/sft.ts does the training), with a progress line, then saves a checkpoint.
  */
-import { saveCheckpoint } from '../engine/nano/checkpoint.js';
-import { NanoModel } from '../engine/nano/model.js';
-import { modelSize, readSftJsonl, runSft } from '../engine/nano/sft.js';
-import { CharTokenizer } from '../engine/nano/tokenizer.js';
+import { readSftJsonl, sftFromScratch } from '../engine/build.js';
 import { flag, numberFlag } from './args.js';
 
 /** `arbor sft --data file.jsonl --out dir [--steps N --batch B --lr X --model-size tiny|small|medium --seed S]` */
@@ -17,12 +14,13 @@ export async function sftCommand(argv: string[]): Promise<number> {
     return 2;
   }
   const examples = readSftJsonl(data);
-  const tokenizer = new CharTokenizer();
-  const steps = numberFlag(argv, 'steps', 300);
-  const model = await NanoModel.create({ ...modelSize(flag(argv, 'model-size') ?? 'tiny'), vocabSize: tokenizer.vocabSize, contextLength: numberFlag(argv, 'context', 256) }, { seed: numberFlag(argv, 'seed', 0) });
   const tty = process.stderr.isTTY && !process.env.CI;
-  const result = await runSft(model, tokenizer, examples, {
-    steps,
+  const result = await sftFromScratch({
+    examples,
+    out,
+    modelSize: flag(argv, 'model-size') ?? 'tiny',
+    contextLength: numberFlag(argv, 'context', 256),
+    steps: numberFlag(argv, 'steps', 300),
     batchSize: numberFlag(argv, 'batch', 32),
     learningRate: numberFlag(argv, 'lr', 3e-3),
     seed: numberFlag(argv, 'seed', 0),
@@ -34,8 +32,6 @@ export async function sftCommand(argv: string[]): Promise<number> {
     },
   });
   if (tty) process.stderr.write('\n');
-  saveCheckpoint(out, model, tokenizer);
-  const last = result.heldOut[result.heldOut.length - 1];
-  process.stdout.write(`saved ${out}: final train loss ${result.trainLoss[result.trainLoss.length - 1].toFixed(4)}${last ? `, held-out loss ${last.loss.toFixed(4)}` : ''}, ${(result.wallMs / 1000).toFixed(1)} s\n`);
+  process.stdout.write(`saved ${out}: final train loss ${result.trainLoss.toFixed(4)}${result.heldOutLoss !== undefined ? `, held-out loss ${result.heldOutLoss.toFixed(4)}` : ''}, ${(result.wallMs / 1000).toFixed(1)} s\n`);
   return 0;
 }

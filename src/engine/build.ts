@@ -10,11 +10,11 @@ import { join } from 'node:path';
 import { ConfigError } from '../core/errors.js';
 import type { EngineConfig, ModelConfig, SftConfig } from './config.js';
 import { loadKernels } from './kernels/index.js';
-import { loadCheckpoint, saveCheckpoint, writeCheckpointMeta } from './nano/checkpoint.js';
+import { loadArena, loadCheckpoint, saveCheckpoint, writeCheckpointMeta } from './nano/checkpoint.js';
 import type { NanoConfig } from './nano/config.js';
 import { NanoModel } from './nano/model.js';
 import { NanoSampler } from './nano/sampler.js';
-import { runSft, type SftExample } from './nano/sft.js';
+import { modelSize, runSft, type SftExample, type SftProgress } from './nano/sft.js';
 import { CharTokenizer, type TokenizerJSON } from './nano/tokenizer.js';
 import { NanoTrainer } from './nano/trainer.js';
 import { buildRemoteSampler, buildRemoteTrainer } from './remote/build.js';
@@ -157,3 +157,47 @@ export async function buildSamplingEngine(source: { checkpoint: string } | { eng
   }
   return buildRemoteSampler(source.engine);
 }
+
+/** `arbor serve`: an embedded checkpoint's sampler and trainer over one model, and a weight reloader. */
+export async function buildServingEngine(checkpoint: string): Promise<{ sampler: Sampler; trainer: Trainer; decode: (tokens: number[]) => string; reloadWeights: (path: string) => Promise<number>; description: string }> {
+  const { model, tokenizer } = await loadCheckpoint(checkpoint);
+  return {
+    sampler: new NanoSampler(model),
+    trainer: new NanoTrainer(model),
+    decode: (t) => tokenizer.decode(t, true),
+    reloadWeights: async (path) => {
+      loadArena(model.params, join(path, 'model.safetensors'));
+      model.weightVersion++;
+      return model.weightVersion;
+    },
+    description: `${checkpoint} (${model.parameterCount} parameters)`,
+  };
+}
+
+/** The embedded engine's own tokenizer (runs without a tokenizer.json of their own). */
+export function defaultTokenizer(): TextTokenizer {
+  return new CharTokenizer();
+}
+
+export interface SftFromScratch {
+  examples: SftExample[];
+  out: string;
+  modelSize: string;
+  contextLength: number;
+  seed: number;
+  steps: number;
+  batchSize: number;
+  learningRate: number;
+  onProgress?: (p: SftProgress) => void;
+}
+
+/** `arbor sft`: a fresh nano model of a named size trained on prompt/completion pairs, saved as a checkpoint. */
+export async function sftFromScratch(o: SftFromScratch): Promise<{ trainLoss: number; heldOutLoss?: number; wallMs: number }> {
+  const tokenizer = new CharTokenizer();
+  const model = await NanoModel.create({ ...modelSize(o.modelSize), vocabSize: tokenizer.vocabSize, contextLength: o.contextLength }, { seed: o.seed });
+  const result = await runSft(model, tokenizer, o.examples, { steps: o.steps, batchSize: o.batchSize, learningRate: o.learningRate, seed: o.seed, onProgress: o.onProgress });
+  saveCheckpoint(o.out, model, tokenizer);
+  return { trainLoss: result.trainLoss[result.trainLoss.length - 1], heldOutLoss: result.heldOut[result.heldOut.length - 1]?.loss, wallMs: result.wallMs };
+}
+
+export { readSftJsonl } from './nano/sft.js';

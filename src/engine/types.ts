@@ -91,8 +91,9 @@ export interface SampleOptions {
   /**
    * Partial rollouts: `groupOf[i]` is the group of request i; once `count` groups have all their
    * continuations finished (stop/length), every continuation still running ends with finishReason
-   * `abort`, keeping the tokens produced so far. The embedded sampler applies it exactly after each
-   * decode step (deterministic); remote samplers cancel the requests still in flight.
+   * `abort`, keeping the tokens produced so far (count ≤ 0: at once). The embedded sampler applies it
+   * exactly after each decode step (deterministic); remote samplers count groups as replies arrive and
+   * then stop the requests still in flight (timing-dependent; see engine/remote/stop-rule.ts).
    */
   stopAfterGroups?: { groupOf: number[]; count: number };
 }

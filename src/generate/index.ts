@@ -11,7 +11,7 @@ import type { Generator } from './types.js';
 
 export * from './types.js';
 export { iidGenerator } from './iid.js';
-export { treepoGenerator, allocate } from './treepo.js';
+export { treepoGenerator, allocate, type TreepoPending } from './treepo.js';
 
 const groupSize = z.number().int().min(1).default(8).describe('G: trajectories (leaves) per prompt');
 

@@ -7,17 +7,23 @@
  * When a prompt has no live path but F < G, fallback truncates copies of naturally finished leaves at
  * a random earlier segment boundary (0 = the prompt) and grows new siblings from the TRUNCATED prefix
  * (the reference's stale-context bug is not reproduced), so every prompt ends with exactly G leaves.
- * Partial rollouts: with `stopAfterTrees`, the call stops BETWEEN rounds once that many trees are
- * complete; each unfinished tree keeps its live paths in `meta.pending` ({live: [{node, copies}],
- * finished: [ids]}) and a later call continues it from there (its prefix is re-sent: KV handles do not
- * outlive the call, and the weights may have changed).
+ *
+ * Partial rollouts. With `stopAfterTrees`, the call stops BETWEEN rounds (before issuing the next one)
+ * once that many of its trees are complete (no live path, F = G). Each unfinished tree is returned with
+ * its state in `meta.pending` (TreepoPending, plain JSON); a later call given that tree
+ * (`GenerateInput.tree`) restores it, recomputes lengths from its tokens and goes on with the same
+ * rounds an uninterrupted run would do (KV handles do not outlive a call: the weights may have changed,
+ * so the first request re-sends the prefix). A segment the sampler aborted (cancellation) stays a live
+ * path of one copy and is continued IN PLACE (appendToNode), so the tree keeps its shape; a round with
+ * an aborted segment ends the call. `meta.pending` is deleted when the tree completes. Without
+ * `stopAfterTrees` and without aborts, a fresh call makes exactly the draws and trees it always did.
  */
-import { addNode, createTree, prefixTokens, type RolloutTree, type TreeNode } from '../core/tree.js';
+import { addNode, appendToNode, createTree, leaves, prefixTokens, responseTokens, ROOT_ID, type FinishReason, type RolloutTree, type TreeNode } from '../core/tree.js';
 import { DataError } from '../core/errors.js';
 import type { Rng } from '../core/rng.js';
 import { ConfigError } from '../core/errors.js';
-import type { SampleRequest } from '../engine/types.js';
-import { addUsage, emptyStats, type GenerateContext, type GenerateInput, type Generator } from './types.js';
+import type { SampleCompletion, SampleRequest, SampleResult, Sampler } from '../engine/types.js';
+import { addUsage, emptyStats, type GenerateContext, type GenerateInput, type GenerateStats, type Generator } from './types.js';
 
 export interface TreepoOptions {
   kind: 'treepo';
@@ -40,20 +46,50 @@ export interface TreepoOptions {
   repetitionCount: number;
 }
 
+/** The state of an unfinished treepo tree, kept in `tree.meta.pending` between calls. */
+export interface TreepoPending {
+  /** Paths the next round extends: node id and copies. An `abort` node is resumed in place (1 copy). */
+  live: Array<{ node: string; copies: number }>;
+  /** Finished leaf ids in the order they finished (the fallback's draws depend on it). */
+  finished: string[];
+}
+
 interface Live {
+  /** Extended by `copies` new children, or continued in place when its finishReason is `abort`. */
   node: TreeNode;
   copies: number;
 }
 
 interface PromptState {
   tree: RolloutTree;
-  prompt: number[];
   live: Live[];
   finished: TreeNode[];
-  /** KV handle of each node's state after its segment. */
+  /** KV handle of each node's state after its segment (this call only). */
   handles: Map<string, string>;
-  /** Response tokens up to each node. */
+  /** Response tokens up to each node (filled lazily for nodes of earlier calls). */
   lengths: Map<string, number>;
+  /** The tree was already complete when the call began (not counted in stats). */
+  completeBefore: boolean;
+}
+
+/** One request of a round: a live path of one prompt. */
+interface Job {
+  state: PromptState;
+  live: Live;
+}
+
+/** What one round did to one prompt. */
+interface RoundOutcome {
+  finished: number;
+  continuing: TreeNode[];
+  /** Segments the sampler aborted: continued in place later. */
+  aborted: TreeNode[];
+}
+
+interface RoundContext {
+  options: TreepoOptions;
+  ctx: GenerateContext;
+  maxDepth: number;
 }
 
 export function treepoGenerator(options: TreepoOptions): Generator {
@@ -70,101 +106,170 @@ export function treepoGenerator(options: TreepoOptions): Generator {
       const started = Date.now();
       const stats = emptyStats();
       const maxDepth = options.maxDepth > 0 ? options.maxDepth : Math.ceil(ctx.maxResponseTokens / options.segmentLength);
-      const states: PromptState[] = inputs.map((input, i) => {
-        if (input.tree) return restoreState(input.tree, input.promptTokens);
-        const tree = createTree(`${ctx.treeIdPrefix}${i}`, input.item.id, input.promptTokens, { generator: 'treepo' });
-        const d0 = initialCopies(options.initialDivergence, G, ctx.rng);
-        return { tree, prompt: input.promptTokens, live: [{ node: tree.nodes['0'], copies: d0 }], finished: [], handles: new Map(), lengths: new Map([['0', 0]]) };
-      });
+      const rc: RoundContext = { options, ctx, maxDepth };
+      const states = inputs.map((input, i) => promptState(input, i, options, ctx.rng, ctx.treeIdPrefix));
       for (let round = 0; ; round++) {
-        if (ctx.stopAfterTrees !== undefined && states.filter((s) => !s.live.length).length >= ctx.stopAfterTrees) break;
-        const jobs: Array<{ state: PromptState; live: Live }> = [];
+        const jobs: Job[] = [];
         for (const s of states) for (const l of s.live) jobs.push({ state: s, live: l });
         if (!jobs.length) break;
+        if (ctx.stopAfterTrees !== undefined && states.filter(isDone).length >= ctx.stopAfterTrees) break;
         if (round > 10_000) throw new Error('treepo: no progress after 10000 rounds');
-        const requests: SampleRequest[] = jobs.map(({ state, live }) => {
-          const used = state.lengths.get(live.node.id)!;
-          return {
-            tokens: prefixTokens(state.tree, live.node.id),
-            cacheHandle: state.handles.get(live.node.id),
-            n: live.copies,
-            maxTokens: Math.min(options.segmentLength, ctx.maxResponseTokens - used),
-            temperature: ctx.temperature,
-            topP: ctx.topP,
-            topK: ctx.topK,
-            stopTokens: ctx.stopTokens,
-            seed: ctx.rng.nextU32(),
-            retain: true,
-            returnEntropy: options.allocation === 'high_entropy',
-            affinityKey: state.tree.id,
-          };
-        });
+        const requests = jobs.map((job) => segmentRequest(job, rc));
         const results = await ctx.sampler.sample(requests, { signal: ctx.signal });
         stats.samplerCalls++;
-        const roundFinished = new Map<PromptState, number>();
-        const continuing = new Map<PromptState, TreeNode[]>();
-        for (const s of states) {
-          s.live = [];
-          roundFinished.set(s, 0);
-          continuing.set(s, []);
-        }
-        results.forEach((result, j) => {
-          addUsage(stats, result.usage);
-          const { state, live } = jobs[j];
-          for (const c of result.completions) {
-            const node = addNode(state.tree, live.node.id, { tokens: c.tokens, logprobs: c.logprobs, entropies: c.entropies, weightVersion: result.weightVersion });
-            if (c.cacheHandle) state.handles.set(node.id, c.cacheHandle);
-            const length = state.lengths.get(live.node.id)! + c.tokens.length;
-            state.lengths.set(node.id, length);
-            const reason = c.finishReason === 'stop' ? 'stop' : c.finishReason === 'abort' ? 'abort'
-              : length >= ctx.maxResponseTokens ? 'length'
-              : node.depth >= maxDepth ? 'depth'
-              : repeats(state.tree, node.id, options) ? 'repetition' : null;
-            if (reason) {
-              node.finishReason = reason;
-              state.finished.push(node);
-              roundFinished.set(state, roundFinished.get(state)! + 1);
-            } else {
-              continuing.get(state)!.push(node);
-            }
-          }
-        });
-        for (const s of states) {
-          const paths = continuing.get(s)!;
-          const F = s.finished.length;
-          if (paths.length) {
-            const T = Math.max(paths.length, Math.min(G - F, b * roundFinished.get(s)! + b * paths.length));
-            const counts = allocate(paths, T, options);
-            s.live = paths.map((node, i) => ({ node, copies: counts[i] }));
-          } else if (F < G) {
-            s.live = fallback(s, G - F, b, ctx.rng);
-          }
-        }
+        const outcomes = absorbRound(jobs, results, rc, stats);
+        for (const [s, o] of outcomes) s.live = nextLive(s, o, G, b, options, ctx.rng);
+        // a cancelled sampler: further rounds would only abort again; the trees wait in meta.pending
+        if (ctx.signal?.aborted || [...outcomes.values()].some((o) => o.aborted.length)) break;
       }
-      for (const s of states) {
-        ctx.sampler.release([...s.handles.values()]);
-        const { pending: _, ...meta } = s.tree.meta ?? {};
-        s.tree.meta = s.live.length ? { ...meta, maxDepth, pending: { live: s.live.map((l) => ({ node: l.node.id, copies: l.copies })), finished: s.finished.map((n) => n.id) } } : { ...meta, maxDepth };
-      }
-      stats.trajectories = states.filter((s) => !s.live.length).reduce((sum, s) => sum + s.finished.length, 0);
+      for (const s of states) finishState(s, ctx.sampler, maxDepth);
+      stats.trajectories = states.filter((s) => isDone(s) && !s.completeBefore).reduce((sum, s) => sum + s.finished.length, 0);
       stats.wallMs = Date.now() - started;
       return { trees: states.map((s) => s.tree), stats };
     },
   };
 }
 
-/** Rebuild a prompt's state from an unfinished tree's `meta.pending` (lengths recomputed from its tokens). */
-function restoreState(tree: RolloutTree, prompt: number[]): PromptState {
-  const pending = tree.meta?.pending as { live: Array<{ node: string; copies: number }>; finished: string[] } | undefined;
-  if (!pending || !Array.isArray(pending.live) || !Array.isArray(pending.finished)) throw new DataError(`treepo: tree ${tree.id} has no pending state to continue (meta.pending)`);
-  const lengths = new Map<string, number>();
-  for (const n of Object.values(tree.nodes)) lengths.set(n.id, n.parent === null ? 0 : lengths.get(n.parent)! + n.tokens.length);
+/** No live path left: the tree has its G leaves (F = G). */
+function isDone(s: PromptState): boolean {
+  return s.live.length === 0;
+}
+
+/** Response tokens up to `nodeId` (computed from the tree for nodes of an earlier call). */
+function lengthOf(s: PromptState, nodeId: string): number {
+  let length = s.lengths.get(nodeId);
+  if (length === undefined) {
+    length = responseTokens(s.tree, nodeId).length;
+    s.lengths.set(nodeId, length);
+  }
+  return length;
+}
+
+/** The request extending one live path by a segment (or resuming its aborted segment). */
+function segmentRequest({ state, live }: Job, { options, ctx }: RoundContext): SampleRequest {
+  const used = lengthOf(state, live.node.id);
+  const resumed = live.node.finishReason === 'abort' ? live.node.tokens.length : 0;
+  return {
+    tokens: prefixTokens(state.tree, live.node.id),
+    cacheHandle: state.handles.get(live.node.id),
+    n: live.copies,
+    maxTokens: Math.max(1, Math.min(options.segmentLength - resumed, ctx.maxResponseTokens - used)),
+    temperature: ctx.temperature,
+    topP: ctx.topP,
+    topK: ctx.topK,
+    stopTokens: ctx.stopTokens,
+    seed: ctx.rng.nextU32(),
+    retain: true,
+    returnEntropy: options.allocation === 'high_entropy',
+    affinityKey: state.tree.id,
+  };
+}
+
+/** Add every completion of a round to its tree and classify it: finished, continuing or aborted. */
+function absorbRound(jobs: Job[], results: SampleResult[], rc: RoundContext, stats: GenerateStats): Map<PromptState, RoundOutcome> {
+  // prompts in input order (jobs are), only those that took part in the round
+  const outcomes = new Map<PromptState, RoundOutcome>(jobs.map((job) => [job.state, { finished: 0, continuing: [], aborted: [] }]));
+  results.forEach((result, j) => {
+    addUsage(stats, result.usage);
+    const { state, live } = jobs[j];
+    const outcome = outcomes.get(state)!;
+    for (const c of result.completions) {
+      const node = growNode(state, live.node, c, result.weightVersion, rc.ctx.sampler);
+      const reason = segmentFinish(state, node, c, rc);
+      if (reason === 'abort') {
+        node.finishReason = 'abort';
+        outcome.aborted.push(node);
+      } else if (reason) {
+        node.finishReason = reason;
+        state.finished.push(node);
+        outcome.finished++;
+      } else {
+        outcome.continuing.push(node);
+      }
+    }
+  });
+  return outcomes;
+}
+
+/** A new child of `from`, or `from` itself continued in place when its segment had been aborted. */
+function growNode(state: PromptState, from: TreeNode, c: SampleCompletion, weightVersion: number, sampler: Sampler): TreeNode {
+  const segment = { tokens: c.tokens, logprobs: c.logprobs, entropies: c.entropies, weightVersion };
+  const length = lengthOf(state, from.id) + c.tokens.length;
+  const node = from.finishReason === 'abort' ? appendToNode(state.tree, from.id, segment) : addNode(state.tree, from.id, segment);
+  state.lengths.set(node.id, length);
+  if (c.cacheHandle) {
+    const old = state.handles.get(node.id);
+    if (old) sampler.release([old]);
+    state.handles.set(node.id, c.cacheHandle);
+  }
+  return node;
+}
+
+/** Why a grown segment ends its path (null = it continues). */
+function segmentFinish(state: PromptState, node: TreeNode, c: SampleCompletion, { options, ctx, maxDepth }: RoundContext): FinishReason | null {
+  if (c.finishReason === 'stop') return 'stop';
+  if (c.finishReason === 'abort') return 'abort';
+  if (state.lengths.get(node.id)! >= ctx.maxResponseTokens) return 'length';
+  if (node.depth >= maxDepth) return 'depth';
+  return repeats(state.tree, node.id, options) ? 'repetition' : null;
+}
+
+/** The next round's live paths: budget transfer among survivors, or fallback; aborted segments resume. */
+function nextLive(s: PromptState, o: RoundOutcome, G: number, b: number, options: TreepoOptions, rng: Rng): Live[] {
+  const paths = o.continuing;
+  // an aborted segment still holds the slot of one future leaf
+  const open = G - s.finished.length - o.aborted.length;
+  let live: Live[] = [];
+  if (paths.length) {
+    const T = Math.max(paths.length, Math.min(open, b * o.finished + b * paths.length));
+    const counts = allocate(paths, T, options);
+    live = paths.map((node, i) => ({ node, copies: counts[i] }));
+  } else if (open > 0 && !o.aborted.length) {
+    live = fallback(s, open, b, rng);
+  }
+  return o.aborted.length ? live.concat(o.aborted.map((node) => ({ node, copies: 1 }))) : live;
+}
+
+/** Release the call's KV handles; save or clear the pending state. */
+function finishState(s: PromptState, sampler: Sampler, maxDepth: number): void {
+  sampler.release([...s.handles.values()]);
+  const meta: Record<string, unknown> = { ...s.tree.meta, maxDepth };
+  if (s.live.length) meta.pending = { live: s.live.map((l) => ({ node: l.node.id, copies: l.copies })), finished: s.finished.map((n) => n.id) } satisfies TreepoPending;
+  else delete meta.pending;
+  s.tree.meta = meta;
+}
+
+/**
+ * A prompt's state: a fresh tree (draws its first-step copies), or an earlier call's tree restored
+ * from `meta.pending`. A given tree without pending state is taken as it is (complete), unless
+ * nothing was grown in it yet (then it starts like a fresh one, keeping its id).
+ */
+function promptState(input: GenerateInput, i: number, options: TreepoOptions, rng: Rng, treeIdPrefix: string): PromptState {
+  const given = input.tree;
+  if (given?.meta?.pending !== undefined) return restoreState(given, given.meta.pending);
+  if (given && given.nodes[ROOT_ID].children.length) {
+    return { tree: given, live: [], finished: leaves(given), handles: new Map(), lengths: new Map(), completeBefore: true };
+  }
+  const tree = given ?? createTree(`${treeIdPrefix}${i}`, input.item.id, input.promptTokens, { generator: 'treepo' });
+  const d0 = initialCopies(options.initialDivergence, options.groupSize, rng);
+  return { tree, live: [{ node: tree.nodes[ROOT_ID], copies: d0 }], finished: [], handles: new Map(), lengths: new Map([[ROOT_ID, 0]]), completeBefore: false };
+}
+
+/** Rebuild a prompt's state from an unfinished tree's `meta.pending`. */
+function restoreState(tree: RolloutTree, raw: unknown): PromptState {
+  const pending = raw as TreepoPending;
+  const fail = (what: string) => new DataError(`treepo: tree ${tree.id}: meta.pending ${what}`);
+  if (!pending || !Array.isArray(pending.live) || !Array.isArray(pending.finished)) throw fail('must be {live: [{node, copies}], finished: [ids]}');
   const node = (id: string) => {
     const n = tree.nodes[id];
-    if (!n) throw new DataError(`treepo: tree ${tree.id}: pending node ${id} does not exist`);
+    if (!n) throw fail(`names node ${id}, which the tree does not have`);
     return n;
   };
-  return { tree, prompt, live: pending.live.map((l) => ({ node: node(l.node), copies: l.copies })), finished: pending.finished.map(node), handles: new Map(), lengths };
+  const live = pending.live.map((l) => {
+    if (!(Number.isInteger(l.copies) && l.copies >= 1)) throw fail(`gives node ${l.node} ${l.copies} copies`);
+    return { node: node(l.node), copies: l.copies };
+  });
+  return { tree, live, finished: pending.finished.map(node), handles: new Map(), lengths: new Map(), completeBefore: false };
 }
 
 function initialCopies(spec: TreepoOptions['initialDivergence'], G: number, rng: Rng): number {

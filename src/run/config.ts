@@ -162,7 +162,7 @@ export function defaultsYaml(): string {
   return lines.join('\n') + '\n';
 }
 
-function printFields(schema: z.ZodTypeAny, value: unknown, indent: string, lines: string[]): void {
+function printFields(schema: z.ZodTypeAny, value: unknown, indent: string, lines: string[], variantExample = false): void {
   const inner = unwrap(schema);
   if (inner instanceof z.ZodDiscriminatedUnion) {
     const variants = [...(inner.options as z.ZodObject<z.ZodRawShape>[])];
@@ -173,7 +173,7 @@ function printFields(schema: z.ZodTypeAny, value: unknown, indent: string, lines
       lines.push(`${indent}# ${kindOf(v)}: ${v.shape.kind.description ?? ''}`);
       const example = v.safeParse({ kind: kindOf(v) });
       const sub: string[] = [];
-      if (example.success) printFields(v, example.data, '', sub);
+      if (example.success) printFields(v, example.data, '', sub, true);
       for (const l of sub) lines.push(`${indent}#   ${l}`);
     }
     const chosen = variants.find((v) => kindOf(v) === current);
@@ -184,7 +184,7 @@ function printFields(schema: z.ZodTypeAny, value: unknown, indent: string, lines
   const values = (value ?? {}) as Record<string, unknown>;
   for (const [key, field] of Object.entries(inner.shape as Record<string, z.ZodTypeAny>)) {
     const doc = field.description;
-    if (doc) lines.push(`${indent}# ${doc}`);
+    if (doc && !(variantExample && key === 'kind')) lines.push(`${indent}# ${doc}`);
     const v = values[key];
     const fieldInner = unwrap(field);
     if (v === undefined) lines.push(`${indent}# ${key}: (unset)`);

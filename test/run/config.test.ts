@@ -32,6 +32,23 @@ test('config: --print-defaults output is valid YAML that round-trips to the defa
   assert.match(text, /# rollout temperature/);
   const parsed = parseConfig(YAML.parse(text));
   assert.deepEqual(parsed, parseConfig({}));
+  // every variant of every registry is documented, the non-default ones as comments
+  assert.match(text, /control:\n  # kind: none \| dynamic_sampling \| april\n/);
+  assert.match(text, /  #   overProvision: 1\.5\n/);
+  assert.match(text, /  #   maxRounds: 3\n/);
+  assert.match(text, /correction:\n      # kind: none \| decoupled \| tis\n/);
+  assert.match(text, /      #   maxWeight: 5\n/);
+  assert.match(text, /      #   cap: 2\n/);
+  assert.match(text, /  # kind: iid \| treepo\n/);
+});
+
+test('config: run.mode, maxStaleness, control and correction validate with the key named', () => {
+  const c = parseConfig({ run: { mode: 'async', maxStaleness: 2 }, control: { kind: 'april' }, optimize: { loss: { correction: { kind: 'tis' } } } });
+  assert.equal(c.control.kind === 'april' && c.control.overProvision, 1.5);
+  assert.deepEqual(c.optimize.loss.correction, { kind: 'tis', cap: 2 });
+  assert.throws(() => parseConfig({ control: { kind: 'aprill' } }), (e: unknown) => e instanceof ConfigError && /control\.kind/.test(e.message));
+  assert.throws(() => parseConfig({ run: { maxStaleness: -1 } }), (e: unknown) => e instanceof ConfigError && /run\.maxStaleness/.test(e.message));
+  assert.throws(() => parseConfig({ control: { kind: 'april', overProvision: 0.5 } }), (e: unknown) => e instanceof ConfigError && /control\.overProvision/.test(e.message));
 });
 
 test('report: self-contained HTML with SVG charts and a rendered tree', () => {

@@ -6,6 +6,10 @@
  * page), and all continuations decode together one token per step. Retained continuations return a
  * cacheHandle; handles die when the model's weight version changes (stale KV is never reused).
  * Contexts are clamped at contextLength: a continuation reaching it finishes with reason "length".
+ * Cancellation (`signal`, the `abortProbe` option) and the partial-rollout stop rule
+ * (`stopAfterGroups`) are checked before every decode step: when one holds, every continuation still
+ * running ends "abort" with the tokens it has. The stop rule is exact and deterministic: it depends on
+ * decode steps only, and an aborted continuation's tokens are a prefix of what it would have sampled.
  */
 import { Rng } from '../../core/rng.js';
 import { EngineCallError } from '../../core/errors.js';

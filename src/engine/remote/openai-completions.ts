@@ -6,6 +6,8 @@
  * top-k log-probs when k ≥ 1 (a lower bound; exact entropy is not served). Prefix reuse relies on the
  * server's automatic prefix caching (`--enable-prefix-caching`); `cache_salt` isolates weight versions.
  * Cache handles are not supported (requests re-send the full prefix, which the server's cache serves).
+ * `stopAfterGroups` (stop-rule.ts) cancels the requests still in flight once enough groups finished;
+ * they come back as `abort` completions without tokens.
  */
 import { EngineCallError } from '../../core/errors.js';
 import { sampleWithStopRule } from './stop-rule.js';

@@ -5,6 +5,8 @@
  * output_token_logprobs [[logprob, id, text]], output_top_logprobs, prompt_tokens, cached_tokens}.
  * n continuations are sent as one batched request of n copies (the radix cache shares the prefix).
  * Cancellation calls `/abort_request` for every rid still running, then rejects with the abort reason.
+ * `stopAfterGroups` (stop-rule.ts) also stops requests by `/abort_request`: SGLang then answers them
+ * with their partial output (finish_reason abort), which is returned, not thrown.
  */
 import { EngineCallError } from '../../core/errors.js';
 import type { SampleCompletion, SampleOptions, SampleRequest, SampleResult, Sampler, SamplerCapabilities } from '../types.js';

@@ -58,6 +58,18 @@ test('arbor train over HTTP (OpenAI-compatible sampler + Tinker-compatible train
     }
     assert.equal(remote.heldout_acc_end, local.heldout_acc_end);
     assert.ok((server.counters['/v1/completions'] ?? 0) > 0 && (server.counters['/api/v1/forward_backward'] ?? 0) === 3 && (server.counters['/api/v1/optim_step'] ?? 0) === 3);
+    // async over HTTP: production of the next batch overlaps training (the producer is in-process,
+    // remote samplers serve what they hold); every trained token is still at most 1 version old
+    await train(parseConfig({
+      ...common,
+      run: { ...run('remote-async'), steps: 4, mode: 'async', maxStaleness: 1 },
+      optimize: { advantage: { kind: 'tree' }, loss: { kind: 'ppo_clip', correction: { kind: 'tis', cap: 2 } } },
+      engine: { kind: 'remote', sampler: { api: 'openai', servers: [url], model: 'arbor-nano' }, trainer: { url }, tokenizer: ckpt },
+    }), { quiet: true });
+    const c = new RunDir(join(root, 'remote-async')).readMetrics().filter((m) => m.step > 0);
+    assert.equal(c.length, 4);
+    assert.ok(c.every((m) => (m.staleness_max as number) <= 1 && m.trees_trained === 4), JSON.stringify(c.map((m) => [m.staleness_max, m.trees_trained])));
+    assert.ok(c.every((m) => typeof m.is_weight_mean === 'number'), 'the TIS correction ran through the remote trainer (extra forward for the proximal policy)');
   } finally {
     await server.close();
   }

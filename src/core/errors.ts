@@ -68,3 +68,20 @@ export class NumericsError extends ArborError {
 export function isAbortError(error: unknown): boolean {
   return error instanceof Error && (error.name === 'AbortError' || (error as { code?: string }).code === 'ABORT_ERR');
 }
+
+/** A schema-validation issue (zod's shape, typed structurally so core needs no dependency). */
+export interface ValidationIssue {
+  path: Array<string | number>;
+  message: string;
+  code: string;
+  keys?: string[];
+}
+
+/**
+ * The ConfigError for a failed section schema: names the dotted key under `prefix` (an unknown key is
+ * reported on its parent, so its own name is appended) and keeps the validator's message.
+ */
+export function configErrorFromIssue(prefix: string, issue: ValidationIssue): ConfigError {
+  const key = [prefix, ...issue.path, ...(issue.code === 'unrecognized_keys' ? (issue.keys ?? []).slice(0, 1) : [])].join('.');
+  return new ConfigError(`${key}: ${issue.message}`, key);
+}

@@ -4,7 +4,7 @@
  * by the run config so every option has a default and a description.
  */
 import { z } from 'zod';
-import { ConfigError } from '../core/errors.js';
+import { configErrorFromIssue } from '../core/errors.js';
 import { iidGenerator } from './iid.js';
 import { treepoGenerator } from './treepo.js';
 import type { Generator } from './types.js';
@@ -46,8 +46,7 @@ export type GenerateOptions = z.infer<typeof generateOptionsSchema>;
 export function generatorFromConfig(spec: unknown): Generator {
   const parsed = generateOptionsSchema.safeParse(spec);
   if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new ConfigError(`generate.${issue.path.join('.')}: ${issue.message}`, `generate.${issue.path.join('.')}`);
+    throw configErrorFromIssue('generate', parsed.error.issues[0]);
   }
   const o = parsed.data;
   return o.kind === 'iid' ? iidGenerator(o) : treepoGenerator(o);

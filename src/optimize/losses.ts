@@ -6,7 +6,7 @@
  * `policyLossReference` is the plain per-token formula used to hand-check engines in tests.
  */
 import { z } from 'zod';
-import { ConfigError } from '../core/errors.js';
+import { configErrorFromIssue } from '../core/errors.js';
 import type { LossExtras, LossSpec } from '../engine/types.js';
 import { correctionSchema, type Correction } from './off-policy.js';
 
@@ -29,8 +29,7 @@ export type LossOptions = z.infer<typeof lossOptionsSchema>;
 export function lossFromConfig(spec: unknown): { loss: LossSpec; extras: LossExtras; correction: Correction } {
   const parsed = lossOptionsSchema.safeParse(spec ?? {});
   if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new ConfigError(`optimize.loss.${issue.path.join('.')}: ${issue.message}`, `optimize.loss.${issue.path.join('.')}`);
+    throw configErrorFromIssue('optimize.loss', parsed.error.issues[0]);
   }
   const o = parsed.data;
   const extras: LossExtras = { klCoef: o.klCoef, entropyCoef: o.entropyCoef };

@@ -3,7 +3,7 @@
  * options (unknown names or keys are ConfigErrors that list what exists).
  */
 import { z } from 'zod';
-import { ConfigError } from '../core/errors.js';
+import { ConfigError, configErrorFromIssue } from '../core/errors.js';
 import { arithTask } from './arith.js';
 import { countdownTask } from './countdown.js';
 import { datasetTask, gsm8kTask, math500Task } from './datasets/task.js';
@@ -89,8 +89,7 @@ export function getTask(name: string, options: unknown = {}): Task {
   if (!entry) throw new ConfigError(`task.name: unknown task "${name}" (known: ${knownTasks().join(', ')})`, 'task.name');
   const parsed = entry.schema.safeParse(options ?? {});
   if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new ConfigError(`task.options.${issue.path.join('.')}: ${issue.message}`, `task.options.${issue.path.join('.')}`);
+    throw configErrorFromIssue('task.options', parsed.error.issues[0]);
   }
   return entry.build(parsed.data as never);
 }

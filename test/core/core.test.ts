@@ -44,8 +44,8 @@ test('tree: build, trajectories, token count, JSON round-trip', () => {
   assert.equal(tr.finishReason, 'length');
   assert.equal(generatedTokenCount(t), 5);
   assert.deepEqual(treeFromJSON(treeToJSON(t)), t);
-  assert.throws(() => treeFromJSON('{"id":"x"}', 'f.jsonl:3'), DataError);
-  assert.throws(() => addNode(t, '0', { tokens: [1], logprobs: [] }), DataError);
+  assert.throws(() => treeFromJSON('{"id":"x"}', 'f.jsonl:3'), (e: unknown) => e instanceof DataError && /^f\.jsonl:3: field "itemId"/.test(e.message));
+  assert.throws(() => addNode(t, '0', { tokens: [1], logprobs: [] }), (e: unknown) => e instanceof DataError && /^tree t1: segment arrays/.test(e.message));
 });
 
 test('errors: retryable derived from status', () => {

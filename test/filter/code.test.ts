@@ -63,7 +63,7 @@ test('bad item.meta → DataError naming the item and field', async () => {
     reward.score({ response: 'print(1)', item: { id: 'x2', prompt: '', answer: '', meta: { tests: [{ input: '1' }] } } }),
     (e: unknown) => e instanceof DataError && /x2/.test(e.message) && e.field === 'meta.tests[0].expected',
   );
-  await assert.rejects(reward.score({ response: 'print(1)', item: { id: 'x3', prompt: '', answer: '', meta: { tests: 'nope' } } }), DataError);
+  await assert.rejects(reward.score({ response: 'print(1)', item: { id: 'x3', prompt: '', answer: '', meta: { tests: 'nope' } } }), (e: unknown) => e instanceof DataError && /x3/.test(e.message) && e.field === 'meta.tests');
   // Through scoreSafely a DataError becomes the failure reward with the message in info.error.
   const safe = await scoreSafely(reward, { response: 'print(1)', item: { id: 'x4', prompt: '', answer: '', meta: {} } });
   assert.equal(safe.reward, 0);

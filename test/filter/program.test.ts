@@ -41,8 +41,8 @@ test('a program reward computes a score (number, components, async, CommonJS, fr
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
-  assert.throws(() => programReward({}), ConfigError);
-  assert.throws(() => programReward({ path: '/nonexistent/reward.mjs' }), ConfigError);
+  assert.throws(() => programReward({}), (e: unknown) => e instanceof ConfigError && e.path === 'source' && /exactly one of "source" and "path"/.test(e.message));
+  assert.throws(() => programReward({ path: '/nonexistent/reward.mjs' }), (e: unknown) => e instanceof ConfigError && e.path === 'path' && /cannot read \/nonexistent\/reward\.mjs \(ENOENT\)/.test(e.message));
 });
 
 test('a malicious program reward cannot escape and yields a failure', async () => {
@@ -59,12 +59,12 @@ test('a malicious program reward cannot escape and yields a failure', async () =
       source: `import net from 'node:net';\nexport default () => new Promise((resolve, reject) => { const s = net.connect(${port}, '127.0.0.1', () => resolve(1)); s.on('error', reject); });`,
       limits,
     });
-    await assert.rejects(socket.score({ response: '', item }), /threw/);
+    await assert.rejects(socket.score({ response: '', item }), /threw: \[ERR_SANDBOX_DENIED\] Error: sandbox: network connection is not allowed/);
     await new Promise((res) => setTimeout(res, 50));
     listener.assertNoConnections('sandboxed program');
 
     const spawner = programReward({ source: `import { execSync } from 'node:child_process';\nexport default () => Number(execSync('echo 1').toString());`, limits });
-    await assert.rejects(spawner.score({ response: '', item }), /threw/);
+    await assert.rejects(spawner.score({ response: '', item }), /threw: \[ERR_ACCESS_DENIED\]/);
 
     const looper = programReward({ source: 'export default () => { for (;;) {} };', limits });
     const t = performance.now();

@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { ConfigError } from '../../src/core/errors.js';
 import { exactReward, numericReward, formatReward, lengthPenalty, lengthPenaltyReward, parseNumber } from '../../src/filter/basic.js';
 import { composeRewards, scoreBatch, scoreSafely } from '../../src/filter/reward.js';
 import { correctNoisyReward, noisyCorrectionReward } from '../../src/filter/noisy-correction.js';
@@ -62,7 +63,7 @@ test('noisy-verifier backward correction is unbiased (simulation)', async () => 
   }
   const wrapped = noisyCorrectionReward(exactReward(), { falsePositiveRate: fp, falseNegativeRate: fn });
   assert.ok(Math.abs((await wrapped.score({ response: '1,234', item })).reward - (1 - fp) / (1 - fp - fn)) < 1e-12);
-  assert.throws(() => noisyCorrectionReward(exactReward(), { falsePositiveRate: 0.6, falseNegativeRate: 0.5 }));
+  assert.throws(() => noisyCorrectionReward(exactReward(), { falsePositiveRate: 0.6, falseNegativeRate: 0.5 }), (e: unknown) => e instanceof ConfigError && e.path === 'reward.falsePositiveRate' && /sum < 1 \(got 0\.6, 0\.5\)/.test(e.message));
 });
 
 test('judge: retries a 500, parses verdicts, reports unparseable replies (loopback server)', async () => {

@@ -112,7 +112,7 @@ test('abort signal kills the run', async () => {
 });
 
 test('limits are validated', () => {
-  assert.throws(() => resolveLimits({ wallMs: -1 }), ConfigError);
+  assert.throws(() => resolveLimits({ wallMs: -1 }), (e: unknown) => e instanceof ConfigError && e.path === 'limits.wallMs' && /"wallMs"/.test(e.message));
   assert.equal(resolveLimits({ cpuSeconds: 3 }).cpuSeconds, 3);
 });
 

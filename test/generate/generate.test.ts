@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Rng } from '../../src/core/rng.js';
-import { leaves, generatedTokenCount } from '../../src/core/tree.js';
+import { leaves, generatedTokenCount, pathTo, prefixTokens } from '../../src/core/tree.js';
 import { allocate, generatorFromConfig, type GenerateContext } from '../../src/generate/index.js';
 import { ConfigError } from '../../src/core/errors.js';
 import { ScriptedTreeSampler } from './scripted.js';
@@ -40,9 +40,20 @@ test('treepo: exactly G leaves per prompt, one call per round for all prompts, d
       assert.ok(ls.every((l) => l.finishReason !== null));
       assert.ok(ls.every((l) => l.depth <= 10), 'depth ≤ ceil(40/4)');
     }
-    // every round sent all live paths of all prompts in one call
+    // every round sent all live paths of all prompts in one call: the first round holds every prompt,
+    // a prompt takes part in every round until its tree is done (the rounds it appears in are 0..k-1),
+    // each request extends a node of the tree its affinity key names, and every node of every tree
+    // was grown by exactly one copy (n) of one request of that tree
     assert.equal(stats.samplerCalls, s.calls);
-    assert.ok(s.requestsSeen.every((reqs) => new Set(reqs.map((r) => r.affinityKey)).size >= 1));
+    assert.deepEqual(s.requestsSeen[0].map((r) => r.affinityKey), trees.map((t) => t.id), 'round 0 extends the root of every prompt, in input order');
+    for (const t of trees) {
+      const rounds = s.requestsSeen.map((reqs, r) => (reqs.some((q) => q.affinityKey === t.id) ? r : -1)).filter((r) => r >= 0);
+      assert.deepEqual(rounds, rounds.map((_, i) => i), `p=${stopProbability}: ${t.id} skipped a round while unfinished: ${rounds}`);
+      const mine = s.requestsSeen.flat().filter((q) => q.affinityKey === t.id);
+      const prefixes = new Set(Object.keys(t.nodes).filter((id) => t.nodes[id].children.length).map((id) => prefixTokens(t, id).join(',')));
+      assert.ok(mine.every((q) => prefixes.has(q.tokens.join(','))), `p=${stopProbability}: a request of ${t.id} does not extend one of its nodes`);
+      assert.equal(mine.reduce((a, q) => a + (q.n ?? 1), 0), Object.keys(t.nodes).length - 1, `p=${stopProbability}: ${t.id}: copies requested vs nodes grown`);
+    }
     assert.equal(s.live.size, 0, 'all retained handles were released');
     assert.equal(stats.trajectories, 40);
     assert.equal(stats.tokensDecoded, trees.reduce((s2, t) => s2 + generatedTokenCount(t), 0));
@@ -65,13 +76,49 @@ test('treepo: budget transfer T = max(n_c, min(G−F, b·f_s + b·n_c)) on the f
 });
 
 test('treepo: fallback regrows from truncated prefixes when every path stops early', async () => {
-  const s = new ScriptedTreeSampler(0.6);
-  const g = generatorFromConfig({ kind: 'treepo', groupSize: 8, segmentLength: 3, branchingFactor: 2, initialDivergence: 2 });
-  const { trees } = await g.grow(inputs, context(s, 3));
-  for (const t of trees) assert.equal(leaves(t).length, 8);
-  // a fallback request continues from a node that already has finished children (a sibling grown later)
-  const total = s.requestsSeen.flat().length;
-  assert.ok(total > 5, 'several rounds were needed');
+  // p = 0.6: paths die in their first segment (truncation to the prompt); one path (b = 1) at p = 0.2:
+  // leaves reach depth ≥ 2, so truncation also lands inside the response
+  for (const [stopProbability, b, minInside] of [[0.6, 2, 0], [0.2, 1, 1]] as const) {
+    const s = new ScriptedTreeSampler(stopProbability);
+    const g = generatorFromConfig({ kind: 'treepo', groupSize: 8, segmentLength: 3, branchingFactor: b, initialDivergence: b });
+    const { trees } = await g.grow(inputs, context(s, 3));
+    for (const t of trees) assert.equal(leaves(t).length, 8);
+    // Replay the rounds: a request of round r normally extends a node grown in round r-1 (or the root in
+    // round 0). Any other request is a fallback; it must come after a round in which every path of its
+    // tree finished, and grow from a TRUNCATED copy: a strict ancestor (segment boundary, 0 = the prompt)
+    // of a naturally finished ('stop') leaf, sending prompt + that ancestor's response tokens.
+    const key = (tokens: number[]) => tokens.join(',');
+    let fallbacks = 0;
+    let inside = 0;
+    for (const t of trees) {
+      const ids = Object.keys(t.nodes);
+      const nodeOf = new Map(ids.map((id) => [key(prefixTokens(t, id)), id]));
+      const stopLeaves = leaves(t).filter((l) => l.finishReason === 'stop');
+      let grownBefore = new Set([key(t.nodes['0'].tokens)]);
+      const finished = new Set<string>();
+      s.requestsSeen.forEach((reqs, r) => {
+        const mine = reqs.map((q, j) => ({ q, result: s.resultsSeen[r][j] })).filter(({ q }) => q.affinityKey === t.id);
+        for (const { q, result } of mine) {
+          const id = nodeOf.get(key(q.tokens));
+          assert.ok(id !== undefined, `${t.id} round ${r}: the request's tokens are not prompt + the response of any node`);
+          // the new segments hang under the node whose context was sent (no stale context)
+          for (const c of result.completions) assert.equal(t.nodes[nodeOf.get(key(q.tokens.concat(c.tokens))) ?? '']?.parent, id, `${t.id} round ${r}: a segment grown from ${id} is not its child`);
+          if (grownBefore.has(key(q.tokens))) continue;
+          fallbacks++;
+          if (t.nodes[id].depth > 0) inside++;
+          assert.ok([...grownBefore].every((k) => t.nodes[nodeOf.get(k)!].children.length === 0), `${t.id} round ${r}: fallback while a path of the previous round was still live`);
+          const truncated = stopLeaves.some((l) => finished.has(l.id) && l.id !== id && pathTo(t, l.id).some((n) => n.id === id));
+          assert.ok(truncated, `${t.id} round ${r}: fallback from ${id}, which is not a strict ancestor of a leaf that finished with a stop token before round ${r}`);
+          assert.deepEqual(q.tokens, prefixTokens(t, id), 'prompt + the truncated response tokens');
+          if (q.cacheHandle) assert.deepEqual(s.handleContext.get(q.cacheHandle), q.tokens, `${t.id} round ${r}: the KV handle is the truncated context, not a stale one`);
+        }
+        grownBefore = new Set(mine.flatMap(({ q, result }) => result.completions.map((c) => key(q.tokens.concat(c.tokens)))));
+        for (const { q, result } of mine) for (const c of result.completions) if (c.finishReason === 'stop') finished.add(nodeOf.get(key(q.tokens.concat(c.tokens)))!);
+      });
+    }
+    assert.ok(fallbacks > 0, 'some prompt needed the fallback');
+    assert.ok(inside >= minInside, `p=${stopProbability}: ${inside} fallbacks truncated inside the response`);
+  }
 });
 
 test('treepo: same seed → same trees; different seed → different trees', async () => {
@@ -98,6 +145,7 @@ test('treepo on the embedded engine decodes fewer tokens than iid for the same n
 });
 
 test('generator config errors name the key', () => {
-  assert.throws(() => generatorFromConfig({ kind: 'beam' }), ConfigError);
-  assert.throws(() => generatorFromConfig({ kind: 'treepo', segmentLenght: 4 }), (e: unknown) => e instanceof ConfigError && /generate/.test(e.message));
+  assert.throws(() => generatorFromConfig({ kind: 'beam' }), (e: unknown) => e instanceof ConfigError && e.path === 'generate.kind' && /^generate\.kind: .*'iid' \| 'treepo'/.test(e.message));
+  assert.throws(() => generatorFromConfig({ kind: 'treepo', segmentLenght: 4 }), (e: unknown) => e instanceof ConfigError && e.path === 'generate.segmentLenght' && /^generate\.segmentLenght: /.test(e.message));
+  assert.throws(() => generatorFromConfig({ kind: 'treepo', segmentLength: 0 }), (e: unknown) => e instanceof ConfigError && e.path === 'generate.segmentLength');
 });

@@ -12,6 +12,10 @@ export class ScriptedTreeSampler implements Sampler {
   readonly capabilities = { entropy: true, topLogprobs: false, forcedTokens: false, cacheHandles: true, prefixCaching: false };
   calls = 0;
   requestsSeen: SampleRequest[][] = [];
+  /** What each call returned (parallel to requestsSeen). */
+  resultsSeen: SampleResult[][] = [];
+  /** Every handle ever issued and the full token context it names (kept after release). */
+  readonly handleContext = new Map<string, number[]>();
   readonly live = new Map<string, number[]>();
   private counter = 0;
   constructor(readonly stopProbability: number) {}
@@ -24,7 +28,7 @@ export class ScriptedTreeSampler implements Sampler {
   async sample(requests: SampleRequest[]): Promise<SampleResult[]> {
     this.calls++;
     this.requestsSeen.push(requests);
-    return requests.map((r) => {
+    const results = requests.map((r) => {
       const cached = r.cacheHandle ? this.live.get(r.cacheHandle) : undefined;
       const reused = cached && cached.every((t, i) => r.tokens[i] === t) ? cached.length : 0;
       const n = r.n ?? 1;
@@ -44,10 +48,13 @@ export class ScriptedTreeSampler implements Sampler {
         if (r.retain) {
           c.cacheHandle = `h${++this.counter}`;
           this.live.set(c.cacheHandle, r.tokens.concat(tokens));
+          this.handleContext.set(c.cacheHandle, r.tokens.concat(tokens));
         }
         return c;
       });
       return { completions, usage: { promptTokensComputed: r.tokens.length - reused, prefixTokensReused: reused + (n - 1) * r.tokens.length, tokensDecoded: completions.reduce((s, c) => s + c.tokens.length, 0) }, weightVersion: 0 };
     });
+    this.resultsSeen.push(results);
+    return results;
   }
 }

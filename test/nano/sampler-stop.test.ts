@@ -53,7 +53,7 @@ test('stopAfterGroups: a stop token finishes a group; count 0 aborts before the 
   assert.deepEqual(b.completions.map((c) => [c.finishReason, c.tokens.length]), [['abort', 1], ['abort', 1]]);
   const [z] = await s.sample([reqs[1]], { stopAfterGroups: { groupOf: [0], count: 0 } });
   assert.deepEqual(z.completions.map((c) => [c.finishReason, c.tokens.length]), [['abort', 0], ['abort', 0]]);
-  await assert.rejects(s.sample(reqs, { stopAfterGroups: { groupOf: [0], count: 1 } }), EngineCallError);
+  await assert.rejects(s.sample(reqs, { stopAfterGroups: { groupOf: [0], count: 1 } }), (e: unknown) => e instanceof EngineCallError && /stopAfterGroups\.groupOf has 1 entries for 2 requests/.test(e.message) && !e.isRetryable);
 });
 
 test('stopAfterGroups is deterministic and an aborted continuation is a prefix of the uncut one', async () => {

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { addNode, createTree, type RolloutTree } from '../../src/core/tree.js';
-import { buildDatums, computeAdvantages, drGrpoAdvantages, grpoAdvantages, mcGrpoAdvantages, rlooAdvantages, treeLeafAdvantages, whitenTokenWeighted, lossFromConfig, policyLossReference } from '../../src/optimize/index.js';
+import { advantagesFromConfig, buildDatums, computeAdvantages, drGrpoAdvantages, grpoAdvantages, mcGrpoAdvantages, rlooAdvantages, treeLeafAdvantages, whitenTokenWeighted, lossFromConfig, policyLossReference } from '../../src/optimize/index.js';
 import { policyTokenLoss } from '../../src/engine/nano/losses.js';
 import { ConfigError } from '../../src/core/errors.js';
 
@@ -117,6 +117,11 @@ test('loss config and the engine token loss agree with the reference formula', (
   near(policyLossReference('ppo_clip', -1, -1.5, 1), -1.28, 1e-12);
   // dual clip: A = -1, ratio e^1.9 = 6.69 → min(-6.69, -1.28) = -6.69, max with 3·(-1) = -3 → loss 3
   near(policyLossReference('ppo_clip', -2 + 1.9 + 0.1 - 0.1, -2 + 0.1 - 0.1, -1, 0.2, 0.28, 3), 3, 1e-12);
-  assert.throws(() => lossFromConfig({ kind: 'ppo', clipLow: 0.2 }), ConfigError);
-  assert.throws(() => lossFromConfig({ kind: 'ppo_clip', clipLo: 0.2 }), ConfigError);
+  assert.throws(() => lossFromConfig({ kind: 'ppo', clipLow: 0.2 }), (e: unknown) => e instanceof ConfigError && e.path === 'optimize.loss.kind' && /received 'ppo'/.test(e.message));
+  assert.throws(() => lossFromConfig({ kind: 'ppo_clip', clipLo: 0.2 }), (e: unknown) => e instanceof ConfigError && e.path === 'optimize.loss.clipLo' && /^optimize\.loss\.clipLo: .*'clipLo'/.test(e.message));
+});
+
+test('advantage config errors name the key', () => {
+  assert.throws(() => advantagesFromConfig({ kind: 'tree', levle: 'segment' }), (e: unknown) => e instanceof ConfigError && e.path === 'optimize.advantage.levle' && /^optimize\.advantage\.levle: .*'levle'/.test(e.message));
+  assert.throws(() => advantagesFromConfig({ kind: 'treee' }), (e: unknown) => e instanceof ConfigError && e.path === 'optimize.advantage.kind' && /received 'treee'/.test(e.message));
 });

@@ -9,6 +9,7 @@ import { ServerPool } from '../../src/engine/remote/balancer.js';
 import { JsonClient } from '../../src/engine/remote/http.js';
 import { EngineCallError } from '../../src/core/errors.js';
 import { ScriptedSampler } from './scripted-sampler.js';
+import type { SampleCompletion, SampleRequest, Sampler } from '../../src/engine/types.js';
 
 const request = { tokens: [1, 2, 3, 4], n: 3, maxTokens: 6, seed: 11, stopTokens: [7], topLogprobs: 2 };
 
@@ -40,17 +41,39 @@ test('openai-completions client over arbor serve returns exactly what the engine
 });
 
 test('sglang client over arbor serve: batched n, logprobs, finish reasons', async () => {
-  const server = new ArborServer({ sampler: new ScriptedSampler(), modelName: 'm' });
+  // the engine behind the server records what it sampled for each copy (one request per copy)
+  const engine = new ScriptedSampler(8);
+  const served: Array<{ request: SampleRequest; completion: SampleCompletion }> = [];
+  const recording: Sampler = {
+    specificationVersion: engine.specificationVersion,
+    capabilities: engine.capabilities,
+    weightVersion: () => engine.weightVersion(),
+    release: () => undefined,
+    async sample(requests, options) {
+      const results = await engine.sample(requests, options);
+      requests.forEach((request, i) => served.push({ request, completion: results[i].completions[0] }));
+      return results;
+    },
+  };
+  const server = new ArborServer({ sampler: recording, modelName: 'm' });
   const url = await server.listen();
   try {
     const client = new SGLangSampler({ servers: [url] });
-    const [r] = await client.sample([{ tokens: [5, 6], n: 2, maxTokens: 4, seed: 3, returnEntropy: true }]);
-    assert.equal(r.completions.length, 2);
-    for (const c of r.completions) {
-      assert.equal(c.tokens.length, c.logprobs.length);
-      assert.ok(c.tokens.length <= 4);
-      assert.equal(c.entropies?.length, c.tokens.length);
-    }
+    const [r] = await client.sample([{ tokens: [5, 6], n: 4, maxTokens: 4, seed: 3, stopTokens: [4], returnEntropy: true }]);
+    // copy i went to the engine with sampling_seed seed + 7919·i, as one request of one continuation
+    assert.deepEqual(served.map((x) => x.request.seed).sort((a, b) => a! - b!), [3, 3 + 7919, 3 + 2 * 7919, 3 + 3 * 7919]);
+    assert.ok(served.every((x) => x.request.n === 1 && x.request.maxTokens === 4 && x.request.stopTokens?.join() === '4' && x.request.tokens.join() === '5,6'));
+    assert.equal(r.completions.length, 4);
+    r.completions.forEach((c, i) => {
+      const engineSide = served.find((x) => x.request.seed === 3 + 7919 * i)!.completion;
+      assert.deepEqual(c.tokens, engineSide.tokens, `copy ${i} tokens`);
+      assert.deepEqual(c.logprobs, engineSide.logprobs, `copy ${i} log-probs`);
+      assert.equal(c.finishReason, engineSide.finishReason, `copy ${i} finish reason`);
+      assert.deepEqual(c.entropies, engineSide.topLogprobs!.map(entropyFromTopK), `copy ${i} entropies from the top-k the engine returned`);
+    });
+    // the case exercises both finish reasons
+    assert.deepEqual(new Set(r.completions.map((c) => c.finishReason)), new Set(['stop', 'length']));
+    assert.equal(r.usage.tokensDecoded, served.reduce((a, x) => a + x.completion.tokens.length, 0));
   } finally {
     await server.close();
   }
@@ -119,15 +142,26 @@ test('non-retryable 400 fails at once with a clear error; abort is not retried',
   const url = await server.listen();
   try {
     const client = new JsonClient({ baseUrl: url, retry: { baseDelayMs: 1 } });
-    await assert.rejects(client.call('/v1/completions', { prompt: 'x' }), (e: unknown) => e instanceof EngineCallError && e.details.status === 400 && !e.isRetryable);
+    await assert.rejects(client.call('/v1/completions', { prompt: 'x' }), (e: unknown) => e instanceof EngineCallError && e.details.status === 400 && !e.isRetryable && e.details.url === `${url}/v1/completions` && /HTTP 400: .*field \\"prompt\\"/.test(e.message));
     assert.equal(client.stats.retries, 0);
-    const slow = new ArborServer({ sampler: new ScriptedSampler(50, 5000), modelName: 'm' });
+    assert.equal(client.stats.requests, 1);
+    const slowEngine = new ScriptedSampler(50, 5000);
+    const slow = new ArborServer({ sampler: slowEngine, modelName: 'm' });
     const slowUrl = await slow.listen();
-    const controller = new AbortController();
-    const sampler = new OpenAICompletionsSampler({ servers: [slowUrl], model: 'm' });
-    setTimeout(() => controller.abort(), 50);
-    await assert.rejects(sampler.sample([request], { signal: controller.signal }));
-    await slow.close();
+    try {
+      const controller = new AbortController();
+      const sampler = new OpenAICompletionsSampler({ servers: [slowUrl], model: 'm' });
+      setTimeout(() => controller.abort(), 50);
+      const started = Date.now();
+      // the caller's abort reason itself comes back (not wrapped in an EngineCallError), promptly, and once
+      await assert.rejects(sampler.sample([request], { signal: controller.signal }), (e: unknown) => e === controller.signal.reason && (e as Error).name === 'AbortError' && !(e instanceof EngineCallError));
+      assert.ok(Date.now() - started < 2000, `rejected after ${Date.now() - started} ms, not when the engine would have answered`);
+      const [http] = (sampler as unknown as { pool: ServerPool }).pool.clients;
+      assert.deepEqual({ requests: http.stats.requests, retries: http.stats.retries }, { requests: 1, retries: 0 }, 'the aborted request was not retried');
+      assert.equal(slowEngine.calls, 1);
+    } finally {
+      await slow.close();
+    }
   } finally {
     await server.close();
   }

@@ -9,6 +9,12 @@ import { RunDir } from '../../src/run/rundir.js';
 import { loadArena, loadCheckpoint } from '../../src/engine/nano/checkpoint.js';
 import { NanoTrainer } from '../../src/engine/nano/trainer.js';
 import { treeFromJSON, trajectories } from '../../src/core/tree.js';
+import { Rng } from '../../src/core/rng.js';
+import { loadKernels } from '../../src/engine/kernels/index.js';
+import { NanoSampler } from '../../src/engine/nano/sampler.js';
+import { evaluate } from '../../src/run/evaluate.js';
+import { promptEncoder } from '../../src/run/prompts.js';
+import { getTask } from '../../src/tasks/index.js';
 
 const base = (outDir: string, overrides: Record<string, unknown> = {}) =>
   parseConfig({
@@ -31,9 +37,22 @@ test('end to end: a short SFT + TreePO run writes the run directory and moves th
   assert.equal(metrics.length, 16);
   for (const f of ['config.resolved.yaml', 'metrics.jsonl', 'summary.json', 'report.html', 'trees/step-1.jsonl', 'trees/step-4.jsonl', 'checkpoints/step-16/state.json']) assert.ok(existsSync(join(out, f)), f);
   const s = JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8'));
-  // a run checkpoint is a loadable model (arbor eval / serve)
-  const ck = await loadCheckpoint(join(out, 'checkpoints/step-16/engine'));
-  assert.equal(ck.model.parameterCount > 0, true);
+  // a run checkpoint is a loadable model (arbor eval / serve) holding the final policy: evaluated as the
+  // run's evalAt does (same test items, seed, greedy decoding), it gives the run's final held-out accuracy
+  // exactly; the warm-start checkpoint gives the starting accuracy
+  const cfg = base(out);
+  const task = getTask(cfg.task.name, cfg.task.options);
+  const heldout = async (dir: string, step: number) => {
+    const { model, tokenizer } = await loadCheckpoint(dir, { kernels: await loadKernels({ backend: cfg.engine.kernels }) });
+    const items = task.makeItems('test', cfg.run.evalCount, cfg.run.seed);
+    const encodePrompt = promptEncoder(tokenizer, cfg.engine.chatTemplate);
+    const sampler = new NanoSampler(model, { pageSize: cfg.engine.pageSize });
+    return evaluate(items, cfg.run.evalPassK, { sampler, encodePrompt, decode: (t) => tokenizer.decode(t), stopTokens: [tokenizer.eos], maxResponseTokens: cfg.sampling.maxResponseTokens, reward: task.reward, rng: new Rng(cfg.run.seed).fork(`eval/${step}`) });
+  };
+  const [end, start] = [await heldout(join(out, 'checkpoints/step-16/engine'), 16), await heldout(join(root, 'sft'), 0)];
+  assert.equal(end.greedyAccuracy, s.heldout_acc_end);
+  assert.equal(start.greedyAccuracy, s.heldout_acc_start);
+  assert.notEqual(s.heldout_acc_end, s.heldout_acc_start, 'the two evaluations tell the checkpoints apart');
   await assert.rejects(train(base(out), { quiet: true, steps: 1 }), /already exists/);
   for (const k of ['heldout_acc_start', 'heldout_acc_end', 'wall_s', 'tokens_decoded']) assert.equal(typeof s[k], 'number', k);
   assert.equal(s.tokens_decoded, metrics.reduce((a, m) => a + (m.tokens_decoded as number), 0));

@@ -87,7 +87,7 @@ test('dataset task: template, answers from solutions, a deterministic disjoint s
   // a row whose solution has no final answer fails at load with its file and line
   const broken = getTask('dataset', { train: file('broken.jsonl', rows(2) + JSON.stringify({ uid: 'z', question: 'q', solution: 'no answer here' }) + '\n'), fields: { prompt: 'question', answer: 'solution' }, answerFrom: 'solution' });
   await assert.rejects(broken.prepare!(), (e: unknown) => e instanceof DataError && /broken\.jsonl:3: no final answer/.test(e.message));
-  assert.throws(() => getTask('dataset', { train: path, feilds: {} }), ConfigError);
+  assert.throws(() => getTask('dataset', { train: path, feilds: {} }), (e: unknown) => e instanceof ConfigError && e.path === 'task.options.feilds');
   await assert.rejects(getTask('dataset', { train: join(dir, 'nope.jsonl') }).prepare!(), /dataset file not found/);
 });
 

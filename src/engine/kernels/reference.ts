@@ -1,10 +1,13 @@
 /**
  * Plain-TypeScript reference kernels: the oracle every WASM kernel is tested against, and the
  * fallback when WebAssembly SIMD is unavailable. Written for clarity, not speed. See types.ts.
+ * Arithmetic is in JS doubles; results round to the buffers' element type on store, so
+ * `referenceKernels` (Float32Array buffers) is float32 and `referenceKernels64` (Float64Array
+ * buffers, for gradient checks by finite differences) is float64 end to end.
  */
-import type { Kernels } from './types.js';
+import type { FloatArray, Kernels } from './types.js';
 
-export function matmulRef(out: Float32Array, a: Float32Array, b: Float32Array, M: number, K: number, N: number, accumulate: boolean): void {
+export function matmulRef(out: FloatArray, a: FloatArray, b: FloatArray, M: number, K: number, N: number, accumulate: boolean): void {
   for (let i = 0; i < M; i++) {
     for (let j = 0; j < N; j++) {
       let s = 0;
@@ -14,7 +17,7 @@ export function matmulRef(out: Float32Array, a: Float32Array, b: Float32Array, M
   }
 }
 
-export function matmulBTRef(out: Float32Array, a: Float32Array, b: Float32Array, M: number, K: number, N: number, accumulate: boolean): void {
+export function matmulBTRef(out: FloatArray, a: FloatArray, b: FloatArray, M: number, K: number, N: number, accumulate: boolean): void {
   for (let i = 0; i < M; i++) {
     for (let j = 0; j < N; j++) {
       let s = 0;
@@ -24,7 +27,7 @@ export function matmulBTRef(out: Float32Array, a: Float32Array, b: Float32Array,
   }
 }
 
-export function matmulATRef(out: Float32Array, a: Float32Array, b: Float32Array, M: number, K: number, N: number, accumulate: boolean): void {
+export function matmulATRef(out: FloatArray, a: FloatArray, b: FloatArray, M: number, K: number, N: number, accumulate: boolean): void {
   for (let i = 0; i < M; i++) {
     for (let j = 0; j < N; j++) {
       let s = 0;
@@ -34,7 +37,7 @@ export function matmulATRef(out: Float32Array, a: Float32Array, b: Float32Array,
   }
 }
 
-export function rmsnormForwardRef(out: Float32Array, rstd: Float32Array, x: Float32Array, weight: Float32Array, N: number, C: number, eps: number): void {
+export function rmsnormForwardRef(out: FloatArray, rstd: FloatArray, x: FloatArray, weight: FloatArray, N: number, C: number, eps: number): void {
   for (let n = 0; n < N; n++) {
     let ss = 0;
     for (let c = 0; c < C; c++) ss += x[n * C + c] * x[n * C + c];
@@ -44,7 +47,7 @@ export function rmsnormForwardRef(out: Float32Array, rstd: Float32Array, x: Floa
   }
 }
 
-export function rmsnormBackwardRef(dx: Float32Array, dweight: Float32Array, dout: Float32Array, x: Float32Array, weight: Float32Array, rstd: Float32Array, N: number, C: number): void {
+export function rmsnormBackwardRef(dx: FloatArray, dweight: FloatArray, dout: FloatArray, x: FloatArray, weight: FloatArray, rstd: FloatArray, N: number, C: number): void {
   for (let n = 0; n < N; n++) {
     const r = rstd[n];
     // y_c = x_c r w_c;  dL/dx_j = r w_j g_j - r^3/C x_j Σ_c g_c w_c x_c
@@ -59,7 +62,7 @@ export function rmsnormBackwardRef(dx: Float32Array, dweight: Float32Array, dout
   }
 }
 
-export function softmaxForwardRef(out: Float32Array, x: Float32Array, N: number, C: number): void {
+export function softmaxForwardRef(out: FloatArray, x: FloatArray, N: number, C: number): void {
   for (let n = 0; n < N; n++) {
     let mx = -Infinity;
     for (let c = 0; c < C; c++) mx = Math.max(mx, x[n * C + c]);
@@ -73,7 +76,7 @@ export function softmaxForwardRef(out: Float32Array, x: Float32Array, N: number,
   }
 }
 
-export function logSoftmaxForwardRef(out: Float32Array, x: Float32Array, N: number, C: number): void {
+export function logSoftmaxForwardRef(out: FloatArray, x: FloatArray, N: number, C: number): void {
   for (let n = 0; n < N; n++) {
     let mx = -Infinity;
     for (let c = 0; c < C; c++) mx = Math.max(mx, x[n * C + c]);
@@ -84,7 +87,7 @@ export function logSoftmaxForwardRef(out: Float32Array, x: Float32Array, N: numb
   }
 }
 
-export function softmaxBackwardRef(dx: Float32Array, dout: Float32Array, y: Float32Array, N: number, C: number): void {
+export function softmaxBackwardRef(dx: FloatArray, dout: FloatArray, y: FloatArray, N: number, C: number): void {
   for (let n = 0; n < N; n++) {
     let dot = 0;
     for (let c = 0; c < C; c++) dot += dout[n * C + c] * y[n * C + c];
@@ -92,7 +95,7 @@ export function softmaxBackwardRef(dx: Float32Array, dout: Float32Array, y: Floa
   }
 }
 
-export function logSoftmaxBackwardRef(dx: Float32Array, dout: Float32Array, y: Float32Array, N: number, C: number): void {
+export function logSoftmaxBackwardRef(dx: FloatArray, dout: FloatArray, y: FloatArray, N: number, C: number): void {
   for (let n = 0; n < N; n++) {
     let sum = 0;
     for (let c = 0; c < C; c++) sum += dout[n * C + c];
@@ -100,7 +103,7 @@ export function logSoftmaxBackwardRef(dx: Float32Array, dout: Float32Array, y: F
   }
 }
 
-export function attentionForwardRef(out: Float32Array, att: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array, B: number, T: number, C: number, NH: number): void {
+export function attentionForwardRef(out: FloatArray, att: FloatArray, q: FloatArray, k: FloatArray, v: FloatArray, B: number, T: number, C: number, NH: number): void {
   const hs = C / NH;
   const scale = 1 / Math.sqrt(hs);
   for (let b = 0; b < B; b++) {
@@ -135,7 +138,7 @@ export function attentionForwardRef(out: Float32Array, att: Float32Array, q: Flo
   }
 }
 
-export function attentionBackwardRef(dq: Float32Array, dk: Float32Array, dv: Float32Array, dout: Float32Array, att: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array, B: number, T: number, C: number, NH: number): void {
+export function attentionBackwardRef(dq: FloatArray, dk: FloatArray, dv: FloatArray, dout: FloatArray, att: FloatArray, q: FloatArray, k: FloatArray, v: FloatArray, B: number, T: number, C: number, NH: number): void {
   const hs = C / NH;
   const scale = 1 / Math.sqrt(hs);
   const datt = new Float64Array(T);
@@ -169,18 +172,29 @@ export function attentionBackwardRef(dq: Float32Array, dk: Float32Array, dv: Flo
   }
 }
 
-export const referenceKernels: Kernels = {
-  name: 'reference',
-  alloc: (n: number) => new Float32Array(n),
-  matmul: matmulRef,
-  matmulBT: matmulBTRef,
-  matmulAT: matmulATRef,
-  rmsnormForward: rmsnormForwardRef,
-  rmsnormBackward: rmsnormBackwardRef,
-  softmaxForward: softmaxForwardRef,
-  logSoftmaxForward: logSoftmaxForwardRef,
-  softmaxBackward: softmaxBackwardRef,
-  logSoftmaxBackward: logSoftmaxBackwardRef,
-  attentionForward: attentionForwardRef,
-  attentionBackward: attentionBackwardRef,
-};
+function referenceBackend<F extends FloatArray>(name: string, alloc: (n: number) => F): Kernels<F> {
+  return {
+    name,
+    alloc,
+    matmul: matmulRef,
+    matmulBT: matmulBTRef,
+    matmulAT: matmulATRef,
+    rmsnormForward: rmsnormForwardRef,
+    rmsnormBackward: rmsnormBackwardRef,
+    softmaxForward: softmaxForwardRef,
+    logSoftmaxForward: logSoftmaxForwardRef,
+    softmaxBackward: softmaxBackwardRef,
+    logSoftmaxBackward: logSoftmaxBackwardRef,
+    attentionForward: attentionForwardRef,
+    attentionBackward: attentionBackwardRef,
+  };
+}
+
+/** The float32 reference backend (the fallback when WASM SIMD is unavailable). */
+export const referenceKernels: Kernels = referenceBackend('reference', (n) => new Float32Array(n));
+
+/**
+ * The same kernels over Float64Array buffers: every activation, gradient and parameter arena is
+ * float64, so finite-difference gradient checks can use tight tolerances. Not a training backend.
+ */
+export const referenceKernels64: Kernels<Float64Array> = referenceBackend('reference-f64', (n) => new Float64Array(n));

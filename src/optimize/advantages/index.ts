@@ -4,7 +4,7 @@
  * group; `tree` uses the tree's structure and whitens over the whole batch's policy tokens.
  */
 import { z } from 'zod';
-import { ConfigError } from '../../core/errors.js';
+import { configErrorFromIssue } from '../../core/errors.js';
 import { leaves, trajectory, type RolloutTree } from '../../core/tree.js';
 import type { AdvantagedTrajectory } from '../types.js';
 import { drGrpoAdvantages, grpoAdvantages, mcGrpoAdvantages, rlooAdvantages } from './group.js';
@@ -27,8 +27,7 @@ export type AdvantageOptions = z.infer<typeof advantageOptionsSchema>;
 export function advantagesFromConfig(spec: unknown): AdvantageOptions {
   const parsed = advantageOptionsSchema.safeParse(spec ?? {});
   if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new ConfigError(`optimize.advantage.${issue.path.join('.')}: ${issue.message}`, `optimize.advantage.${issue.path.join('.')}`);
+    throw configErrorFromIssue('optimize.advantage', parsed.error.issues[0]);
   }
   return parsed.data;
 }

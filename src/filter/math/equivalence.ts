@@ -8,8 +8,12 @@
  *  - tuples `(a,b)` and intervals `[a,b)`: ordered, bracket kinds must match;
  *  - sets `\{a,b\}` and bare comma lists `a, b`: order-insensitive; a set vs a tuple is compared in
  *    the written order;
- *  - unions `A \cup B`: order-insensitive parts;  matrices (`pmatrix`, `bmatrix`, `array`...): elementwise;
- *  - relations: `x=3` vs `3` (named left side dropped; a chain `a = b = c` is its last side), equations `L=R` vs `L'=R'` when L−R is a
+ *  - unions `A \cup B`: order-insensitive parts;  matrices (`pmatrix`, `bmatrix`, `array`...): elementwise,
+ *    after evaluating written-out matrix sums and products (`A + B`, `A B`, `2A - B`);
+ *  - `;`-separated solutions that each assign several unknowns (`p=5,q=2;p=7,q=2`) are tuples;
+ *  - relations: `x=3` vs `3` (named left side dropped; a chain `a = b = c` is its last side; an
+ *    equation between constants against a value is its last side), an equation against its
+ *    solved form (`2x+4y-3=0` vs `y=-\frac12x+\frac34`), equations `L=R` vs `L'=R'` when L−R is a
  *    nonzero multiple of L'−R', inequalities when the difference is a positive multiple (`5 >= x`
  *    equals `x <= 5`), chained `a < x <= b` becomes the interval `(a, b]`;
  *  - anything else: case-insensitive text equality.
@@ -79,7 +83,8 @@ function wrapped(s: string): [string, string, string] | null {
 
 function parseMatrix(s: string): Value | null {
   const m = /^\(?\\begin\{(pmatrix|bmatrix|vmatrix|Bmatrix|matrix|array)\}(\{[^{}]*\})?([\s\S]*)\\end\{\1\}\)?$/.exec(s.replace(/^\[(\\begin)/, '$1').replace(/(\\end\{array\})\]$/, '$1'));
-  if (!m) return null;
+  // One matrix literal only (`A + B` spans two; parseMatrixExpr evaluates it).
+  if (!m || /\\(?:begin|end)\{/.test(m[3])) return null;
   const rows = m[3]
     .split(/\\\\/)
     .map((r) => r.trim())
@@ -87,6 +92,109 @@ function parseMatrix(s: string): Value | null {
   const parsed = rows.map((r) => r.split('&').map((c) => parseValue(c, false)));
   if (!parsed.length || parsed.some((r) => r.length !== parsed[0].length)) return null;
   return { k: 'matrix', rows: parsed };
+}
+
+const MATRIX_RE = /\\begin\{(pmatrix|bmatrix|Bmatrix|matrix|array)\}(\{[^{}]*\})?([\s\S]*?)\\end\{\1\}/g;
+
+type Cells = Node[][];
+
+/** Cells of one matrix literal's body as expressions, or null when a cell is not one. */
+function matrixCells(body: string): Cells | null {
+  const rows = body
+    .split(/\\\\/)
+    .map((r) => r.trim())
+    .filter((r) => r.length);
+  try {
+    const cells = rows.map((r) => r.split('&').map((c) => parseExpression(c)));
+    if (!cells.length || cells.some((r) => r.length !== cells[0].length)) return null;
+    return cells;
+  } catch {
+    return null;
+  }
+}
+
+const mul = (a: Node, b: Node): Node => ({ k: 'bin', op: '*', a, b });
+const add = (a: Node, b: Node): Node => ({ k: 'bin', op: '+', a, b });
+
+function matMul(a: Cells, b: Cells): Cells | null {
+  if (a[0].length !== b.length) return null;
+  return a.map((row) => b[0].map((_, j) => row.map((x, k) => mul(x, b[k][j])).reduce(add)));
+}
+
+/**
+ * Matrix arithmetic written out: sums, differences and products of matrix literals with optional
+ * scalar coefficients (`A + B`, `A B`, `A \cdot B`, `2A - B`). The result is one matrix whose cells
+ * are the (symbolic) entries, so it compares elementwise with a written-out matrix. Null when the
+ * text is not such an expression (or holds a single plain matrix, which parseMatrix handles).
+ */
+function parseMatrixExpr(s: string): Value | null {
+  const found = [...s.matchAll(MATRIX_RE)];
+  if (!found.length) return null;
+  const gaps: string[] = [];
+  let prev = 0;
+  const mats: Cells[] = [];
+  for (const m of found) {
+    gaps.push(s.slice(prev, m.index));
+    prev = m.index! + m[0].length;
+    const cells = matrixCells(m[3]);
+    if (!cells) return null;
+    mats.push(cells);
+  }
+  if (s.slice(prev).trim()) return null;
+  if (mats.length === 1 && !gaps[0].trim()) return null;
+  const MULT = /^(?:\\cdot|\\times|\*)?$/;
+  const coefficient = (text: string, negative: boolean): Node | null => {
+    const t = text.replace(/(?:\\cdot|\\times|\*)$/, '').trim();
+    let n: Node = { k: 'num', v: 1 };
+    if (t) {
+      try {
+        n = parseExpression(t);
+      } catch {
+        return null;
+      }
+    }
+    return negative ? { k: 'neg', a: n } : n;
+  };
+  let total: Cells | null = null;
+  let term: Cells | null = null;
+  let coef: Node | null = null;
+  const flush = (): boolean => {
+    if (!term || !coef) return false;
+    const c = coef;
+    const scaled = term.map((r) => r.map((x) => mul(c, x)));
+    if (!total) total = scaled;
+    else {
+      const t: Cells = total;
+      if (t.length !== scaled.length || t[0].length !== scaled[0].length) return false;
+      total = t.map((r, i) => r.map((x, j) => add(x, scaled[i][j])));
+    }
+    return true;
+  };
+  for (let i = 0; i < mats.length; i++) {
+    const gap = gaps[i].trim();
+    if (i > 0 && MULT.test(gap)) {
+      term = matMul(term!, mats[i]);
+      if (!term) return null;
+      continue;
+    }
+    let negative = false;
+    let text = gap;
+    if (i > 0) {
+      if (gap[0] !== '+' && gap[0] !== '-') return null;
+      negative = gap[0] === '-';
+      text = gap.slice(1);
+      if (!flush()) return null;
+    } else if (gap.startsWith('-')) {
+      negative = true;
+      text = gap.slice(1);
+    }
+    coef = coefficient(text, negative);
+    if (!coef) return null;
+    term = mats[i];
+  }
+  if (!flush() || !total) return null;
+  const rows: Cells = total;
+  return { k: 'matrix', rows: rows.map((r) => r.map((node) => ({ k: 'expr', node, percent: false, src: '' }) as Value)) };
 }
 
 function exprOrText(s: string, percent: boolean): Value {
@@ -102,7 +210,7 @@ function exprOrText(s: string, percent: boolean): Value {
   }
 }
 
-function parseRelation(s: string): Value | null {
+function parseRelation(s: string, keepEq = false): Value | null {
   const ops: string[] = [];
   const parts: string[] = [];
   let prev = 0;
@@ -124,10 +232,12 @@ function parseRelation(s: string): Value | null {
   if (!ops.length) return null;
   parts.push(s.slice(prev));
   if (parts.some((p) => !p)) return null;
-  // Chains of `=` (worked steps): the last side is the answer (`x = 5+5+1 = 11` → `11`).
-  if (ops.every((o) => o === '=') && parts.length > 2) return parseValue(parts[parts.length - 1], false);
-  // `name = value` → value.
-  if (ops.length === 1 && ops[0] === '=' && isNameLike(parts[0])) return parseValue(parts[1], false);
+  if (!keepEq) {
+    // Chains of `=` (worked steps): the last side is the answer (`x = 5+5+1 = 11` → `11`).
+    if (ops.every((o) => o === '=') && parts.length > 2) return parseValue(parts[parts.length - 1], false);
+    // `name = value` → value.
+    if (ops.length === 1 && ops[0] === '=' && isNameLike(parts[0])) return parseValue(parts[1], false);
+  }
   // `a < x <= b` → interval.
   if (ops.length === 2 && ops.every((o) => o === '<' || o === '<=') && isNameLike(parts[1])) {
     return parseValue(`${ops[0] === '<' ? '(' : '['}${parts[0]},${parts[2]}${ops[1] === '<' ? ')' : ']'}`, false);
@@ -142,18 +252,46 @@ function parseRelation(s: string): Value | null {
   }
 }
 
-/** Structured value of a normalized answer string. */
-function parseValue(raw: string, percent: boolean): Value {
+/** `p=5,q=2` → the values [5, 2] when every item assigns a named unknown; otherwise null. */
+function assignmentGroup(group: string): string[] | null {
+  const items = splitTop(group, ',').filter((p) => p.length);
+  if (items.length < 2) return null;
+  const values: string[] = [];
+  for (const item of items) {
+    const eq = topLevelIndices(item, '=');
+    if (eq.length !== 1 || !isNameLike(item.slice(0, eq[0])) || /[<>!]$/.test(item.slice(0, eq[0]))) return null;
+    values.push(item.slice(eq[0] + 1));
+  }
+  return values;
+}
+
+/** Structured value of a normalized answer string (`keepEq`: equations stay equations). */
+function parseValue(raw: string, percent: boolean, keepEq = false): Value {
   let s = raw.trim();
   if (!s) return { k: 'text', s: '' };
   // `x \in S` → S.
   s = s.replace(/^[a-zA-Z](_\{?\w+\}?)?\\in(?![a-zA-Z])/, '');
-  const matrix = parseMatrix(s);
+  const matrix = parseMatrix(s) ?? parseMatrixExpr(s);
   if (matrix) return matrix;
   const cupParts = s.split(/\\cup(?![a-zA-Z])/);
   if (cupParts.length > 1) return { k: 'union', parts: cupParts.map((p) => parseValue(p, false)) };
+  // Solutions separated by `;`, each assigning several unknowns: `p=5,q=2;p=7,q=2` is the list of
+  // tuples (5,2), (7,2).
+  const groups = splitTop(s, ';').filter((p) => p.length);
+  if (groups.length > 1 && !keepEq) {
+    const tuples = groups.map(assignmentGroup);
+    if (tuples.every((t) => t !== null)) {
+      return {
+        k: 'seq',
+        kind: 'list',
+        open: '',
+        close: '',
+        items: tuples.map((t) => ({ k: 'seq', kind: 'tuple', open: '(', close: ')', items: t!.map((v) => parseValue(v, false)) }) as Value),
+      };
+    }
+  }
   const items = splitTop(s, ',;').filter((p) => p.length);
-  if (items.length > 1) return { k: 'seq', kind: 'list', open: '', close: '', items: items.map((p) => parseValue(p, percent)) };
+  if (items.length > 1) return { k: 'seq', kind: 'list', open: '', close: '', items: items.map((p) => parseValue(p, percent, keepEq)) };
   const w = wrapped(s);
   if (w) {
     const inner = splitTop(w[1], ',;');
@@ -163,7 +301,7 @@ function parseValue(raw: string, percent: boolean): Value {
       return { k: 'seq', kind: 'tuple', open: w[0], close: w[2], items: inner.map((p) => parseValue(p, false)) };
     }
   }
-  const rel = parseRelation(s);
+  const rel = parseRelation(s, keepEq);
   if (rel) return rel;
   return exprOrText(s, percent);
 }
@@ -292,6 +430,12 @@ function relEqual(g: Extract<Value, { k: 'rel' }>, p: Extract<Value, { k: 'rel' 
   return proportional(cg.d, cp.d, cg.op === '<' || cg.op === '<=', tol);
 }
 
+/** The last side of an `=`-only relation without variables (`\frac12 = \frac{10}{9}`), or null. */
+function solvedSide(v: Extract<Value, { k: 'rel' }>): Value | null {
+  if (v.ops.some((o) => o !== '=') || v.sides.some((n) => variables(n).size)) return null;
+  return asExpr(v.sides[v.sides.length - 1]);
+}
+
 function asExpr(node: Node): Extract<Value, { k: 'expr' }> {
   return { k: 'expr', node, percent: false, src: '' };
 }
@@ -327,6 +471,19 @@ function valuesEqual(g0: Value, p0: Value, tol: number): boolean {
     return a !== null && b !== null && a === b && a.length > 0;
   }
   if (g.k === 'rel' && p.k === 'rel') return relEqual(g, p, tol);
+  // An equation between constants against a value: its last side is the answer
+  // (`\frac{1}{2} \$ = \frac{10}{9}` against `10/9`; `a+3z = 0` is not `0`).
+  if (g.k === 'rel' && p.k === 'expr') {
+    const side = solvedSide(g);
+    return side !== null && valuesEqual(side, p, tol);
+  }
+  if (p.k === 'rel' && g.k === 'expr') {
+    const side = solvedSide(p);
+    return side !== null && valuesEqual(g, side, tol);
+  }
+  // A list of alternatives that all equal one value is that value (`15\frac{39}{40}` or `\frac{639}{40}`).
+  if (g.k === 'seq' && g.kind !== 'tuple' && p.k !== 'seq') return g.items.every((x) => valuesEqual(x, p, tol));
+  if (p.k === 'seq' && p.kind !== 'tuple' && g.k !== 'seq') return p.items.every((y) => valuesEqual(g, y, tol));
   if (g.k === 'matrix' && p.k === 'matrix') {
     if (g.rows.length !== p.rows.length) return false;
     return g.rows.every((r, i) => r.length === p.rows[i].length && r.every((c, j) => valuesEqual(c, p.rows[i][j], tol)));
@@ -367,7 +524,15 @@ export function mathEquivalent(gold: string, pred: string, options: EquivalenceO
     if (decimalCommaMatch(g.text, p.text) || decimalCommaMatch(p.text, g.text)) return true;
     // Structured comparison is bounded: very long answers only match as equal strings.
     if (g.text.length > MAX_STRUCTURED || p.text.length > MAX_STRUCTURED) return false;
-    return valuesEqual(parseValue(g.text, g.percent), parseValue(p.text, p.percent), tol);
+    if (valuesEqual(parseValue(g.text, g.percent), parseValue(p.text, p.percent), tol)) return true;
+    // An equation against its solved form (`2x+4y-3=0` vs `y = -\frac{1}{2}x + \frac{3}{4}`): the
+    // named left side dropped by normalization is kept, and the two equations compared as relations.
+    const gk = normalizeDetailed(gold, { keepAssignment: true }).text;
+    const pk = normalizeDetailed(pred, { keepAssignment: true }).text;
+    if ((gk !== g.text || pk !== p.text) && gk.includes('=') && pk.includes('=')) {
+      return valuesEqual(parseValue(gk, false, true), parseValue(pk, false, true), tol);
+    }
+    return false;
   } catch {
     return false;
   }

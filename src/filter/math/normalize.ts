@@ -4,8 +4,11 @@
  * and currency signs, `\dfrac`/`\tfrac`/`\cfrac`→`\frac`, adds braces (`\frac12`→`\frac{1}{2}`,
  * `\sqrt2`→`\sqrt{2}`), drops a leading single assignment (`x = 3` → `3`), thousands separators
  * (`7,425,000`, `1 000`, `14{,}916`), trailing `.0`, leading zeros, and rewrites relations to ASCII
- * (`\geq`→`>=`, `\neq`→`!=`). `normalizeDetailed` also reports whether a percent sign was removed,
- * which the comparison uses (a percent equals the number itself and the number / 100).
+ * (`\geq`→`>=`, `\neq`→`!=`). Currency codes and words ("USD 12", "Rs. 50", "12 rupees"), compound
+ * units ("km/h", "sq. ft"), "1,000.99m²", and a few plain words after a lone amount ("12 apples") are
+ * dropped too. `normalizeDetailed` also reports whether a percent sign was removed, which the
+ * comparison uses (a percent equals the number itself and the number / 100); with
+ * `keepAssignment` it keeps `y = 2x+1` whole (for comparing an equation with its solved form).
  */
 import { matchBrace } from './extract.js';
 
@@ -26,7 +29,11 @@ const UNIT_WORDS = [
 ];
 const UNIT_SET = new Set(UNIT_WORDS);
 /** Multi-letter units that may follow a number without a space ("35cm"). */
-const GLUED_UNITS = 'cm|mm|km|kg|ft|mph|inches|meters|miles|degrees|dollars|units';
+const GLUED_UNITS = 'cm|mm|km|kg|ft|mph|inches|meters|miles|degrees|dollars|units|hrs|hr|mins|min|secs|sec|lbs|lb|oz|yd|ml';
+/** Currency codes and words written before or after an amount ("USD 12", "12 EUR", "Rs. 50"). */
+const CURRENCY = 'USD|US\\$|EUR|GBP|INR|CAD|AUD|JPY|CNY|RMB|Rs\\.?|rupees|rupee|pesos|peso|yen|bucks';
+/** Compound units: "km/h", "m/s", "sq. ft", "cu ft". */
+const COMPOUND_UNITS = 'km\\/h|km\\/hr|m\\/s|ft\\/s|miles\\/hour|sq\\.?\\s*(?:ft|m|in|cm|km|mi|yd|units)|cu\\.?\\s*(?:ft|m|in|cm)';
 const BARE_UNITS =
   'square units|sq units|square feet|square inches|square meters|square centimeters|square cm|sq ft|cubic units|cubic feet|cubic inches|' +
   'centimeters|centimetres|millimeters|kilometers|meters|metres|meter|inches|inch|feet|foot|yards|yard|miles|mile|units|unit|degrees|degree|' +
@@ -69,7 +76,7 @@ function braceArguments(s: string): string {
 const TEXT_SEPARATORS = /^\s*(and|or|,|;)\s*$/i;
 
 /** Removes LaTeX decoration, units, percent; returns canonical text and the percent flag. */
-export function normalizeDetailed(input: string): Normalized {
+export function normalizeDetailed(input: string, options: { keepAssignment?: boolean } = {}): Normalized {
   let s = String(input ?? '');
   let percent = false;
   // Double-escaped commands (`\\frac` from JSON dumps) → single backslash.
@@ -105,7 +112,7 @@ export function normalizeDetailed(input: string): Normalized {
   s = s.replace(/(?<!\\)\\[!,;:]|(?<!\\)\\ /g, (m) => (m === '\\!' ? '' : ' '));
   s = s.replace(/~/g, ' ');
   s = s.replace(/\\[dtc]frac(?![a-zA-Z])/g, '\\frac');
-  s = s.replace(/\{,\}/g, '');
+  s = s.replace(/(?<!\\)\{\s*,\s*\}/g, '');
   // Relations to ASCII.
   s = s
     .replace(/\\(leq|leqslant|le)(?![a-zA-Z])|≤|⩽/g, '<=')
@@ -118,6 +125,13 @@ export function normalizeDetailed(input: string): Normalized {
   s = s.trim().replace(/[.,;]+$/, '').trim();
   s = s.replace(new RegExp(`([0-9}])\\s+(?:${BARE_UNITS})(?:\\s*(?:\\^\\s*\\{?[23]\\}?|²|³))?$`, 'i'), '$1');
   s = s.replace(new RegExp(`([0-9])(?:${GLUED_UNITS})(?:\\s*(?:\\^\\s*\\{?[23]\\}?|²|³))?$`, 'i'), '$1');
+  // "1,000.99m²": a one-letter length unit glued to a number only with a written square/cube.
+  s = s.replace(/([0-9])m\s*[²³]$/, '$1');
+  // Currency codes/words and compound units around a lone amount: "USD 12", "12 EUR", "30 km/h".
+  s = s.replace(new RegExp(`^(?:${CURRENCY})\\s*(?=[-+]?\\d)`, 'i'), '');
+  s = s.replace(new RegExp(`([0-9])\\s*(?:${CURRENCY}|${COMPOUND_UNITS})$`, 'i'), '$1');
+  // A lone amount followed by a few plain words: "12 apples", "5 more cookies" → the amount.
+  s = s.replace(/^([-+]?\d[\d,]*(?:\.\d+)?)\s+[a-z]{3,}(?:\s+[a-z]{3,}){0,2}$/i, '$1');
   s = s.trim();
   // Thousands separators in a lone number.
   if (/^[-+]?\d{1,3}(\s\d{3})+$/.test(s)) s = s.replace(/\s/g, '');
@@ -126,10 +140,10 @@ export function normalizeDetailed(input: string): Normalized {
   s = s.replace(/\s+(?:and|or)\s+/gi, ',');
   // Whitespace: keep one space only between a command name and a following letter.
   s = s.replace(/(\\[a-zA-Z]+)\s+(?=[a-zA-Z])/g, '$1\u0001').replace(/\s+/g, '').replace(/\u0001/g, ' ');
-  s = s.replace(/(?<=[)\]\d])(?:and|or)(?=[([\d-])/g, ',');
+  s = s.replace(/(?<=[)\]\d])(?:and|or)(?=[([\d-]|[A-Za-z][(_=])/g, ',');
   s = braceArguments(s);
   // Single assignment `x=3`, `f(x)=3`, `(p,q)=(3,2)` → right-hand side.
-  s = stripAssignment(s);
+  if (!options.keepAssignment) s = stripAssignment(s);
   s = s.replace(/[.,;]+$/, '');
   s = canonicalNumber(s);
   return { text: s, percent };

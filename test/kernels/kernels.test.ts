@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { loadKernels, referenceKernels, type Kernels } from '../../src/engine/kernels/index.js';
+import { referenceKernels64 } from '../../src/engine/kernels/reference.js';
 import { Rng } from '../../src/core/rng.js';
 
 const rng = new Rng(123);
@@ -114,9 +115,12 @@ test('the default backend is the fused multiply-add build unless ARBOR_KERNELS_F
   assert.equal(k.name, process.env.ARBOR_KERNELS_FMA === '0' ? 'wasm-simd' : 'wasm-simd-fma');
 });
 
-test('reference backward kernels match finite differences', () => {
-  const fd = (f: () => number, x: Float32Array, i: number) => {
-    const h = 1e-3;
+test('reference backward kernels match finite differences in float64 (|error| ≤ 1e-8 + 1e-6·|fd|)', () => {
+  const k64 = referenceKernels64;
+  const rand64 = (n: number) => Float64Array.from(rand(n));
+  const near = (a: number, b: number) => Math.abs(a - b) <= 1e-8 + 1e-6 * Math.abs(b);
+  const fd = (f: () => number, x: Float64Array, i: number) => {
+    const h = 1e-5;
     const o = x[i];
     x[i] = o + h;
     const a = f();
@@ -126,44 +130,44 @@ test('reference backward kernels match finite differences', () => {
     return (a - b) / (2 * h);
   };
   const N = 2, C = 6;
-  const x = rand(N * C), w = rand(C), g = rand(N * C);
-  const lossOf = (fwd: (out: Float32Array) => void) => () => {
-    const out = new Float32Array(N * C);
+  const x = rand64(N * C), w = rand64(C), g = rand64(N * C);
+  const lossOf = (fwd: (out: Float64Array) => void) => () => {
+    const out = new Float64Array(N * C);
     fwd(out);
     let s = 0;
     for (let i = 0; i < N * C; i++) s += out[i] * g[i];
     return s;
   };
-  const rms = lossOf((out) => referenceKernels.rmsnormForward(out, new Float32Array(N), x, w, N, C, 1e-5));
-  const rstd = new Float32Array(N);
-  referenceKernels.rmsnormForward(new Float32Array(N * C), rstd, x, w, N, C, 1e-5);
-  const dx = new Float32Array(N * C), dw = new Float32Array(C);
-  referenceKernels.rmsnormBackward(dx, dw, g, x, w, rstd, N, C);
-  for (let i = 0; i < N * C; i++) assert.ok(Math.abs(dx[i] - fd(rms, x, i)) < 2e-2, `rmsnorm dx[${i}]`);
-  for (let i = 0; i < C; i++) assert.ok(Math.abs(dw[i] - fd(rms, w, i)) < 2e-2, `rmsnorm dw[${i}]`);
+  const rms = lossOf((out) => k64.rmsnormForward(out, new Float64Array(N), x, w, N, C, 1e-5));
+  const rstd = new Float64Array(N);
+  k64.rmsnormForward(new Float64Array(N * C), rstd, x, w, N, C, 1e-5);
+  const dx = new Float64Array(N * C), dw = new Float64Array(C);
+  k64.rmsnormBackward(dx, dw, g, x, w, rstd, N, C);
+  for (let i = 0; i < N * C; i++) assert.ok(near(dx[i], fd(rms, x, i)), `rmsnorm dx[${i}]`);
+  for (let i = 0; i < C; i++) assert.ok(near(dw[i], fd(rms, w, i)), `rmsnorm dw[${i}]`);
   for (const kind of ['softmax', 'logSoftmax'] as const) {
-    const f = lossOf((out) => referenceKernels[`${kind}Forward`](out, x, N, C));
-    const y = new Float32Array(N * C);
-    referenceKernels[`${kind}Forward`](y, x, N, C);
-    const d = new Float32Array(N * C);
-    referenceKernels[`${kind}Backward`](d, g, y, N, C);
-    for (let i = 0; i < N * C; i++) assert.ok(Math.abs(d[i] - fd(f, x, i)) < 2e-2, `${kind} dx[${i}]: ${d[i]} vs ${fd(f, x, i)}`);
+    const f = lossOf((out) => k64[`${kind}Forward`](out, x, N, C));
+    const y = new Float64Array(N * C);
+    k64[`${kind}Forward`](y, x, N, C);
+    const d = new Float64Array(N * C);
+    k64[`${kind}Backward`](d, g, y, N, C);
+    for (let i = 0; i < N * C; i++) assert.ok(near(d[i], fd(f, x, i)), `${kind} dx[${i}]: ${d[i]} vs ${fd(f, x, i)}`);
   }
   // attention
   const B = 1, T = 4, NH = 2, Ca = 4, n = B * T * Ca;
-  const q = rand(n), k = rand(n), v = rand(n), ga = rand(n);
+  const q = rand64(n), k = rand64(n), v = rand64(n), ga = rand64(n);
   const attLoss = () => {
-    const out = new Float32Array(n);
-    referenceKernels.attentionForward(out, new Float32Array(B * NH * T * T), q, k, v, B, T, Ca, NH);
+    const out = new Float64Array(n);
+    k64.attentionForward(out, new Float64Array(B * NH * T * T), q, k, v, B, T, Ca, NH);
     let s = 0;
     for (let i = 0; i < n; i++) s += out[i] * ga[i];
     return s;
   };
-  const att = new Float32Array(B * NH * T * T);
-  referenceKernels.attentionForward(new Float32Array(n), att, q, k, v, B, T, Ca, NH);
-  const dq = new Float32Array(n), dk = new Float32Array(n), dv = new Float32Array(n);
-  referenceKernels.attentionBackward(dq, dk, dv, ga, att, q, k, v, B, T, Ca, NH);
+  const att = new Float64Array(B * NH * T * T);
+  k64.attentionForward(new Float64Array(n), att, q, k, v, B, T, Ca, NH);
+  const dq = new Float64Array(n), dk = new Float64Array(n), dv = new Float64Array(n);
+  k64.attentionBackward(dq, dk, dv, ga, att, q, k, v, B, T, Ca, NH);
   for (const [name, grad, x0] of [['q', dq, q], ['k', dk, k], ['v', dv, v]] as const) {
-    for (let i = 0; i < n; i++) assert.ok(Math.abs(grad[i] - fd(attLoss, x0, i)) < 2e-2, `attention d${name}[${i}]`);
+    for (let i = 0; i < n; i++) assert.ok(near(grad[i], fd(attLoss, x0, i)), `attention d${name}[${i}]`);
   }
 });

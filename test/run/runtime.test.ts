@@ -6,7 +6,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { generatedTokenCount, treeFromJSON } from '../../src/core/tree.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -55,7 +55,9 @@ test('async with maxStaleness k trains on tokens exactly min(step-1, k) versions
 
 test('APRIL: unfinished trees are carried to the next step and continued first; nothing is lost', { timeout: 240_000 }, async () => {
   const dir = join(root, 'april');
-  await train(config('april', { control: { kind: 'april', overProvision: 2 } }), { quiet: true });
+  // a store of 2 trees in memory: carried and ready trees spill to disk and come back intact
+  await train(config('april', { control: { kind: 'april', overProvision: 2 }, store: { maxInMemory: 2 } }), { quiet: true });
+  assert.ok(statSync(join(dir, 'store-spill.jsonl')).size > 0, 'the store spilled to disk');
   const ms = steps(dir);
   assert.ok(ms.some((m) => (m.carried_partial_out as number) > 0), 'some trees were still growing when the batch was complete');
   for (let i = 1; i < ms.length; i++) assert.equal(ms[i].carried_in, ms[i - 1].carried_out, `step ${i + 1} starts from what step ${i} carried`);

@@ -1,5 +1,7 @@
 /** Shared bench helpers: table printing and the bench/out/<name>.json writer. */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import os from 'node:os';
@@ -28,10 +30,7 @@ export function writeBenchJson(name: string, headline: Record<string, number | n
 }
 
 /** Run `train(config, options)` in a child process (see train-child.ts); resolves to its summary. */
-export async function trainInChild(config: unknown, options: Record<string, unknown>): Promise<Record<string, number | string | null>> {
-  const { spawnSync } = await import('node:child_process');
-  const { mkdtempSync } = await import('node:fs');
-  const { tmpdir } = await import('node:os');
+export function trainInChild(config: unknown, options: Record<string, unknown>): Record<string, number | string | null> {
   const file = join(mkdtempSync(join(tmpdir(), 'arbor-bench-')), 'args.json');
   writeFileSync(file, JSON.stringify({ config, options }));
   const here = dirname(fileURLToPath(import.meta.url));

@@ -339,14 +339,7 @@ function fallback(s: PromptState, remaining: number, b: number, rng: Rng): Live[
 /** Degenerate repetition: some n-gram of the response occurs ≥ repetitionCount times. */
 function repeats(tree: RolloutTree, nodeId: string, o: TreepoOptions): boolean {
   if (o.repetitionNgram <= 0 || o.repetitionCount <= 1) return false;
-  const tokens: number[] = [];
-  let cur: TreeNode | undefined = tree.nodes[nodeId];
-  const chain: TreeNode[] = [];
-  while (cur && cur.parent !== null) {
-    chain.push(cur);
-    cur = tree.nodes[cur.parent];
-  }
-  for (let i = chain.length - 1; i >= 0; i--) tokens.push(...chain[i].tokens);
+  const tokens = responseTokens(tree, nodeId);
   const counts = new Map<string, number>();
   const n = o.repetitionNgram;
   for (let i = 0; i + n <= tokens.length; i++) {

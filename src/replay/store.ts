@@ -7,9 +7,10 @@
  * entries included) as JSONL, atomically, for checkpoints. It does not decide what to train on.
  * Entries are held by reference until spilled: do not mutate an entry after put().
  */
-import { closeSync, ftruncateSync, openSync, readFileSync, readSync, renameSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, ftruncateSync, openSync, readFileSync, readSync, writeFileSync, writeSync } from 'node:fs';
 import { z } from 'zod';
 import { DataError } from '../core/errors.js';
+import { writeFileAtomic } from '../core/files.js';
 import { tokenVersions, treeFromJSON, type RolloutTree } from '../core/tree.js';
 import type { TaskItem } from '../core/types.js';
 
@@ -125,8 +126,7 @@ export class RolloutStore {
   /** Write every entry (spilled ones included) as JSONL in FIFO order, atomically (file.tmp, then rename). */
   save(file: string): void {
     const text = this.slots.map((s) => JSON.stringify(this.read(s)) + '\n').join('');
-    writeFileSync(`${file}.tmp`, text);
-    renameSync(`${file}.tmp`, file);
+    writeFileAtomic(file, text);
   }
 
   /** Read a store written by save(); errors are DataErrors naming `file:line N`. */

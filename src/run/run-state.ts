@@ -4,9 +4,10 @@
  * partial trees). Written after the engine state and the store, state.json last, so a checkpoint
  * directory with state.json is complete; every file is written atomically.
  */
-import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DataError } from '../core/errors.js';
+import { writeFileAtomic } from '../core/files.js';
 import { RolloutStore, type RolloutStoreOptions } from '../replay/store.js';
 import type { PipelineState } from './pipeline.js';
 
@@ -26,14 +27,9 @@ export interface LoopState {
   pipeline: PipelineState;
 }
 
-export function writeJsonAtomic(file: string, value: unknown): void {
-  writeFileSync(`${file}.tmp`, JSON.stringify(value, null, 2) + '\n');
-  renameSync(`${file}.tmp`, file);
-}
-
 export function saveRunState(dir: string, state: LoopState, store: RolloutStore): void {
   store.save(join(dir, 'store.jsonl'));
-  writeJsonAtomic(join(dir, 'state.json'), state);
+  writeFileAtomic(join(dir, 'state.json'), JSON.stringify(state, null, 2) + '\n');
 }
 
 export function loadRunState(dir: string, storeOptions: RolloutStoreOptions): { state: LoopState; store: RolloutStore } {

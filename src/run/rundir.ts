@@ -1,12 +1,14 @@
 /**
  * The run directory: config.resolved.yaml, metrics.jsonl (one JSON line per step), trees/step-N.jsonl,
  * checkpoints/step-N/ (engine state + state.json), summary.json and report.html. Appends are
- * flushed per line, so a crash loses at most the step in progress.
+ * flushed per line, so a crash loses at most the step in progress; every other file is written
+ * atomically (a temporary file renamed over it).
  */
-import { appendFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import YAML from 'yaml';
 import { DataError } from '../core/errors.js';
+import { writeFileAtomic } from '../core/files.js';
 import { treeToJSON, type RolloutTree } from '../core/tree.js';
 import type { ArborConfig } from './config.js';
 
@@ -23,7 +25,7 @@ export class RunDir {
     for (const name of ['metrics.jsonl', 'summary.json', 'report.html', 'trees', 'checkpoints']) rmSync(join(this.path, name), { recursive: true, force: true });
     mkdirSync(join(this.path, 'trees'), { recursive: true });
     mkdirSync(join(this.path, 'checkpoints'), { recursive: true });
-    writeFileSync(join(this.path, 'config.resolved.yaml'), YAML.stringify(config));
+    writeFileAtomic(join(this.path, 'config.resolved.yaml'), YAML.stringify(config));
   }
 
   get metricsFile(): string {
@@ -51,11 +53,11 @@ export class RunDir {
   /** Keep only metric lines with step ≤ `step` (used when resuming from an earlier checkpoint). */
   truncateMetrics(step: number): void {
     const kept = this.readMetrics().filter((m) => m.step <= step);
-    writeFileSync(this.metricsFile, kept.map((m) => JSON.stringify(m) + '\n').join(''));
+    writeFileAtomic(this.metricsFile, kept.map((m) => JSON.stringify(m) + '\n').join(''));
   }
 
   writeTrees(step: number, trees: RolloutTree[]): void {
-    writeFileSync(join(this.path, 'trees', `step-${step}.jsonl`), trees.map((t) => treeToJSON(t)).join('\n') + '\n');
+    writeFileAtomic(join(this.path, 'trees', `step-${step}.jsonl`), trees.map((t) => treeToJSON(t)).join('\n') + '\n');
   }
 
   checkpointDir(step: number): string {
@@ -80,10 +82,10 @@ export class RunDir {
   }
 
   writeJson(name: string, value: unknown): void {
-    writeFileSync(join(this.path, name), JSON.stringify(value, null, 2) + '\n');
+    writeFileAtomic(join(this.path, name), JSON.stringify(value, null, 2) + '\n');
   }
 
   writeText(name: string, text: string): void {
-    writeFileSync(join(this.path, name), text);
+    writeFileAtomic(join(this.path, name), text);
   }
 }

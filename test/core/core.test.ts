@@ -53,3 +53,16 @@ test('errors: retryable derived from status', () => {
   assert.equal(new EngineCallError('x', { status: 429 }).isRetryable, true);
   assert.equal(new EngineCallError('x', { status: 400 }).isRetryable, false);
 });
+
+test('writeFileAtomic replaces a file whole and leaves no temporary file', async () => {
+  const { mkdtempSync, readFileSync, readdirSync, writeFileSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  const { writeFileAtomic } = await import('../../src/core/files.js');
+  const dir = mkdtempSync(join(tmpdir(), 'arbor-atomic-'));
+  const file = join(dir, 'state.json');
+  writeFileSync(file, 'old');
+  writeFileAtomic(file, 'new contents');
+  assert.equal(readFileSync(file, 'utf8'), 'new contents');
+  assert.deepEqual(readdirSync(dir), ['state.json']);
+});

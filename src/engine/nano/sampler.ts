@@ -109,6 +109,8 @@ export class NanoSampler implements Sampler {
     const { vocabSize: V, contextLength } = this.model.config;
     const version = this.model.weightVersion;
     requests.forEach((r, i) => validateRequest(r, i, V, contextLength));
+    const stop = options.stopAfterGroups;
+    if (stop && stop.groupOf.length !== requests.length) throw new EngineCallError(`nano sampler: stopAfterGroups.groupOf has ${stop.groupOf.length} entries for ${requests.length} requests`, { isRetryable: false });
     const usage = requests.map(() => ({ promptTokensComputed: 0, prefixTokensReused: 0, tokensDecoded: 0 }));
     const continuations: Continuation[] = [];
     // 1. prefill contexts (once per request, or once per continuation without sharing)
@@ -157,8 +159,6 @@ export class NanoSampler implements Sampler {
       children.forEach((seq, c) => continuations.push(make(seq, c)));
     });
     // 3. decode all continuations together
-    const stop = options.stopAfterGroups;
-    if (stop && stop.groupOf.length !== requests.length) throw new EngineCallError(`nano sampler: stopAfterGroups.groupOf has ${stop.groupOf.length} entries for ${requests.length} requests`, { isRetryable: false });
     this.decode(requests, continuations, options.signal, stop);
     // 4. assemble results, retain or free sequences
     const results: SampleResult[] = requests.map((_, i) => ({ completions: [], usage: usage[i], weightVersion: version }));

@@ -6,6 +6,19 @@
  */
 import type { RolloutTree } from '../core/tree.js';
 import type { TaskItem } from '../core/types.js';
+import type { PromptStats, PromptStatsState } from './prompt-stats.js';
+import type { SkipState } from './skip.js';
+
+/**
+ * What control strategies learn across steps, carried in the producer's request and result (plain
+ * JSON, saved with the run's checkpoint) so a batch stays an exact function of its request.
+ */
+export interface ControlState {
+  /** Per-prompt success statistics (Beta posteriors with decay, recent group means). */
+  prompts?: PromptStatsState;
+  /** GRESO's adaptive skip probabilities. */
+  skip?: SkipState;
+}
 
 /** A tree kept between steps by the rollout store. */
 export interface CarriedTree {
@@ -19,6 +32,8 @@ export interface CarriedTree {
 export interface GrowEntry {
   item: TaskItem;
   tree?: RolloutTree;
+  /** Leaves this tree should end with (default: the generator's G); more than it has = grow more. */
+  groupSize?: number;
 }
 
 export interface ControlIO {
@@ -30,7 +45,22 @@ export interface ControlIO {
    * rest unfinished (partial rollouts). Trees whose generation or scoring failed carry `error` nodes.
    */
   grow(entries: GrowEntry[], round: number, options?: { stopAfterTrees?: number }): Promise<RolloutTree[]>;
+  /** A fresh, empty tree for `item` whose context carries `hint` (hint rescue), ready for grow(). */
+  hinted(item: TaskItem, hint: PromptHint, index: number): RolloutTree;
+  /** Per-prompt success statistics as of the start of this step (updated by the producer after it). */
+  stats: PromptStats;
+  /** The learner step this batch is for. */
+  step: number;
+  /** The generator's G (uniform leaves per prompt). */
+  groupSize: number;
 }
+
+/**
+ * A hint for a prompt the policy cannot solve. `response`: text the response starts with (a prefix of
+ * the gold demonstration), kept in the training context. `context`: text shown before the prompt (a
+ * solved example); training drops it, so the loss's ratio is π_θ(o|q) / π_behaviour(o|q,h) (Guide).
+ */
+export type PromptHint = { kind: 'response'; text: string } | { kind: 'context'; text: string };
 
 export interface ControlResult {
   /** The learner's batch: complete, scored trees with their items, in a deterministic order. */

@@ -236,7 +236,32 @@ export function prefixTokens(tree: RolloutTree, nodeId: string): number[] {
   return out;
 }
 
-/** Flatten the path to `leafId` into a trajectory. */
+/**
+ * Hint rescue (control/hint.ts) marks a tree grown with a hint in `meta.hint`. A `response` hint is
+ * the start of the response, placed at the end of the root's context: it is scored as part of the
+ * response and stays in the training context (never trained on). A `context` hint (a solved example
+ * before the prompt) is dropped for training: `meta.trainPrompt` holds the hint-free prompt tokens,
+ * which become the trajectory's prompt, so the loss's ratio is π_θ(o|q) / π_behaviour(o|q,h).
+ */
+export interface TreeHint {
+  kind: 'response' | 'context';
+  text: string;
+  /** Tokens the hint added to the root's context. */
+  tokens: number;
+}
+
+export function treeHint(tree: RolloutTree): TreeHint | undefined {
+  const h = tree.meta?.hint as TreeHint | undefined;
+  return h && (h.kind === 'response' || h.kind === 'context') && typeof h.text === 'string' ? h : undefined;
+}
+
+/** The hint-free prompt a context-hinted tree trains on (undefined: train on the root's tokens). */
+export function trainPrompt(tree: RolloutTree): number[] | undefined {
+  const p = tree.meta?.trainPrompt;
+  return Array.isArray(p) && p.every((t) => Number.isInteger(t)) ? (p as number[]).slice() : undefined;
+}
+
+/** Flatten the path to `leafId` into a trajectory (its prompt: the training context, see TreeHint). */
 export function trajectory(tree: RolloutTree, leafId: string): Trajectory {
   const path = pathTo(tree, leafId);
   const [rootNode, ...segments] = path;
@@ -258,7 +283,7 @@ export function trajectory(tree: RolloutTree, leafId: string): Trajectory {
     itemId: tree.itemId,
     leafId,
     nodeIds: path.map((n) => n.id),
-    promptTokens: rootNode.tokens.slice(),
+    promptTokens: trainPrompt(tree) ?? rootNode.tokens.slice(),
     tokens,
     logprobs,
     mask,

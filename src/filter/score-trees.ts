@@ -5,7 +5,7 @@
  * `finishReason: 'error'` with the reason, so the learner drops its tree instead of training on a
  * made-up reward. Incomplete trees (partial rollouts) are left for a later step.
  */
-import { isComplete, leaves, responseTokens, type RolloutTree } from '../core/tree.js';
+import { isComplete, leaves, responseTokens, treeHint, type RolloutTree } from '../core/tree.js';
 import type { TaskItem } from '../core/types.js';
 import { scoreBatch } from './reward.js';
 import type { RewardFunction } from './types.js';
@@ -24,7 +24,10 @@ export async function scoreTrees(trees: RolloutTree[], items: Map<string, TaskIt
     .flatMap((tree) => leaves(tree).filter((l) => l.reward === undefined && l.finishReason !== 'error').map((leaf) => ({ tree, leaf })));
   const inputs = jobs.map(({ tree, leaf }) => {
     const tokens = responseTokens(tree, leaf.id);
-    return { item: items.get(tree.itemId)!, response: options.decode(tokens), responseTokens: tokens.length };
+    // a response hint (hint rescue) was the start of this response: the verifier sees all of it
+    const hint = treeHint(tree);
+    const prefix = hint?.kind === 'response' ? hint.text : '';
+    return { item: items.get(tree.itemId)!, response: prefix + options.decode(tokens), responseTokens: tokens.length };
   });
   const results = await scoreBatch(reward, inputs, { concurrency: options.concurrency, timeoutMs: options.timeoutMs, failureReward: options.failureReward });
   let failed = 0;

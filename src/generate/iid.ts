@@ -33,11 +33,11 @@ export function iidGenerator(options: IidOptions): Generator {
       const started = Date.now();
       const stats = emptyStats();
       const trees: RolloutTree[] = inputs.map((input, i) => input.tree ?? createTree(`${ctx.treeIdPrefix}${i}`, input.item.id, input.promptTokens, { generator: 'iid' }));
-      const completeBefore = trees.map((t) => isComplete(t));
+      const leavesBefore = trees.map((t) => (isComplete(t) ? leaves(t).length : 0));
       const requests: SampleRequest[] = [];
       const targets: Target[] = [];
       trees.forEach((tree, i) => {
-        for (const { request, leafId } of treeRequests(tree, options.groupSize, ctx)) {
+        for (const { request, leafId } of treeRequests(tree, inputs[i].groupSize ?? options.groupSize, ctx)) {
           requests.push(request);
           targets.push({ tree: i, leafId });
         }
@@ -56,7 +56,7 @@ export function iidGenerator(options: IidOptions): Generator {
           }
         });
       }
-      stats.trajectories = trees.reduce((s, t, i) => s + (!completeBefore[i] && isComplete(t) ? leaves(t).length : 0), 0);
+      stats.trajectories = trees.reduce((s, t, i) => s + (isComplete(t) ? leaves(t).length - leavesBefore[i] : 0), 0);
       stats.wallMs = Date.now() - started;
       return { trees, stats };
     },
@@ -66,6 +66,8 @@ export function iidGenerator(options: IidOptions): Generator {
 /**
  * The requests a tree needs, in order: G samples from the prompt when nothing was grown yet, else one
  * per aborted leaf. A leaf that already used the whole response budget just finishes with `length`.
+ * A complete tree with fewer than G leaves (per-prompt allocation's later round) gets the missing
+ * ones from the prompt.
  */
 function treeRequests(tree: RolloutTree, G: number, ctx: GenerateContext): Array<{ request: SampleRequest; leafId?: string }> {
   const request = (tokens: number[], n: number, maxTokens: number): SampleRequest => ({
@@ -81,6 +83,10 @@ function treeRequests(tree: RolloutTree, G: number, ctx: GenerateContext): Array
   });
   if (!tree.nodes[ROOT_ID].children.length) return [{ request: request(tree.nodes[ROOT_ID].tokens, G, ctx.maxResponseTokens) }];
   const out: Array<{ request: SampleRequest; leafId?: string }> = [];
+  if (isComplete(tree)) {
+    const missing = G - leaves(tree).length;
+    return missing > 0 ? [{ request: request(tree.nodes[ROOT_ID].tokens, missing, ctx.maxResponseTokens) }] : [];
+  }
   for (const leaf of leaves(tree)) {
     if (leaf.finishReason !== 'abort') continue;
     const used = responseTokens(tree, leaf.id).length;

@@ -70,6 +70,10 @@ interface PromptState {
   lengths: Map<string, number>;
   /** The tree was already complete when the call began (not counted in stats). */
   completeBefore: boolean;
+  /** Leaves this tree ends with (the generator's G, or the input's groupSize). */
+  G: number;
+  /** Leaves it had when the call began (a grown-on tree's old leaves are not this call's trajectories). */
+  leavesBefore: number;
 }
 
 /** One request of a round: a live path of one prompt. */
@@ -108,6 +112,7 @@ export function treepoGenerator(options: TreepoOptions): Generator {
       const maxDepth = options.maxDepth > 0 ? options.maxDepth : Math.ceil(ctx.maxResponseTokens / options.segmentLength);
       const rc: RoundContext = { options, ctx, maxDepth };
       const states = inputs.map((input, i) => promptState(input, i, options, ctx.rng, ctx.treeIdPrefix));
+      if (states.some((s) => s.G < 1)) throw new ConfigError('treepo: a per-prompt groupSize must be ≥ 1', 'allocate');
       for (let round = 0; ; round++) {
         const jobs: Job[] = [];
         for (const s of states) for (const l of s.live) jobs.push({ state: s, live: l });
@@ -118,12 +123,12 @@ export function treepoGenerator(options: TreepoOptions): Generator {
         const results = await ctx.sampler.sample(requests, { signal: ctx.signal });
         stats.samplerCalls++;
         const outcomes = absorbRound(jobs, results, rc, stats);
-        for (const [s, o] of outcomes) s.live = nextLive(s, o, G, b, options, ctx.rng);
+        for (const [s, o] of outcomes) s.live = nextLive(s, o, s.G, b, options, ctx.rng);
         // a cancelled sampler: further rounds would only abort again; the trees wait in meta.pending
         if (ctx.signal?.aborted || [...outcomes.values()].some((o) => o.aborted.length)) break;
       }
       for (const s of states) finishState(s, ctx.sampler, maxDepth);
-      stats.trajectories = states.filter((s) => isDone(s) && !s.completeBefore).reduce((sum, s) => sum + s.finished.length, 0);
+      stats.trajectories = states.filter((s) => isDone(s) && !s.completeBefore).reduce((sum, s) => sum + s.finished.length - s.leavesBefore, 0);
       stats.wallMs = Date.now() - started;
       return { trees: states.map((s) => s.tree), stats };
     },
@@ -246,17 +251,22 @@ function finishState(s: PromptState, sampler: Sampler, maxDepth: number): void {
  */
 function promptState(input: GenerateInput, i: number, options: TreepoOptions, rng: Rng, treeIdPrefix: string): PromptState {
   const given = input.tree;
-  if (given?.meta?.pending !== undefined) return restoreState(given, given.meta.pending);
+  const G = input.groupSize ?? options.groupSize;
+  if (given?.meta?.pending !== undefined) return restoreState(given, given.meta.pending, G);
   if (given && given.nodes[ROOT_ID].children.length) {
-    return { tree: given, live: [], finished: leaves(given), handles: new Map(), lengths: new Map(), completeBefore: true };
+    const finished = leaves(given);
+    const state: PromptState = { tree: given, live: [], finished, handles: new Map(), lengths: new Map(), completeBefore: true, G, leavesBefore: finished.length };
+    // grown on (per-prompt allocation): the missing leaves come from the fallback's truncated copies
+    if (finished.length < G) Object.assign(state, { completeBefore: false, live: fallback(state, G - finished.length, options.branchingFactor, rng) });
+    return state;
   }
   const tree = given ?? createTree(`${treeIdPrefix}${i}`, input.item.id, input.promptTokens, { generator: 'treepo' });
-  const d0 = initialCopies(options.initialDivergence, options.groupSize, rng);
-  return { tree, live: [{ node: tree.nodes[ROOT_ID], copies: d0 }], finished: [], handles: new Map(), lengths: new Map([[ROOT_ID, 0]]), completeBefore: false };
+  const d0 = initialCopies(options.initialDivergence, G, rng);
+  return { tree, live: [{ node: tree.nodes[ROOT_ID], copies: d0 }], finished: [], handles: new Map(), lengths: new Map([[ROOT_ID, 0]]), completeBefore: false, G, leavesBefore: 0 };
 }
 
 /** Rebuild a prompt's state from an unfinished tree's `meta.pending`. */
-function restoreState(tree: RolloutTree, raw: unknown): PromptState {
+function restoreState(tree: RolloutTree, raw: unknown, G: number): PromptState {
   const pending = raw as TreepoPending;
   const fail = (what: string) => new DataError(`treepo: tree ${tree.id}: meta.pending ${what}`);
   if (!pending || !Array.isArray(pending.live) || !Array.isArray(pending.finished)) throw fail('must be {live: [{node, copies}], finished: [ids]}');
@@ -269,7 +279,7 @@ function restoreState(tree: RolloutTree, raw: unknown): PromptState {
     if (!(Number.isInteger(l.copies) && l.copies >= 1)) throw fail(`gives node ${l.node} ${l.copies} copies`);
     return { node: node(l.node), copies: l.copies };
   });
-  return { tree, live, finished: pending.finished.map(node), handles: new Map(), lengths: new Map(), completeBefore: false };
+  return { tree, live, finished: pending.finished.map(node), handles: new Map(), lengths: new Map(), completeBefore: false, G, leavesBefore: 0 };
 }
 
 function initialCopies(spec: TreepoOptions['initialDivergence'], G: number, rng: Rng): number {

@@ -16,6 +16,11 @@ export interface GenerateInput {
    * continued, keeping its id and shape, instead of starting a new tree.
    */
   tree?: RolloutTree;
+  /**
+   * Leaves this tree should end with (default: the generator's G). Given with a complete tree that
+   * has fewer leaves, the generator grows the missing ones (per-prompt allocation's later rounds).
+   */
+  groupSize?: number;
 }
 
 export interface GenerateContext {

@@ -12,7 +12,7 @@ import { ConfigError } from '../core/errors.js';
 import { generateOptionsSchema } from '../generate/index.js';
 import { advantageOptionsSchema, aggregationSchema, lossOptionsSchema } from '../optimize/index.js';
 import { engineSchema, modelSchema, sftSchema } from '../engine/config.js';
-import { controlOptionsSchema } from '../control/index.js';
+import { allocateOptionsSchema, controlOptionsSchema, hintOptionsSchema, promptStatsSchema, skipOptionsSchema } from '../control/index.js';
 import { storeOptionsSchema } from '../replay/store.js';
 
 const runSchema = z
@@ -99,6 +99,10 @@ export const configSchema = z
     sampling: samplingSchema.describe('rollout sampling'),
     generate: generateOptionsSchema.default({ kind: 'treepo' }).describe('rollout topology (iid or treepo)'),
     control: controlOptionsSchema.default({ kind: 'none' }).describe('how each step spends its rollout budget: none | dynamic_sampling | april'),
+    allocate: allocateOptionsSchema.default({ kind: 'uniform' }).describe('per-prompt rollout allocation within the step budget: uniform | knapsack | xrpo | dars'),
+    skip: skipOptionsSchema.default({ kind: 'none' }).describe('prompt skipping before rollout: none | greso'),
+    hint: hintOptionsSchema.default({ kind: 'none' }).describe('hint rescue of all-fail prompts: none | gold_prefix | example'),
+    promptStats: promptStatsSchema.default({}).describe('per-prompt success statistics kept across steps (allocation, skipping, hints)'),
     store: storeOptionsSchema.default({}).describe('the rollout store between producers and the learner'),
     reward: rewardSchema.describe('the Filter stage'),
     optimize: optimizeSchema.describe('advantages and losses'),

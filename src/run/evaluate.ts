@@ -8,7 +8,7 @@ import type { Rng } from '../core/rng.js';
 import type { TaskItem } from '../core/types.js';
 import type { Sampler } from '../engine/types.js';
 import { scoreBatch } from '../filter/reward.js';
-import { CORRECT_THRESHOLD } from '../filter/constants.js';
+import { isCorrect } from '../filter/constants.js';
 import type { RewardFunction } from '../filter/types.js';
 
 export interface EvalResult {
@@ -47,11 +47,11 @@ export async function evaluate(items: TaskItem[], k: number, ctx: EvalContext): 
     const inputs = items.flatMap((item, i) => results[items.length + i].completions.map((c) => ({ item, response: ctx.decode(c.tokens) })));
     const scores = await scoreBatch(ctx.reward, inputs, { concurrency: 8 });
     let passed = 0;
-    for (let i = 0; i < items.length; i++) if (scores.slice(i * k, (i + 1) * k).some((s) => s.reward > CORRECT_THRESHOLD)) passed++;
+    for (let i = 0; i < items.length; i++) if (scores.slice(i * k, (i + 1) * k).some((s) => isCorrect(s.reward))) passed++;
     passAtK = passed / items.length;
-    sampleAccuracy = scores.filter((s) => s.reward > CORRECT_THRESHOLD).length / scores.length;
+    sampleAccuracy = scores.filter((s) => isCorrect(s.reward)).length / scores.length;
   }
-  const correct = greedy.filter((s) => s.reward > CORRECT_THRESHOLD).length;
+  const correct = greedy.filter((s) => isCorrect(s.reward)).length;
   return {
     greedyAccuracy: correct / items.length,
     passAtK,

@@ -91,7 +91,7 @@ export async function train(inputConfig: ArborConfig | undefined, options: Train
     state = {
       step: 0, optimizerSteps: 0, baseVersion, tokensDecoded: 0, prefixTokensReused: 0, promptTokensComputed: 0, wallSeconds: 0, failedSteps: 0,
       evalStart: { greedy: e0.greedyAccuracy, passAtK: e0.passAtK, sample: e0.sampleAccuracy },
-      pipeline: { nextStep: 1, data: { epoch: 0, cursor: 0 }, produced: [] },
+      pipeline: { nextStep: 1, data: { epoch: 0, cursor: 0 }, control: {}, produced: [] },
     };
     store = new RolloutStore(storeOptions);
     dir.appendMetrics({ step: 0, eval_greedy_acc: e0.greedyAccuracy, eval_pass_at_k: e0.passAtK, eval_sample_acc: e0.sampleAccuracy, tokens_decoded_total: 0, wall_s: 0 });
@@ -107,7 +107,7 @@ export async function train(inputConfig: ArborConfig | undefined, options: Train
     baseVersion: state.baseVersion,
     pinVersions: config.engine.kind === 'embedded',
     snapshot: host instanceof WorkerHost ? engine.embedded!.weights : undefined,
-  }, { nextStep: state.pipeline.nextStep, data: state.pipeline.data }, state.pipeline.produced, version);
+  }, { nextStep: state.pipeline.nextStep, data: state.pipeline.data, control: state.pipeline.control }, state.pipeline.produced, version);
   let lastEval: EvalResult | undefined;
   try {
     lastEval = await runSteps({ config, dir, engine, pipeline, state, progress, evalAt });

@@ -8,7 +8,7 @@
  * Produced batches wait in the store (status ready, batchStep t); partial trees are carried in it.
  */
 import { ArborError } from '../core/errors.js';
-import type { CarriedTree } from '../control/types.js';
+import type { CarriedTree, ControlState } from '../control/types.js';
 import type { DataOrderState } from '../replay/data-order.js';
 import { RolloutStore, type StoreEntry } from '../replay/store.js';
 import type { ProduceRequest, ProduceResult } from './producer.js';
@@ -21,12 +21,14 @@ export interface ProducerHost {
 }
 
 /** What the learner needs of a produced batch besides its trees (kept until the step is logged). */
-export type ProducedMeta = Omit<ProduceResult, 'batch' | 'carry' | 'data'> & { waitMs?: number };
+export type ProducedMeta = Omit<ProduceResult, 'batch' | 'carry' | 'data' | 'control'> & { waitMs?: number };
 
 /** The producer's position: the next batch to produce and the Select stage's state before it. */
 export interface PipelineState {
   nextStep: number;
   data: DataOrderState;
+  /** What control strategies learned (prompt statistics...); absent in runs of older versions. */
+  control?: ControlState;
   /** Metadata of batches produced but not yet trained on (exact resume needs them). */
   produced: ProducedMeta[];
 }
@@ -77,7 +79,7 @@ export class RolloutPipeline {
     const step = this.state.nextStep;
     if (step > this.options.steps || this.versionFor(step) > this.version) return;
     const carried: CarriedTree[] = this.store.take({ batchStep: null }).map((e) => ({ tree: e.tree, item: e.item, status: e.status }));
-    const request: ProduceRequest = { step, version: this.options.pinVersions ? this.versionFor(step) : undefined, carried, data: this.state.data };
+    const request: ProduceRequest = { step, version: this.options.pinVersions ? this.versionFor(step) : undefined, carried, data: this.state.data, control: this.state.control };
     this.inFlight = this.host
       .produce(request, (v) => this.weightsOf(v))
       .then((result) => this.accept(result))
@@ -103,9 +105,9 @@ export class RolloutPipeline {
       ...result.carry.map((c) => ({ tree: c.tree, item: c.item, status: c.status, batchStep: null })),
     ];
     this.store.put(entries);
-    const { batch: _b, carry: _c, data, ...meta } = result;
+    const { batch: _b, carry: _c, data, control, ...meta } = result;
     this.produced.set(result.step, meta);
-    this.state = { nextStep: result.step + 1, data };
+    this.state = { nextStep: result.step + 1, data, control };
   }
 
   /** Wait for batch `step`; returns its trees (taken from the store) and metadata. */

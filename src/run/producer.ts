@@ -8,9 +8,10 @@
  * result is an exact function of its request: that is what makes async runs resumable bit for bit.
  */
 import { Rng } from '../core/rng.js';
-import type { RolloutTree } from '../core/tree.js';
+import { createTree, hasError, isComplete, leaves, type RolloutTree } from '../core/tree.js';
 import type { TaskItem } from '../core/types.js';
-import { controlFromConfig, type CarriedTree, type ControlStrategy, type GrowEntry } from '../control/index.js';
+import { adaptSkip, controlFromConfig, isInformative, PromptStats, selectSkipping, type CarriedTree, type ControlState, type ControlStrategy, type GrowEntry, type PromptHint } from '../control/index.js';
+import { correctness } from '../filter/constants.js';
 import type { Sampler, TextTokenizer } from '../engine/types.js';
 import { rewardFromConfig } from '../filter/registry.js';
 import { scoreTrees } from '../filter/score-trees.js';
@@ -32,6 +33,8 @@ export interface ProduceRequest {
   carried: CarriedTree[];
   /** Select-stage position before this batch. */
   data: DataOrderState;
+  /** What control strategies learned so far (prompt statistics, skip probabilities). */
+  control?: ControlState;
 }
 
 export interface ProduceResult {
@@ -41,6 +44,7 @@ export interface ProduceResult {
   drawn: RolloutTree[];
   carry: CarriedTree[];
   data: DataOrderState;
+  control: ControlState;
   stats: GenerateStats;
   /** Control counters plus trees_error and reward_failures. */
   info: Record<string, number>;
@@ -66,7 +70,24 @@ export class Producer {
     await task.prepare?.();
     const reward = rewardFromConfig(config.reward, { taskReward: task.reward, safety: { timeoutMs: config.reward.timeoutMs, failureReward: config.reward.failureReward } });
     const pool = task.makeItems('train', config.run.trainItems, config.run.seed);
-    return new Producer(config, sampler, tokenizer, pool, reward, generatorFromConfig(config.generate), controlFromConfig(config.control));
+    const generator = generatorFromConfig(config.generate);
+    const control = controlFromConfig(config.control, { allocate: config.allocate, hint: config.hint, groupSize: generator.groupSize });
+    return new Producer(config, sampler, tokenizer, pool, reward, generator, control);
+  }
+
+  /**
+   * An empty tree for `item` grown with a hint: a response hint ends the root's context (and is
+   * scored as part of the response), a context hint comes before the prompt and `meta.trainPrompt`
+   * keeps the hint-free prompt the learner trains on (core/tree.ts TreeHint).
+   */
+  private hintedTree(item: TaskItem, hint: PromptHint, id: string, encodePrompt: (item: TaskItem) => number[]): RolloutTree {
+    const plain = encodePrompt(item);
+    if (hint.kind === 'response') {
+      const extra = this.tokenizer.encode(hint.text);
+      return createTree(id, item.id, [...plain, ...extra], { generator: this.generator.kind, hint: { kind: 'response', text: hint.text, tokens: extra.length } });
+    }
+    const context = encodePrompt({ ...item, prompt: hint.text + item.prompt });
+    return createTree(id, item.id, context, { generator: this.generator.kind, hint: { kind: 'context', text: hint.text, tokens: context.length - plain.length }, trainPrompt: plain });
   }
 
   get generatorKind(): string {
@@ -90,9 +111,11 @@ export class Producer {
     const info: Record<string, number> = { trees_error: 0, reward_failures: 0 };
     const grow = async (entries: GrowEntry[], round: number, options: { stopAfterTrees?: number } = {}): Promise<RolloutTree[]> => {
       let t = Date.now();
-      const grown = await growSafely(this.generator, entries.map((e) => ({ item: e.item, promptTokens: e.tree ? e.tree.nodes['0'].tokens : encodePrompt(e.item), tree: e.tree })), {
+      // a response hint's tokens count against the response budget
+      const hintTokens = Math.max(0, ...entries.map((e) => (e.tree?.meta?.hint as { kind?: string; tokens?: number } | undefined)).map((h) => (h?.kind === 'response' ? h.tokens ?? 0 : 0)));
+      const grown = await growSafely(this.generator, entries.map((e) => ({ item: e.item, promptTokens: e.tree ? e.tree.nodes['0'].tokens : encodePrompt(e.item), tree: e.tree, groupSize: e.groupSize })), {
         sampler: this.sampler, rng: rng.fork(`generate/${round}`), step: request.step, stopTokens: [this.tokenizer.eos],
-        maxResponseTokens: config.sampling.maxResponseTokens, temperature: config.sampling.temperature, topP: config.sampling.topP, topK: config.sampling.topK,
+        maxResponseTokens: Math.max(1, config.sampling.maxResponseTokens - hintTokens), temperature: config.sampling.temperature, topP: config.sampling.topP, topK: config.sampling.topK,
         treeIdPrefix: `s${request.step}r${round}p`, stopAfterTrees: options.stopAfterTrees,
       });
       timings.generate += Date.now() - t;
@@ -105,10 +128,37 @@ export class Producer {
       timings.score += Date.now() - t;
       return grown.trees;
     };
-    const out = await this.control.collect(config.run.promptsPerStep, request.carried, {
-      select: (count) => data.take(count).map((i) => this.pool[i]),
-      grow,
-    });
+    const control: ControlState = structuredClone(request.control ?? {});
+    const promptStats = new PromptStats(config.promptStats, control.prompts);
+    const take = (count: number) => data.take(count).map((i) => this.pool[i]);
+    const skip = config.skip;
+    const skipState = skip.kind === 'greso' ? control.skip ?? { pEasy: skip.start, pHard: skip.start } : undefined;
+    info.prompts_skipped = 0;
+    const skipRng = rng.fork('skip');
+    const select = (count: number) => {
+      if (skip.kind !== 'greso' || !skipState) return take(count);
+      const out = selectSkipping(take, count, skip, skipState, (id) => promptStats.record(id), skipRng);
+      info.prompts_skipped += out.skipped;
+      return out.items;
+    };
+    const hinted = (item: TaskItem, hint: PromptHint, index: number): RolloutTree => this.hintedTree(item, hint, `s${request.step}h${index}`, encodePrompt);
+    const out = await this.control.collect(config.run.promptsPerStep, request.carried, { select, grow, hinted, stats: promptStats, step: request.step, groupSize: this.generator.groupSize });
+    // learn from every group completed this step (each tree once), then adapt the skip rule
+    const seen = new Set<RolloutTree>();
+    for (const tree of out.drawn) {
+      if (seen.has(tree) || !isComplete(tree) || hasError(tree) || tree.meta?.hint) continue;
+      seen.add(tree);
+      promptStats.observe(tree.itemId, leaves(tree).map(correctness), request.step);
+    }
+    control.prompts = promptStats.state;
+    const means = out.batch.filter((b) => !hasError(b.tree)).map((b) => { const ls = leaves(b.tree); return ls.reduce((a, l) => a + correctness(l), 0) / Math.max(1, ls.length); });
+    if (skip.kind === 'greso' && skipState) {
+      control.skip = adaptSkip(skipState, means, skip);
+      info.skip_p_easy = control.skip.pEasy;
+      info.skip_p_hard = control.skip.pHard;
+    }
+    info.informative_groups = out.batch.length ? out.batch.filter((b) => isInformative(b.tree)).length / out.batch.length : 0;
+    info.rollouts = out.batch.reduce((a, b) => a + leaves(b.tree).length, 0);
     timings.produce = Date.now() - started;
     return {
       step: request.step,
@@ -116,6 +166,7 @@ export class Producer {
       drawn: out.drawn,
       carry: out.carry,
       data: data.state,
+      control,
       stats,
       info: { ...info, ...out.info },
       timings,

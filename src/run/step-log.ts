@@ -4,7 +4,7 @@
  * step, including groups dynamic sampling dropped; training figures cover the trees trained on.
  */
 import { generatedTokenCount, isComplete, leaves, type RolloutTree } from '../core/tree.js';
-import { CORRECT_THRESHOLD } from '../filter/constants.js';
+import { correctness, isCorrect } from '../filter/constants.js';
 import type { LearnerResult } from './learner.js';
 import type { ProducedMeta } from './pipeline.js';
 import type { EvalResult } from './evaluate.js';
@@ -14,11 +14,13 @@ import type { LoopState } from './run-state.js';
 export function stepMetrics(step: number, batch: RolloutTree[], meta: ProducedMeta, learned: LearnerResult | undefined, trainMs: number, state: LoopState): StepMetrics {
   const ls = meta.drawn.filter((t) => isComplete(t)).flatMap((t) => leaves(t)).filter((l) => l.finishReason !== 'error');
   const rewardMean = mean(ls.map((l) => l.reward ?? 0));
-  const accuracy = mean(ls.map((l) => ((l.rewardInfo?.components.correct ?? l.reward ?? 0) > CORRECT_THRESHOLD ? 1 : 0)));
+  const accuracy = mean(ls.map((l) => (isCorrect(correctness(l)) ? 1 : 0)));
   const s = meta.stats;
   const m = learned?.metrics ?? {};
   return {
     step,
+    // every control counter (allocation, skipping, hints, pruning...); the fixed keys below win
+    ...meta.info,
     reward_mean: rewardMean,
     accuracy,
     tokens_decoded: s.tokensDecoded,

@@ -157,7 +157,9 @@ export class Producer {
       info.skip_p_easy = control.skip.pEasy;
       info.skip_p_hard = control.skip.pHard;
     }
-    info.informative_groups = out.batch.length ? out.batch.filter((b) => isInformative(b.tree)).length / out.batch.length : 0;
+    const informative = out.batch.filter((b) => isInformative(b.tree));
+    info.informative_groups = out.batch.length ? informative.length / out.batch.length : 0;
+    info.informative_rollouts = informative.reduce((a, b) => a + leaves(b.tree).length, 0) / Math.max(1, out.batch.reduce((a, b) => a + leaves(b.tree).length, 0));
     info.rollouts = out.batch.reduce((a, b) => a + leaves(b.tree).length, 0);
     timings.produce = Date.now() - started;
     return {

@@ -78,3 +78,10 @@ test('uniform: one round of G, nothing extra', () => {
   assert.equal(a.firstRound, 6);
   assert.deepEqual(a.extra([prompt([1]), prompt([0])], 10), [0, 0]);
 });
+
+test('largestRemainder: floors, then the largest fractions (earlier first on ties), summing to the total', async () => {
+  const { largestRemainder } = await import('../../src/core/apportion.js');
+  assert.deepEqual(largestRemainder([5.25, 1.75, 0], 7), [5, 2, 0]);
+  assert.deepEqual(largestRemainder([1.5, 1.5, 1], 4), [2, 1, 1]);
+  assert.deepEqual(largestRemainder([0.2, 0.2, 0.2, 0.2, 0.2], 1), [1, 0, 0, 0, 0]);
+});

@@ -10,6 +10,7 @@
  * they leave unused is not spent (DARS saves it).
  */
 import { z } from 'zod';
+import { largestRemainder } from '../../core/apportion.js';
 import type { AllocationPrompt, Allocator } from './types.js';
 
 export const darsSchema = z
@@ -41,16 +42,7 @@ export function darsAllocator(options: DarsOptions): Allocator {
       const want = prompts.map((q) => darsExtra(q.firstRound.reduce((a, c) => a + c, 0) / Math.max(1, q.firstRound.length), n, options.schedule, options.maxPerPrompt));
       const total = want.reduce((a, c) => a + c, 0);
       if (total <= budget) return want;
-      const exact = want.map((w) => (w * budget) / total);
-      const out = exact.map((v) => Math.floor(v));
-      let left = budget - out.reduce((a, c) => a + c, 0);
-      const order = exact.map((v, i) => [v - Math.floor(v), i] as const).sort((x, y) => y[0] - x[0] || x[1] - y[1]);
-      for (const [, i] of order) {
-        if (left <= 0) break;
-        out[i]++;
-        left--;
-      }
-      return out;
+      return largestRemainder(want.map((w) => (w * budget) / total), budget);
     },
   };
 }

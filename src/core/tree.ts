@@ -175,6 +175,37 @@ export function appendToNode(tree: RolloutTree, nodeId: string, segment: Segment
   return node;
 }
 
+/**
+ * Split a childless node at token `at` (0 < at < length): the node keeps tokens [0, at) and becomes
+ * internal; a new child holds the rest with its log-probs, entropies, mask, versions and finish
+ * reason. Lets a generator branch in the middle of a decoded segment (LATR) while shared prefixes stay
+ * shared nodes. Returns the new child.
+ */
+export function splitLeaf(tree: RolloutTree, nodeId: string, at: number): TreeNode {
+  const node = tree.nodes[nodeId];
+  if (!node || node.parent === null) throw new DataError(`tree ${tree.id}: cannot split ${nodeId}`);
+  if (node.children.length) throw new DataError(`tree ${tree.id}: node ${nodeId} has children; only a leaf can be split`);
+  if (!(Number.isInteger(at) && at > 0 && at < node.tokens.length)) throw new DataError(`tree ${tree.id}: split of ${nodeId} at ${at} outside (0, ${node.tokens.length})`);
+  const tail = addNode(tree, nodeId, {
+    tokens: node.tokens.slice(at),
+    logprobs: node.logprobs.slice(at),
+    entropies: node.entropies?.slice(at),
+    mask: node.mask.slice(at),
+    finishReason: node.finishReason,
+    weightVersion: node.versions ? node.versions[at] : node.weightVersion,
+    error: node.error,
+  });
+  if (node.versions) tail.versions = node.versions.slice(at);
+  node.tokens = node.tokens.slice(0, at);
+  node.logprobs = node.logprobs.slice(0, at);
+  node.mask = node.mask.slice(0, at);
+  if (node.entropies) node.entropies = node.entropies.slice(0, at);
+  if (node.versions) node.versions = node.versions.slice(0, at);
+  node.finishReason = null;
+  delete node.error;
+  return tail;
+}
+
 /** Weight version of every policy token of the tree (each node's tokens counted once). */
 export function tokenVersions(tree: RolloutTree): number[] {
   const out: number[] = [];

@@ -29,6 +29,12 @@ export interface SampleRequest {
   stopTokens?: number[];
   /** Seed for this request's sampling; continuation i uses a stream derived from (seed, i). */
   seed?: number;
+  /**
+   * The n continuations start with n different tokens: continuation i's first token is sampled from
+   * the distribution with the first tokens of continuations 0..i−1 removed (sampling without
+   * replacement; TreePO `distinct`). Recorded log-probs stay the model's, unrenormalised.
+   */
+  distinctFirstTokens?: boolean;
   /** Force the first token of continuation i to `forcedTokens[i]` (LATR branching). */
   forcedTokens?: number[];
   /** Return per-token entropy of the sampling distribution. */
@@ -82,6 +88,8 @@ export interface SamplerCapabilities {
   cacheHandles: boolean;
   /** Automatic prefix caching of re-sent prefixes (vLLM/SGLang). */
   prefixCaching: boolean;
+  /** `SampleRequest.distinctFirstTokens` is honoured (absent = no). */
+  distinctFirstTokens?: boolean;
 }
 
 /** Options of one sample() call. */

@@ -6,12 +6,15 @@
 import { z } from 'zod';
 import { configErrorFromIssue } from '../core/errors.js';
 import { iidGenerator } from './iid.js';
+import { latrGenerator } from './latr.js';
 import { treepoGenerator } from './treepo.js';
 import type { Generator } from './types.js';
 
 export * from './types.js';
 export { iidGenerator } from './iid.js';
 export { treepoGenerator, allocate, type TreepoPending } from './treepo.js';
+export { latrGenerator, branchPoint, editDistance } from './latr.js';
+export { siblingStats } from './siblings.js';
 
 const groupSize = z.number().int().min(1).default(8).describe('G: trajectories (leaves) per prompt');
 
@@ -35,12 +38,25 @@ export const treepoOptionsSchema = z
     maxDepth: z.number().int().min(0).default(0).describe('maximum segments per trajectory (0 = ceil(maxResponseTokens / L))'),
     allocation: z.enum(['fixed_avg', 'low_prob', 'high_prob', 'high_entropy']).default('fixed_avg').describe('how the branch budget is split among continuing paths'),
     allocationTemperature: z.number().positive().default(2).describe('τ of the probability/entropy-driven allocations'),
+    distinct: z.boolean().default(false).describe('siblings start with different tokens (the copies of a path are sampled without replacement at their first token)'),
     repetitionNgram: z.number().int().min(0).default(0).describe('repetition stop: n-gram length in tokens (0 = off)'),
     repetitionCount: z.number().int().min(2).default(8).describe('repetition stop: occurrences that end a path'),
   })
   .strict();
 
-export const generateOptionsSchema = z.discriminatedUnion('kind', [iidOptionsSchema, treepoOptionsSchema]);
+export const latrOptionsSchema = z
+  .object({
+    kind: z.literal('latr').describe('LATR lookahead branching: fork where the model hesitates, keep branches that diverge'),
+    groupSize,
+    segmentLength: z.number().int().min(1).max(4096).default(8).describe('tokens per decoding segment (branch points are looked for in each new segment)'),
+    tauAbs: z.number().min(0).max(1).default(0.15).describe('branch when the runner-up token has probability above this (authors\' math default)'),
+    tauRel: z.number().min(0).max(1).default(0.25).describe('... and is within this of the top token\'s probability'),
+    lookahead: z.number().int().min(1).max(4096).default(8).describe('tokens a branch is decoded before the prune test'),
+    pruneDistance: z.number().min(0).max(1).default(0.4).describe('prune a branch whose lookahead has normalised edit distance below this to its path\'s own continuation'),
+  })
+  .strict();
+
+export const generateOptionsSchema = z.discriminatedUnion('kind', [iidOptionsSchema, treepoOptionsSchema, latrOptionsSchema]);
 export type GenerateOptions = z.infer<typeof generateOptionsSchema>;
 
 export function generatorFromConfig(spec: unknown): Generator {
@@ -49,5 +65,5 @@ export function generatorFromConfig(spec: unknown): Generator {
     throw configErrorFromIssue('generate', parsed.error.issues[0]);
   }
   const o = parsed.data;
-  return o.kind === 'iid' ? iidGenerator(o) : treepoGenerator(o);
+  return o.kind === 'iid' ? iidGenerator(o) : o.kind === 'latr' ? latrGenerator(o) : treepoGenerator(o);
 }

@@ -41,6 +41,8 @@ export interface TreepoOptions {
   allocation: 'fixed_avg' | 'low_prob' | 'high_prob' | 'high_entropy';
   /** Softmax temperature τ of the probability/entropy-driven allocations. */
   allocationTemperature: number;
+  /** Siblings start with different tokens: a path's copies draw their first token without replacement. */
+  distinct: boolean;
   /** Repetition stop: an n-gram of this many tokens occurring `repetitionCount` times in the response (0 = off). */
   repetitionNgram: number;
   repetitionCount: number;
@@ -104,6 +106,9 @@ export function treepoGenerator(options: TreepoOptions): Generator {
     kind: 'treepo',
     groupSize: G,
     async grow(inputs: GenerateInput[], ctx: GenerateContext) {
+      if (options.distinct && !ctx.sampler.capabilities.distinctFirstTokens) {
+        throw new ConfigError('treepo "distinct" needs a sampler that samples first tokens without replacement (the embedded engine)', 'generate.distinct');
+      }
       if (options.allocation === 'high_entropy' && !ctx.sampler.capabilities.entropy) {
         throw new ConfigError('treepo allocation "high_entropy" needs a sampler that reports entropy', 'generate.allocation');
       }
@@ -165,6 +170,7 @@ function segmentRequest({ state, live }: Job, { options, ctx }: RoundContext): S
     stopTokens: ctx.stopTokens,
     seed: ctx.rng.nextU32(),
     retain: true,
+    distinctFirstTokens: options.distinct && live.copies > 1 ? true : undefined,
     returnEntropy: options.allocation === 'high_entropy',
     affinityKey: state.tree.id,
   };

@@ -19,6 +19,7 @@ import type { RewardFunction } from '../filter/types.js';
 import { generatorFromConfig, type GenerateStats, type Generator } from '../generate/index.js';
 import { growSafely } from '../generate/safe.js';
 import { emptyStats } from '../generate/types.js';
+import { siblingStats } from '../generate/siblings.js';
 import { DataOrder, type DataOrderState } from '../replay/data-order.js';
 import { getTask } from '../tasks/index.js';
 import type { ArborConfig } from './config.js';
@@ -161,6 +162,14 @@ export class Producer {
     info.informative_groups = out.batch.length ? informative.length / out.batch.length : 0;
     info.informative_rollouts = informative.reduce((a, b) => a + leaves(b.tree).length, 0) / Math.max(1, out.batch.reduce((a, b) => a + leaves(b.tree).length, 0));
     info.rollouts = out.batch.reduce((a, b) => a + leaves(b.tree).length, 0);
+    const siblings = siblingStats([...new Set(out.drawn)]);
+    info.sibling_pairs = siblings.pairs;
+    info.identical_sibling_rate = siblings.pairs ? siblings.identical / siblings.pairs : 0;
+    const latr = [...new Set(out.drawn)].map((t) => t.meta?.latr as { forks: number; pruned: number } | undefined).filter((x) => x !== undefined);
+    if (latr.length) {
+      info.latr_forks = latr.reduce((a, x) => a + x.forks, 0);
+      info.latr_pruned = latr.reduce((a, x) => a + x.pruned, 0);
+    }
     timings.produce = Date.now() - started;
     return {
       step: request.step,

@@ -56,7 +56,7 @@ interface Continuation {
 
 export class NanoSampler implements Sampler {
   readonly specificationVersion = 'arbor.sampler.v1' as const;
-  readonly capabilities: SamplerCapabilities = { entropy: true, topLogprobs: true, forcedTokens: true, cacheHandles: true, prefixCaching: false };
+  readonly capabilities: SamplerCapabilities = { entropy: true, topLogprobs: true, forcedTokens: true, cacheHandles: true, prefixCaching: false, distinctFirstTokens: true };
   readonly cache: PagedKVCache;
   private readonly ws: DecodeWorkspace;
   private readonly retained = new Map<string, Retained>();
@@ -225,15 +225,21 @@ export class NanoSampler implements Sampler {
       }
       const next: Continuation[] = [];
       const rows: DecodeRow[] = [];
+      // first tokens already taken per request (distinctFirstTokens: sampling without replacement)
+      const taken = new Map<number, Set<number>>();
       for (const c of active) {
         const r = requests[c.request];
+        const first = c.tokens.length === 0;
+        const exclude = first && r.distinctFirstTokens ? taken.get(c.request) ?? new Set<number>() : undefined;
         const choice = chooseToken(c.logits, c.logitsOffset, V, c.rng, {
           temperature: r.temperature ?? 1,
           topP: r.topP ?? 1,
           topK: r.topK ?? 0,
           topLogprobs: r.topLogprobs ?? 0,
-          forced: c.tokens.length === 0 ? c.forced : undefined,
+          forced: first ? c.forced : undefined,
+          exclude,
         });
+        if (exclude) taken.set(c.request, exclude.add(choice.token));
         c.tokens.push(choice.token);
         c.logprobs.push(choice.logprob);
         c.entropies.push(choice.entropy);

@@ -19,6 +19,12 @@ export interface ChoiceOptions {
   topK: number;
   topLogprobs: number;
   forced?: number;
+  /**
+   * Tokens this draw may not produce (sampling without replacement across siblings): their mass is
+   * removed before sampling. The reported log-prob is still the full distribution's. Ignored when it
+   * would exclude every token.
+   */
+  exclude?: Set<number>;
 }
 
 export function chooseToken(logits: Float32Array, offset: number, V: number, rng: Rng, o: ChoiceOptions): TokenChoice {
@@ -39,9 +45,19 @@ export function chooseToken(logits: Float32Array, offset: number, V: number, rng
     entropy -= Math.exp(logp[v]) * logp[v];
   }
   let token: number;
+  // without-replacement draws sample from a copy whose excluded tokens have no mass
+  let from = logp;
+  if (o.exclude?.size && o.exclude.size < V) {
+    from = Float64Array.from(logp);
+    let kept = 0;
+    for (let v = 0; v < V; v++) if (o.exclude.has(v)) from[v] = -Infinity;
+    for (let v = 0; v < V; v++) kept += Math.exp(from[v]);
+    if (kept > 0) for (let v = 0; v < V; v++) from[v] -= Math.log(kept);
+    else from = logp;
+  }
   if (o.forced !== undefined) token = o.forced;
-  else if (o.temperature <= 0) token = argmax(logp);
-  else token = sampleTruncated(logp, V, rng, o.topK, o.topP);
+  else if (o.temperature <= 0) token = argmax(from);
+  else token = sampleTruncated(from, V, rng, o.topK, o.topP);
   const choice: TokenChoice = { token, logprob: logp[token], entropy };
   if (o.topLogprobs > 0) choice.top = topEntries(logp, o.topLogprobs);
   return choice;

@@ -18,6 +18,8 @@ export { isInformative, dynamicSampling } from './dynamic-sampling.js';
 export { allocateOptionsSchema, allocatorFromConfig, type AllocateOptions } from './allocate/index.js';
 export { hintOptionsSchema, type HintOptions } from './hint.js';
 export { skipOptionsSchema, selectSkipping, adaptSkip, type SkipOptions, type SkipState } from './skip.js';
+export { pruneOptionsSchema, choosePruned, keepProbabilities, type PruneOptions } from './prune.js';
+export { qualityHeadSchema, freshHead, nodeFeatures, nodeLabels, predict, train as trainHead, auc, brier, type QualityHeadOptions, type QualityHeadState } from './quality-head.js';
 export { PromptStats, promptStatsSchema, type PromptStatsOptions, type PromptStatsState } from './prompt-stats.js';
 
 const noneSchema = z.object({ kind: z.literal('none').describe('a fixed batch of fresh prompts per step, each grown to completion') }).strict();

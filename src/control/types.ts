@@ -8,6 +8,7 @@ import type { RolloutTree } from '../core/tree.js';
 import type { TaskItem } from '../core/types.js';
 import type { PromptStats, PromptStatsState } from './prompt-stats.js';
 import type { SkipState } from './skip.js';
+import type { QualityHeadState } from './quality-head.js';
 
 /**
  * What control strategies learn across steps, carried in the producer's request and result (plain
@@ -18,6 +19,8 @@ export interface ControlState {
   prompts?: PromptStatsState;
   /** GRESO's adaptive skip probabilities. */
   skip?: SkipState;
+  /** The quality head (value-guided branching, online pruning). */
+  head?: QualityHeadState;
 }
 
 /** A tree kept between steps by the rollout store. */

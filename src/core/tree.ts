@@ -206,6 +206,16 @@ export function splitLeaf(tree: RolloutTree, nodeId: string, at: number): TreeNo
   return tail;
 }
 
+/** Remove a childless non-root node (online pruning); returns it. */
+export function removeLeaf(tree: RolloutTree, nodeId: string): TreeNode {
+  const node = tree.nodes[nodeId];
+  if (!node || node.parent === null || node.children.length) throw new DataError(`tree ${tree.id}: cannot remove ${nodeId} (absent, the root, or not a leaf)`);
+  const parent = tree.nodes[node.parent];
+  parent.children = parent.children.filter((c) => c !== nodeId);
+  delete tree.nodes[nodeId];
+  return node;
+}
+
 /** Weight version of every policy token of the tree (each node's tokens counted once). */
 export function tokenVersions(tree: RolloutTree): number[] {
   const out: number[] = [];

@@ -36,7 +36,7 @@ export const treepoOptionsSchema = z
       .default(2)
       .describe('first-step copies: a number, or {min, max} drawn per prompt'),
     maxDepth: z.number().int().min(0).default(0).describe('maximum segments per trajectory (0 = ceil(maxResponseTokens / L))'),
-    allocation: z.enum(['fixed_avg', 'low_prob', 'high_prob', 'high_entropy']).default('fixed_avg').describe('how the branch budget is split among continuing paths'),
+    allocation: z.enum(['fixed_avg', 'low_prob', 'high_prob', 'high_entropy', 'value']).default('fixed_avg').describe('how the branch budget is split among continuing paths (value: predicted success near 0.5, from the quality head)'),
     allocationTemperature: z.number().positive().default(2).describe('τ of the probability/entropy-driven allocations'),
     distinct: z.boolean().default(false).describe('siblings start with different tokens (the copies of a path are sampled without replacement at their first token)'),
     repetitionNgram: z.number().int().min(0).default(0).describe('repetition stop: n-gram length in tokens (0 = off)'),

@@ -18,7 +18,8 @@
  * an aborted segment ends the call. `meta.pending` is deleted when the tree completes. Without
  * `stopAfterTrees` and without aborts, a fresh call makes exactly the draws and trees it always did.
  */
-import { addNode, appendToNode, createTree, leaves, prefixTokens, responseTokens, ROOT_ID, type FinishReason, type RolloutTree, type TreeNode } from '../core/tree.js';
+import { addNode, appendToNode, createTree, leaves, prefixTokens, removeLeaf, responseTokens, ROOT_ID, type FinishReason, type RolloutTree, type TreeNode } from '../core/tree.js';
+import { largestRemainder } from '../core/apportion.js';
 import { DataError } from '../core/errors.js';
 import type { Rng } from '../core/rng.js';
 import { ConfigError } from '../core/errors.js';
@@ -38,7 +39,7 @@ export interface TreepoOptions {
   /** Maximum segments per trajectory (0 = ceil(maxResponseTokens / L)). */
   maxDepth: number;
   /** How T is split among continuing paths. */
-  allocation: 'fixed_avg' | 'low_prob' | 'high_prob' | 'high_entropy';
+  allocation: 'fixed_avg' | 'low_prob' | 'high_prob' | 'high_entropy' | 'value';
   /** Softmax temperature τ of the probability/entropy-driven allocations. */
   allocationTemperature: number;
   /** Siblings start with different tokens: a path's copies draw their first token without replacement. */
@@ -128,7 +129,10 @@ export function treepoGenerator(options: TreepoOptions): Generator {
         const results = await ctx.sampler.sample(requests, { signal: ctx.signal });
         stats.samplerCalls++;
         const outcomes = absorbRound(jobs, results, rc, stats);
-        for (const [s, o] of outcomes) s.live = nextLive(s, o, s.G, b, options, ctx.rng);
+        for (const [s, o] of outcomes) {
+          prunePaths(s, o, round, ctx);
+          s.live = nextLive(s, o, s.G, b, options, ctx);
+        }
         // a cancelled sampler: further rounds would only abort again; the trees wait in meta.pending
         if (ctx.signal?.aborted || [...outcomes.values()].some((o) => o.aborted.length)) break;
       }
@@ -226,19 +230,53 @@ function segmentFinish(state: PromptState, node: TreeNode, c: SampleCompletion, 
 }
 
 /** The next round's live paths: budget transfer among survivors, or fallback; aborted segments resume. */
-function nextLive(s: PromptState, o: RoundOutcome, G: number, b: number, options: TreepoOptions, rng: Rng): Live[] {
+function nextLive(s: PromptState, o: RoundOutcome, G: number, b: number, options: TreepoOptions, ctx: GenerateContext): Live[] {
+  const rng = ctx.rng;
   const paths = o.continuing;
   // an aborted segment still holds the slot of one future leaf
   const open = G - s.finished.length - o.aborted.length;
   let live: Live[] = [];
   if (paths.length) {
     const T = Math.max(paths.length, Math.min(open, b * o.finished + b * paths.length));
-    const counts = allocate(paths, T, options);
+    const values = options.allocation === 'value' ? ctx.quality?.predict(s.tree, paths.map((p) => p.id)) : undefined;
+    values?.forEach((v, i) => (paths[i].value = v));
+    const counts = allocate(paths, T, values ? options : { ...options, allocation: options.allocation === 'value' ? 'fixed_avg' : options.allocation }, values);
     live = paths.map((node, i) => ({ node, copies: counts[i] }));
   } else if (open > 0 && !o.aborted.length) {
     live = fallback(s, open, b, rng);
   }
   return o.aborted.length ? live.concat(o.aborted.map((node) => ({ node, copies: 1 }))) : live;
+}
+
+/**
+ * Online pruning (control/prune.ts through ctx.quality): continuing paths the hook prunes are removed
+ * from the tree (their tokens stay counted as decoded; `meta.pruned` keeps the count), and their leaf
+ * slots are freed: the group's target G shrinks by the pruned paths' share of the open slots.
+ */
+function prunePaths(s: PromptState, o: RoundOutcome, round: number, ctx: GenerateContext): void {
+  const paths = o.continuing;
+  if (!ctx.quality?.prune || paths.length < 2) return;
+  const drop = ctx.quality.prune(s.tree, paths.map((p) => p.id), round);
+  if (!drop?.some(Boolean)) return;
+  const open = s.G - s.finished.length - o.aborted.length;
+  const pruned = paths.filter((_, i) => drop[i]);
+  const meta = (s.tree.meta?.pruned as { paths: number; tokens: number } | undefined) ?? { paths: 0, tokens: 0 };
+  for (const node of pruned) {
+    const handle = s.handles.get(node.id);
+    if (handle) ctx.sampler.release([handle]);
+    s.handles.delete(node.id);
+    removeLeaf(s.tree, node.id);
+    meta.paths++;
+    meta.tokens += node.tokens.length;
+    // an internal node left without children would be an unfinished leaf: it goes too
+    for (let up = s.tree.nodes[node.parent!]; up.parent !== null && !up.children.length && up.finishReason === null; up = s.tree.nodes[up.parent]) {
+      removeLeaf(s.tree, up.id);
+      meta.tokens += up.tokens.length;
+    }
+  }
+  s.tree.meta = { ...s.tree.meta, pruned: meta };
+  o.continuing = paths.filter((_, i) => !drop[i]);
+  s.G -= Math.min(open - o.continuing.length, Math.floor((pruned.length * open) / paths.length));
 }
 
 /** Release the call's KV handles; save or clear the pending state. */
@@ -296,8 +334,15 @@ function initialCopies(spec: TreepoOptions['initialDivergence'], G: number, rng:
 }
 
 /** Split T ≥ n_c children among continuing paths; every path gets at least one. */
-export function allocate(paths: TreeNode[], T: number, options: Pick<TreepoOptions, 'allocation' | 'allocationTemperature'>): number[] {
+export function allocate(paths: TreeNode[], T: number, options: Pick<TreepoOptions, 'allocation' | 'allocationTemperature'>, values?: number[]): number[] {
   const n = paths.length;
+  if (options.allocation === 'value') {
+    // value-driven: prefer paths whose predicted success is near 0.5 (mixed outcomes below them)
+    if (!values || values.length !== n) throw new Error('treepo: value allocation needs one prediction per path');
+    const w = values.map((v) => Math.exp(-Math.abs(v - 0.5) / options.allocationTemperature));
+    const sum = w.reduce((a, c) => a + c, 0);
+    return largestRemainder(w.map((v) => 1 + (v / sum) * (T - n)), T);
+  }
   if (options.allocation === 'fixed_avg') {
     const counts = new Array(n).fill(Math.floor(T / n));
     counts[n - 1] += T % n;
@@ -313,17 +358,7 @@ export function allocate(paths: TreeNode[], T: number, options: Pick<TreepoOptio
   const mx = Math.max(...z);
   const w = z.map((v) => Math.exp(v - mx));
   const sum = w.reduce((a, c) => a + c, 0);
-  const extra = T - n;
-  const exact = w.map((v) => (v / sum) * extra);
-  const counts = exact.map((v) => 1 + Math.floor(v));
-  let left = T - counts.reduce((a, c) => a + c, 0);
-  const order = exact.map((v, i) => [v - Math.floor(v), i] as const).sort((a, c) => c[0] - a[0] || a[1] - c[1]);
-  for (const [, i] of order) {
-    if (left <= 0) break;
-    counts[i]++;
-    left--;
-  }
-  return counts;
+  return largestRemainder(w.map((v) => 1 + (v / sum) * (T - n)), T);
 }
 
 /** Fallback: new siblings grown from a random earlier segment boundary of naturally finished leaves. */

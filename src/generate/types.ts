@@ -43,6 +43,16 @@ export interface GenerateContext {
    * unfinished (isComplete false) with whatever they grew, to be continued by a later call.
    */
   stopAfterTrees?: number;
+  /** Control's view into growing trees (value-guided branching, online pruning); absent = none. */
+  quality?: QualityHook;
+}
+
+/** What a learned success predictor offers a generator (control/quality-head.ts via the producer). */
+export interface QualityHook {
+  /** Predicted success of each node's path; undefined while the predictor warms up. */
+  predict(tree: RolloutTree, nodeIds: string[]): number[] | undefined;
+  /** After round `round`, which continuing paths to prune (true = prune); undefined = none. */
+  prune?(tree: RolloutTree, nodeIds: string[], round: number): boolean[] | undefined;
 }
 
 /** Compute accounting for one grow() call (generate.md). */

@@ -12,7 +12,7 @@ import { ConfigError } from '../core/errors.js';
 import { generateOptionsSchema } from '../generate/index.js';
 import { advantageOptionsSchema, aggregationSchema, lossOptionsSchema } from '../optimize/index.js';
 import { engineSchema, modelSchema, sftSchema } from '../engine/config.js';
-import { allocateOptionsSchema, controlOptionsSchema, hintOptionsSchema, promptStatsSchema, skipOptionsSchema } from '../control/index.js';
+import { allocateOptionsSchema, controlOptionsSchema, hintOptionsSchema, promptStatsSchema, pruneOptionsSchema, qualityHeadSchema, skipOptionsSchema } from '../control/index.js';
 import { storeOptionsSchema } from '../replay/store.js';
 
 const runSchema = z
@@ -102,7 +102,9 @@ export const configSchema = z
     allocate: allocateOptionsSchema.default({ kind: 'uniform' }).describe('per-prompt rollout allocation within the step budget: uniform | knapsack | xrpo | dars'),
     skip: skipOptionsSchema.default({ kind: 'none' }).describe('prompt skipping before rollout: none | greso'),
     hint: hintOptionsSchema.default({ kind: 'none' }).describe('hint rescue of all-fail prompts: none | gold_prefix | example'),
-    promptStats: promptStatsSchema.default({}).describe('per-prompt success statistics kept across steps (allocation, skipping, hints)'),
+    prune: pruneOptionsSchema.default({ kind: 'none' }).describe('online pruning of partial rollouts: none | arrol (TreePO)'),
+    qualityHead: qualityHeadSchema.default({}).describe('the learned success predictor behind value-guided TreePO and pruning'),
+    promptStats: promptStatsSchema.default({}).describe('per-prompt success statistics kept across steps (allocation, skipping, hints, the quality head)'),
     store: storeOptionsSchema.default({}).describe('the rollout store between producers and the learner'),
     reward: rewardSchema.describe('the Filter stage'),
     optimize: optimizeSchema.describe('advantages and losses'),

@@ -8,10 +8,12 @@
  * result is an exact function of its request: that is what makes async runs resumable bit for bit.
  */
 import { Rng } from '../core/rng.js';
+import { ConfigError } from '../core/errors.js';
 import { createTree, hasError, isComplete, leaves, type RolloutTree } from '../core/tree.js';
 import type { TaskItem } from '../core/types.js';
 import { adaptSkip, controlFromConfig, isInformative, PromptStats, selectSkipping, type CarriedTree, type ControlState, type ControlStrategy, type GrowEntry, type PromptHint } from '../control/index.js';
 import { correctness } from '../filter/constants.js';
+import { QualityStep } from '../control/quality-step.js';
 import type { Sampler, TextTokenizer } from '../engine/types.js';
 import { rewardFromConfig } from '../filter/registry.js';
 import { scoreTrees } from '../filter/score-trees.js';
@@ -71,6 +73,7 @@ export class Producer {
     await task.prepare?.();
     const reward = rewardFromConfig(config.reward, { taskReward: task.reward, safety: { timeoutMs: config.reward.timeoutMs, failureReward: config.reward.failureReward } });
     const pool = task.makeItems('train', config.run.trainItems, config.run.seed);
+    if (config.prune.kind !== 'none' && config.generate.kind !== 'treepo') throw new ConfigError(`prune.kind "${config.prune.kind}" prunes TreePO paths: it needs generate.kind "treepo" (got "${config.generate.kind}")`, 'prune.kind');
     const generator = generatorFromConfig(config.generate);
     const control = controlFromConfig(config.control, { allocate: config.allocate, hint: config.hint, groupSize: generator.groupSize });
     return new Producer(config, sampler, tokenizer, pool, reward, generator, control);
@@ -110,6 +113,9 @@ export class Producer {
     const stats = emptyStats();
     const timings = { generate: 0, score: 0, produce: 0 };
     const info: Record<string, number> = { trees_error: 0, reward_failures: 0 };
+    const control: ControlState = structuredClone(request.control ?? {});
+    const promptStats = new PromptStats(config.promptStats, control.prompts);
+    const quality = new QualityStep(control.head, { head: config.qualityHead, prune: config.prune, valueAllocation: config.generate.kind === 'treepo' && config.generate.allocation === 'value', maxResponseTokens: config.sampling.maxResponseTokens }, (id) => promptStats.posterior(id, request.step).mean, rng.fork('quality'));
     const grow = async (entries: GrowEntry[], round: number, options: { stopAfterTrees?: number } = {}): Promise<RolloutTree[]> => {
       let t = Date.now();
       // a response hint's tokens count against the response budget
@@ -117,7 +123,7 @@ export class Producer {
       const grown = await growSafely(this.generator, entries.map((e) => ({ item: e.item, promptTokens: e.tree ? e.tree.nodes['0'].tokens : encodePrompt(e.item), tree: e.tree, groupSize: e.groupSize })), {
         sampler: this.sampler, rng: rng.fork(`generate/${round}`), step: request.step, stopTokens: [this.tokenizer.eos],
         maxResponseTokens: Math.max(1, config.sampling.maxResponseTokens - hintTokens), temperature: config.sampling.temperature, topP: config.sampling.topP, topK: config.sampling.topK,
-        treeIdPrefix: `s${request.step}r${round}p`, stopAfterTrees: options.stopAfterTrees,
+        treeIdPrefix: `s${request.step}r${round}p`, stopAfterTrees: options.stopAfterTrees, quality: quality.hook,
       });
       timings.generate += Date.now() - t;
       for (const k of Object.keys(stats) as Array<keyof GenerateStats>) stats[k] += grown.stats[k];
@@ -129,8 +135,6 @@ export class Producer {
       timings.score += Date.now() - t;
       return grown.trees;
     };
-    const control: ControlState = structuredClone(request.control ?? {});
-    const promptStats = new PromptStats(config.promptStats, control.prompts);
     const take = (count: number) => data.take(count).map((i) => this.pool[i]);
     const skip = config.skip;
     const skipState = skip.kind === 'greso' ? control.skip ?? { pEasy: skip.start, pHard: skip.start } : undefined;
@@ -144,11 +148,13 @@ export class Producer {
     };
     const hinted = (item: TaskItem, hint: PromptHint, index: number): RolloutTree => this.hintedTree(item, hint, `s${request.step}h${index}`, encodePrompt);
     const out = await this.control.collect(config.run.promptsPerStep, request.carried, { select, grow, hinted, stats: promptStats, step: request.step, groupSize: this.generator.groupSize });
-    // learn from every group completed this step (each tree once), then adapt the skip rule
-    const seen = new Set<RolloutTree>();
-    for (const tree of out.drawn) {
-      if (seen.has(tree) || !isComplete(tree) || hasError(tree) || tree.meta?.hint) continue;
-      seen.add(tree);
+    // the quality head learns first (its features use the prompt statistics before this step),
+    // then every group completed this step (each tree once) updates the statistics
+    const drawn = [...new Set(out.drawn)];
+    Object.assign(info, quality.learn(drawn));
+    if (quality.state) control.head = quality.state;
+    for (const tree of drawn) {
+      if (!isComplete(tree) || hasError(tree) || tree.meta?.hint) continue;
       promptStats.observe(tree.itemId, leaves(tree).map(correctness), request.step);
     }
     control.prompts = promptStats.state;
@@ -158,18 +164,8 @@ export class Producer {
       info.skip_p_easy = control.skip.pEasy;
       info.skip_p_hard = control.skip.pHard;
     }
-    const informative = out.batch.filter((b) => isInformative(b.tree));
-    info.informative_groups = out.batch.length ? informative.length / out.batch.length : 0;
-    info.informative_rollouts = informative.reduce((a, b) => a + leaves(b.tree).length, 0) / Math.max(1, out.batch.reduce((a, b) => a + leaves(b.tree).length, 0));
-    info.rollouts = out.batch.reduce((a, b) => a + leaves(b.tree).length, 0);
-    const siblings = siblingStats([...new Set(out.drawn)]);
-    info.sibling_pairs = siblings.pairs;
-    info.identical_sibling_rate = siblings.pairs ? siblings.identical / siblings.pairs : 0;
-    const latr = [...new Set(out.drawn)].map((t) => t.meta?.latr as { forks: number; pruned: number } | undefined).filter((x) => x !== undefined);
-    if (latr.length) {
-      info.latr_forks = latr.reduce((a, x) => a + x.forks, 0);
-      info.latr_pruned = latr.reduce((a, x) => a + x.pruned, 0);
-    }
+    if (config.prune.kind === 'arrol') Object.assign(info, { pruned_paths: 0, pruned_tokens: 0 });
+    Object.assign(info, batchInfo(out.batch, drawn));
     timings.produce = Date.now() - started;
     return {
       step: request.step,
@@ -184,4 +180,23 @@ export class Producer {
       weightVersion: version,
     };
   }
+}
+
+/** Per-step counters of the batch and of every tree grown: informative groups, rollouts, siblings, LATR forks, pruning. */
+function batchInfo(batch: Array<{ tree: RolloutTree }>, drawn: RolloutTree[]): Record<string, number> {
+  const size = (t: RolloutTree) => leaves(t).length;
+  const informative = batch.filter((b) => isInformative(b.tree));
+  const rollouts = batch.reduce((a, b) => a + size(b.tree), 0);
+  const siblings = siblingStats(drawn);
+  const info: Record<string, number> = {
+    informative_groups: batch.length ? informative.length / batch.length : 0,
+    informative_rollouts: informative.reduce((a, b) => a + size(b.tree), 0) / Math.max(1, rollouts),
+    rollouts,
+    sibling_pairs: siblings.pairs,
+    identical_sibling_rate: siblings.pairs ? siblings.identical / siblings.pairs : 0,
+  };
+  const sum = (key: string, field: string) => drawn.reduce((a, t) => a + (((t.meta?.[key] as Record<string, number> | undefined)?.[field]) ?? 0), 0);
+  if (drawn.some((t) => t.meta?.latr)) Object.assign(info, { latr_forks: sum('latr', 'forks'), latr_pruned: sum('latr', 'pruned') });
+  if (drawn.some((t) => t.meta?.pruned)) Object.assign(info, { pruned_paths: sum('pruned', 'paths'), pruned_tokens: sum('pruned', 'tokens') });
+  return info;
 }

@@ -65,11 +65,36 @@ test('allocation + skipping + hint rescue: the step budget is spent exactly, cou
   assert.deepEqual(pick(join(root, 'parts')), pick(join(root, 'full')));
 });
 
+test('value-guided TreePO with ARRoL pruning: the head is calibrated and checkpointed, paths are pruned, resume exact', { timeout: 300_000 }, async () => {
+  const trees = {
+    generate: { kind: 'treepo', groupSize: 4, segmentLength: 4, branchingFactor: 2, initialDivergence: 2, allocation: 'value' },
+    optimize: { advantage: { kind: 'tree', level: 'segment' } },
+    prune: { kind: 'arrol', atRound: 1 },
+    qualityHead: { warmup: 16 },
+  };
+  const keys = ['reward_mean', 'loss', 'tokens_decoded', 'rollouts', 'head_auc', 'head_brier', 'head_examples', 'pruned_paths', 'pruned_tokens'];
+  const pickQ = (dir: string) => steps(dir).map((m) => Object.fromEntries(keys.map((k) => [k, m[k]])));
+  await train(config('qfull', trees), { quiet: true });
+  const ms = steps(join(root, 'qfull'));
+  assert.equal(ms[0].head_examples, 0);
+  assert.ok((ms[5].head_examples as number) > (ms[1].head_examples as number), 'the head learns every step');
+  assert.ok(ms.some((m) => (m.pruned_paths as number) > 0), 'once warmed up, paths get pruned');
+  assert.ok(ms.filter((m) => (m.pruned_paths as number) > 0).every((m) => (m.rollouts as number) < 32), 'pruning frees leaf slots');
+  const aucs = ms.map((m) => m.head_auc).filter((a): a is number => typeof a === 'number');
+  assert.ok(aucs.length >= 1 && aucs.every((a) => a >= 0 && a <= 1), `out-of-sample AUC logged once the head has examples: ${aucs}`);
+  const state = JSON.parse(readFileSync(join(root, 'qfull', 'checkpoints', 'step-6', 'state.json'), 'utf8'));
+  assert.equal(state.pipeline.control.head.w.length, 6);
+  await train(config('qparts', trees), { quiet: true, steps: 3 });
+  await train(undefined, { quiet: true, resume: join(root, 'qparts'), steps: 6 });
+  assert.deepEqual(pickQ(join(root, 'qparts')), pickQ(join(root, 'qfull')));
+});
+
 test('budget options that need the fixed batch, and allocations that leave nothing to allocate, are config errors naming the key', async () => {
   const make = (o: Record<string, unknown>) => Producer.create(config('bad', o), undefined as never, { encode: () => [], decode: () => '', eos: 2, vocabSize: 10 } as never);
   await assert.rejects(make({ control: { kind: 'april' }, allocate: { kind: 'xrpo' } }), (e: unknown) => e instanceof ConfigError && /allocate\.kind "xrpo" needs control\.kind "none"/.test(e.message) && e.path === 'allocate.kind');
   await assert.rejects(make({ control: { kind: 'dynamic_sampling' }, hint: { kind: 'example' } }), (e: unknown) => e instanceof ConfigError && e.path === 'hint.kind');
   await assert.rejects(make({ allocate: { kind: 'knapsack', firstRound: 4 } }), (e: unknown) => e instanceof ConfigError && /firstRound \(4\) must be below the group size G = 4/.test(e.message));
   await assert.rejects(make({ allocate: { kind: 'dars', firstRound: 2, maxPerPrompt: 3 } }), (e: unknown) => e instanceof ConfigError && e.path === 'allocate.maxPerPrompt');
+  await assert.rejects(make({ prune: { kind: 'arrol' } }), (e: unknown) => e instanceof ConfigError && e.path === 'prune.kind' && /needs generate.kind "treepo"/.test(e.message));
   assert.throws(() => config('bad', { allocate: { kind: 'knapsack', budget: 3 } }), (e: unknown) => e instanceof ConfigError && /allocate: unknown key\(s\) "budget"/.test(e.message));
 });

@@ -53,7 +53,7 @@ const VARIANTS: Variant[] = [
   { name: 'treepo', family: 'trees', patch: asTrees },
   { name: 'treepo-distinct', family: 'trees', patch: (c) => ({ ...asTrees(c), generate: { ...treepo, distinct: true } }) },
   { name: 'latr', family: 'trees', patch: (c) => ({ ...asTrees(c), generate: { kind: 'latr', groupSize: 8 } }) },
-  { name: 'treepo-value', family: 'trees', patch: (c) => ({ ...asTrees(c), generate: { ...treepo, allocation: 'value' } }) },
+  { name: 'treepo-value', family: 'trees', patch: (c) => ({ ...asTrees(c), generate: { ...treepo, allocation: 'value', allocationTemperature: 0.2 } }) },
   { name: 'treepo-prune', family: 'trees', patch: (c) => ({ ...asTrees(c), prune: { kind: 'arrol' } }) },
 ];
 

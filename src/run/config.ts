@@ -97,7 +97,7 @@ export const configSchema = z
     sft: sftSchema.describe('supervised warm-start'),
     engine: engineSchema.describe('engine backend'),
     sampling: samplingSchema.describe('rollout sampling'),
-    generate: generateOptionsSchema.default({ kind: 'treepo' }).describe('rollout topology (iid or treepo)'),
+    generate: generateOptionsSchema.default({ kind: 'treepo' }).describe('rollout topology (iid, treepo or latr)'),
     control: controlOptionsSchema.default({ kind: 'none' }).describe('how each step spends its rollout budget: none | dynamic_sampling | april'),
     allocate: allocateOptionsSchema.default({ kind: 'uniform' }).describe('per-prompt rollout allocation within the step budget: uniform | knapsack | xrpo | dars'),
     skip: skipOptionsSchema.default({ kind: 'none' }).describe('prompt skipping before rollout: none | greso'),

@@ -4,30 +4,42 @@
  * scored, the head's out-of-sample calibration on them followed by its update. Active only when
  * `generate.allocation` is `value` or `prune.kind` is `arrol`.
  */
+import { ConfigError } from '../core/errors.js';
 import type { Rng } from '../core/rng.js';
 import type { RolloutTree } from '../core/tree.js';
 import type { QualityHook } from '../generate/types.js';
 import { choosePruned, type PruneOptions } from './prune.js';
-import { auc, brier, freshHead, nodeFeatures, nodeLabels, predict, train, type QualityHeadOptions, type QualityHeadState } from './quality-head.js';
+import { auc, brier, freshHead, headHiddenWidth, hiddenFeatures, nodeFeatures, nodeLabels, predict, train, type HiddenFeatures, type QualityHeadOptions, type QualityHeadState } from './quality-head.js';
 
 export interface QualityStepOptions {
   head: QualityHeadOptions;
   prune: PruneOptions;
   valueAllocation: boolean;
   maxResponseTokens: number;
+  /** Width of the hidden state the sampler can return (0 = it cannot); used when `head.hidden`. */
+  samplerHiddenSize: number;
+  /** The sampler reports per-token entropy (asked for while the head is active). */
+  samplerEntropy: boolean;
 }
 
 export class QualityStep {
   readonly hook?: QualityHook;
   readonly state?: QualityHeadState;
+  private readonly hidden?: HiddenFeatures;
 
   constructor(state: QualityHeadState | undefined, private readonly o: QualityStepOptions, private readonly prior: (itemId: string) => number, rng: Rng) {
     if (!o.valueAllocation && o.prune.kind === 'none') return;
-    const head = (this.state = state ?? freshHead());
+    const hidden = (this.hidden = o.head.hidden && o.samplerHiddenSize > 0 ? hiddenFeatures(o.samplerHiddenSize, o.head.hiddenDims) : undefined);
+    const width = hidden?.width ?? 0;
+    if (state && headHiddenWidth(state) !== width) {
+      throw new ConfigError(`the saved quality head reads ${headHiddenWidth(state)} hidden-state features, this run's engine and config give ${width} (set qualityHead.hidden and hiddenDims as in the run that saved it)`, 'qualityHead.hidden');
+    }
+    const head = (this.state = state ?? freshHead(width));
     const ready = () => head.examples >= o.head.warmup;
-    const predictAll = (tree: RolloutTree, ids: string[]) => ids.map((id) => predict(head, nodeFeatures(tree, id, o.maxResponseTokens, prior(tree.itemId))));
+    const predictAll = (tree: RolloutTree, ids: string[]) => ids.map((id) => predict(head, nodeFeatures(tree, id, o.maxResponseTokens, prior(tree.itemId), hidden)));
     const prune = o.prune;
     this.hook = {
+      wants: { entropy: o.samplerEntropy, hidden: hidden !== undefined },
       predict: (tree, ids) => (ready() ? predictAll(tree, ids) : undefined),
       prune:
         prune.kind === 'arrol'
@@ -49,7 +61,7 @@ export class QualityStep {
     const ys: number[] = [];
     for (const tree of trees) {
       for (const [id, label] of nodeLabels(tree)) {
-        xs.push(nodeFeatures(tree, id, this.o.maxResponseTokens, this.prior(tree.itemId)));
+        xs.push(nodeFeatures(tree, id, this.o.maxResponseTokens, this.prior(tree.itemId), this.hidden));
         ys.push(label);
       }
     }
@@ -61,7 +73,7 @@ export class QualityStep {
       if (a !== undefined) info.head_auc = a;
       if (b !== undefined) info.head_brier = b;
     }
-    train(head, xs, ys, { learningRate: this.o.head.learningRate, epochs: this.o.head.epochs });
+    train(head, xs, ys, this.o.head);
     return info;
   }
 }

@@ -49,6 +49,12 @@ export interface TreeNode {
   rewardInfo?: { components: Record<string, number>; info?: Record<string, unknown> };
   /** Value estimate (e.g. mean reward of the subtree, or a learned prediction). */
   value?: number;
+  /**
+   * The sampler's last hidden state at this node's end (the activation its last token was sampled
+   * from), when a generator asked for it (`SampleRequest.returnHidden`; the quality head's feature on
+   * the embedded engine). Not written to `trees/step-N.jsonl` (see `treeForLog`).
+   */
+  hidden?: number[];
   /** Human-readable reason when finishReason is `error`. */
   error?: string;
 }
@@ -110,6 +116,7 @@ export interface SegmentInput {
   finishReason?: FinishReason | null;
   weightVersion?: number;
   error?: string;
+  hidden?: number[];
 }
 
 /** Append a child segment under `parentId`; returns the new node. */
@@ -137,6 +144,7 @@ export function addNode(tree: RolloutTree, parentId: string, segment: SegmentInp
   };
   if (segment.entropies) node.entropies = segment.entropies.slice();
   if (segment.error !== undefined) node.error = segment.error;
+  if (segment.hidden) node.hidden = segment.hidden.slice();
   tree.nodes[node.id] = node;
   parent.children.push(node.id);
   return node;
@@ -172,6 +180,9 @@ export function appendToNode(tree: RolloutTree, nodeId: string, segment: Segment
   }
   node.finishReason = segment.finishReason ?? null;
   if (segment.error !== undefined) node.error = segment.error;
+  // the state at the node's new end (a continued segment's old one no longer describes it)
+  if (segment.hidden) node.hidden = segment.hidden.slice();
+  else delete node.hidden;
   return node;
 }
 
@@ -194,6 +205,7 @@ export function splitLeaf(tree: RolloutTree, nodeId: string, at: number): TreeNo
     finishReason: node.finishReason,
     weightVersion: node.versions ? node.versions[at] : node.weightVersion,
     error: node.error,
+    hidden: node.hidden,
   });
   if (node.versions) tail.versions = node.versions.slice(at);
   node.tokens = node.tokens.slice(0, at);
@@ -203,6 +215,7 @@ export function splitLeaf(tree: RolloutTree, nodeId: string, at: number): TreeNo
   if (node.versions) node.versions = node.versions.slice(0, at);
   node.finishReason = null;
   delete node.error;
+  delete node.hidden; // the state at the split point was never returned
   return tail;
 }
 
@@ -349,6 +362,16 @@ export function generatedTokenCount(tree: RolloutTree): number {
 /** Serialise to one JSON line. */
 export function treeToJSON(tree: RolloutTree): string {
   return JSON.stringify(tree);
+}
+
+/** The tree without its nodes' `hidden` vectors (features, not something a person reads): for logs. */
+export function treeForLog(tree: RolloutTree): RolloutTree {
+  if (!Object.values(tree.nodes).some((n) => n.hidden)) return tree;
+  const nodes = Object.fromEntries(Object.entries(tree.nodes).map(([id, n]) => {
+    const { hidden: _hidden, ...rest } = n;
+    return [id, rest];
+  }));
+  return { ...tree, nodes };
 }
 
 /** Parse and validate a tree from JSON; errors name `source` (file:line) when given. */

@@ -41,6 +41,12 @@ export interface SampleRequest {
   returnEntropy?: boolean;
   /** Return the top-k log-probs at every position (0 = none). */
   topLogprobs?: number;
+  /**
+   * Return each continuation's last hidden state (`SampleCompletion.hidden`): the final-norm
+   * activation from which its last token was sampled (a quality-head feature at a segment boundary).
+   * Only samplers with `capabilities.hiddenSize` honour it.
+   */
+  returnHidden?: boolean;
   /** Keep each continuation's KV state alive and return a `cacheHandle` for it. */
   retain?: boolean;
   /** Affinity key (e.g. tree id): requests with the same key go to the same server when balancing. */
@@ -57,6 +63,8 @@ export interface SampleCompletion {
   entropies?: number[];
   /** Top-k (token, log-prob) pairs per position, when requested. */
   topLogprobs?: Array<Array<[number, number]>>;
+  /** The last hidden state (length `capabilities.hiddenSize`), when `returnHidden` was set. */
+  hidden?: number[];
   /** `stop`: stop token produced; `length`: maxTokens reached; `abort`: cancelled. */
   finishReason: 'stop' | 'length' | 'abort';
   /** Handle of the KV state after this continuation, when `retain` was set and supported. */
@@ -90,6 +98,8 @@ export interface SamplerCapabilities {
   prefixCaching: boolean;
   /** `SampleRequest.distinctFirstTokens` is honoured (absent = no). */
   distinctFirstTokens?: boolean;
+  /** Width of the hidden state `SampleRequest.returnHidden` returns (absent or 0 = not supported). */
+  hiddenSize?: number;
 }
 
 /** Options of one sample() call. */

@@ -175,7 +175,8 @@ function segmentRequest({ state, live }: Job, { options, ctx }: RoundContext): S
     seed: ctx.rng.nextU32(),
     retain: true,
     distinctFirstTokens: options.distinct && live.copies > 1 ? true : undefined,
-    returnEntropy: options.allocation === 'high_entropy',
+    returnEntropy: options.allocation === 'high_entropy' || ctx.quality?.wants?.entropy || undefined,
+    returnHidden: ctx.quality?.wants?.hidden || undefined,
     affinityKey: state.tree.id,
   };
 }
@@ -208,7 +209,7 @@ function absorbRound(jobs: Job[], results: SampleResult[], rc: RoundContext, sta
 
 /** A new child of `from`, or `from` itself continued in place when its segment had been aborted. */
 function growNode(state: PromptState, from: TreeNode, c: SampleCompletion, weightVersion: number, sampler: Sampler): TreeNode {
-  const segment = { tokens: c.tokens, logprobs: c.logprobs, entropies: c.entropies, weightVersion };
+  const segment = { tokens: c.tokens, logprobs: c.logprobs, entropies: c.entropies, hidden: c.hidden, weightVersion };
   const length = lengthOf(state, from.id) + c.tokens.length;
   const node = from.finishReason === 'abort' ? appendToNode(state.tree, from.id, segment) : addNode(state.tree, from.id, segment);
   state.lengths.set(node.id, length);

@@ -49,6 +49,8 @@ export interface GenerateContext {
 
 /** What a learned success predictor offers a generator (control/quality-head.ts via the producer). */
 export interface QualityHook {
+  /** What the predictor reads from the sampler: ask for entropies / hidden states in every request. */
+  wants?: { entropy: boolean; hidden: boolean };
   /** Predicted success of each node's path; undefined while the predictor warms up. */
   predict(tree: RolloutTree, nodeIds: string[]): number[] | undefined;
   /** After round `round`, which continuing paths to prune (true = prune); undefined = none. */

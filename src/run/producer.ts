@@ -9,7 +9,7 @@
  */
 import { Rng } from '../core/rng.js';
 import { ConfigError } from '../core/errors.js';
-import { createTree, hasError, isComplete, leaves, type RolloutTree } from '../core/tree.js';
+import { createTree, hasError, isComplete, leaves, ROOT_ID, type RolloutTree } from '../core/tree.js';
 import type { TaskItem } from '../core/types.js';
 import { adaptSkip, controlFromConfig, isInformative, PromptStats, selectSkipping, type CarriedTree, type ControlState, type ControlStrategy, type GrowEntry, type PromptHint } from '../control/index.js';
 import { correctness } from '../filter/constants.js';
@@ -115,12 +115,12 @@ export class Producer {
     const info: Record<string, number> = { trees_error: 0, reward_failures: 0 };
     const control: ControlState = structuredClone(request.control ?? {});
     const promptStats = new PromptStats(config.promptStats, control.prompts);
-    const quality = new QualityStep(control.head, { head: config.qualityHead, prune: config.prune, valueAllocation: config.generate.kind === 'treepo' && config.generate.allocation === 'value', maxResponseTokens: config.sampling.maxResponseTokens }, (id) => promptStats.posterior(id, request.step).mean, rng.fork('quality'));
+    const quality = new QualityStep(control.head, { head: config.qualityHead, prune: config.prune, valueAllocation: config.generate.kind === 'treepo' && config.generate.allocation === 'value', maxResponseTokens: config.sampling.maxResponseTokens, samplerHiddenSize: this.sampler.capabilities.hiddenSize ?? 0, samplerEntropy: this.sampler.capabilities.entropy }, (id) => promptStats.posterior(id, request.step).mean, rng.fork('quality'));
     const grow = async (entries: GrowEntry[], round: number, options: { stopAfterTrees?: number } = {}): Promise<RolloutTree[]> => {
       let t = Date.now();
       // a response hint's tokens count against the response budget
       const hintTokens = Math.max(0, ...entries.map((e) => (e.tree?.meta?.hint as { kind?: string; tokens?: number } | undefined)).map((h) => (h?.kind === 'response' ? h.tokens ?? 0 : 0)));
-      const grown = await growSafely(this.generator, entries.map((e) => ({ item: e.item, promptTokens: e.tree ? e.tree.nodes['0'].tokens : encodePrompt(e.item), tree: e.tree, groupSize: e.groupSize })), {
+      const grown = await growSafely(this.generator, entries.map((e) => ({ item: e.item, promptTokens: e.tree ? e.tree.nodes[ROOT_ID].tokens : encodePrompt(e.item), tree: e.tree, groupSize: e.groupSize })), {
         sampler: this.sampler, rng: rng.fork(`generate/${round}`), step: request.step, stopTokens: [this.tokenizer.eos],
         maxResponseTokens: Math.max(1, config.sampling.maxResponseTokens - hintTokens), temperature: config.sampling.temperature, topP: config.sampling.topP, topK: config.sampling.topK,
         treeIdPrefix: `s${request.step}r${round}p`, stopAfterTrees: options.stopAfterTrees, quality: quality.hook,

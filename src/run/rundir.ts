@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import YAML from 'yaml';
 import { DataError } from '../core/errors.js';
 import { writeFileAtomic } from '../core/files.js';
-import { treeToJSON, type RolloutTree } from '../core/tree.js';
+import { treeForLog, treeToJSON, type RolloutTree } from '../core/tree.js';
 import type { ArborConfig } from './config.js';
 
 export interface StepMetrics {
@@ -57,7 +57,7 @@ export class RunDir {
   }
 
   writeTrees(step: number, trees: RolloutTree[]): void {
-    writeFileAtomic(join(this.path, 'trees', `step-${step}.jsonl`), trees.map((t) => treeToJSON(t)).join('\n') + '\n');
+    writeFileAtomic(join(this.path, 'trees', `step-${step}.jsonl`), trees.map((t) => treeToJSON(treeForLog(t))).join('\n') + '\n');
   }
 
   checkpointDir(step: number): string {

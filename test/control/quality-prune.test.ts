@@ -27,7 +27,7 @@ test('the quality head learns a separable problem and its state round-trips thro
   }
   const head = freshHead();
   assert.equal(predict(head, xs[0]), 0.5, 'an untrained head says 0.5');
-  train(head, xs.slice(0, 300), ys.slice(0, 300));
+  train(head, xs.slice(0, 300), ys.slice(0, 300), { learningRate: 0.05, epochs: 3, l2: 0 });
   const p = xs.slice(300).map((x) => predict(head, x));
   assert.ok(auc(p, ys.slice(300))! > 0.95, `held-out AUC ${auc(p, ys.slice(300))}`);
   assert.ok(brier(p, ys.slice(300))! < 0.12);

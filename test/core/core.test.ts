@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Rng } from '../../src/core/rng.js';
-import { addNode, createTree, generatedTokenCount, leaves, trajectory, treeFromJSON, treeToJSON } from '../../src/core/tree.js';
+import { addNode, appendToNode, createTree, generatedTokenCount, leaves, ROOT_ID, splitLeaf, trajectory, treeForLog, treeFromJSON, treeToJSON } from '../../src/core/tree.js';
 import { DataError, EngineCallError } from '../../src/core/errors.js';
 
 test('rng: same seed same stream, different seeds differ, state round-trips', () => {
@@ -65,4 +65,22 @@ test('writeFileAtomic replaces a file whole and leaves no temporary file', async
   writeFileAtomic(file, 'new contents');
   assert.equal(readFileSync(file, 'utf8'), 'new contents');
   assert.deepEqual(readdirSync(dir), ['state.json']);
+});
+
+test('tree: hidden states follow the node\'s end (add, continue, split) and stay out of logs', () => {
+  const t = createTree('h', 'q', [1]);
+  const a = addNode(t, ROOT_ID, { tokens: [2, 3], hidden: [0.5, 1] });
+  assert.deepEqual(a.hidden, [0.5, 1]);
+  appendToNode(t, a.id, { tokens: [4], hidden: [2, 3] });
+  assert.deepEqual(a.hidden, [2, 3], 'a continued segment holds the state at its new end');
+  appendToNode(t, a.id, { tokens: [5] });
+  assert.equal(a.hidden, undefined, 'continued without a state: the old one no longer describes the end');
+  a.hidden = [7, 8];
+  const tail = splitLeaf(t, a.id, 2);
+  assert.deepEqual(tail.hidden, [7, 8], 'the tail keeps the end state');
+  assert.equal(a.hidden, undefined, 'the head part ends where no state was returned');
+  const logged = JSON.parse(treeToJSON(treeForLog(t)));
+  assert.ok(Object.values(logged.nodes as Record<string, object>).every((n) => !('hidden' in n)), 'no hidden field in the log');
+  assert.deepEqual(t.nodes[tail.id].hidden, [7, 8], 'the tree itself is unchanged');
+  assert.equal(treeForLog(createTree('x', 'q', [1])).id, 'x');
 });

@@ -74,7 +74,7 @@ test('value-guided TreePO with ARRoL pruning: the head is calibrated and checkpo
   };
   const keys = ['reward_mean', 'loss', 'tokens_decoded', 'rollouts', 'head_auc', 'head_brier', 'head_examples', 'pruned_paths', 'pruned_tokens'];
   const pickQ = (dir: string) => steps(dir).map((m) => Object.fromEntries(keys.map((k) => [k, m[k]])));
-  await train(config('qfull', trees), { quiet: true });
+  await train(config('qfull', trees, { logTreesEvery: 3 }), { quiet: true });
   const ms = steps(join(root, 'qfull'));
   assert.equal(ms[0].head_examples, 0);
   assert.ok((ms[5].head_examples as number) > (ms[1].head_examples as number), 'the head learns every step');
@@ -83,7 +83,10 @@ test('value-guided TreePO with ARRoL pruning: the head is calibrated and checkpo
   const aucs = ms.map((m) => m.head_auc).filter((a): a is number => typeof a === 'number');
   assert.ok(aucs.length >= 1 && aucs.every((a) => a >= 0 && a <= 1), `out-of-sample AUC logged once the head has examples: ${aucs}`);
   const state = JSON.parse(readFileSync(join(root, 'qfull', 'checkpoints', 'step-6', 'state.json'), 'utf8'));
-  assert.equal(state.pipeline.control.head.w.length, 6);
+  assert.equal(state.pipeline.control.head.w.length, 6 + 16, 'six statistics + the hidden state (32 entries) projected to hiddenDims 16');
+  assert.ok(state.pipeline.control.head.w.slice(6).some((w: number) => w !== 0), 'the hidden-state weights were trained');
+  const logged = readFileSync(join(root, 'qfull', 'trees', 'step-3.jsonl'), 'utf8');
+  assert.ok(logged.includes('"entropies"') && !logged.includes('"hidden"'), 'logged trees keep entropies and leave hidden states out');
   await train(config('qparts', trees), { quiet: true, steps: 3 });
   await train(undefined, { quiet: true, resume: join(root, 'qparts'), steps: 6 });
   assert.deepEqual(pickQ(join(root, 'qparts')), pickQ(join(root, 'qfull')));

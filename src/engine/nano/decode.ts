@@ -51,9 +51,10 @@ export class DecodeWorkspace {
 
 /**
  * Run rows through the model, appending their K/V to the cache. Returns logits [Rl, V] for the rows
- * with wantLogits, in row order.
+ * with wantLogits, in row order; with `hiddenOut` ([Rl, C]), also their final-norm hidden states
+ * (the activations the logits are computed from).
  */
-export function forwardRows(model: NanoModel, cache: PagedKVCache, ws: DecodeWorkspace, rows: DecodeRow[]): Float32Array {
+export function forwardRows(model: NanoModel, cache: PagedKVCache, ws: DecodeWorkspace, rows: DecodeRow[], hiddenOut?: Float32Array): Float32Array {
   const { dModel: C, dFF: F, vocabSize: V, nLayers: L, nHeads: NH, normEps } = model.config;
   const hs = C / NH;
   const scale = 1 / Math.sqrt(hs);
@@ -102,6 +103,7 @@ export function forwardRows(model: NanoModel, cache: PagedKVCache, ws: DecodeWor
   want.forEach((r, i) => xs.set(x.subarray(r * C, r * C + C), i * C));
   kern.rmsnormForward(ws.ln, ws.rstd, xs, model.param('final_norm'), Rl, C, normEps);
   kern.matmulBT(logits, ws.ln, model.param(model.headName), Rl, C, V, false);
+  if (hiddenOut) hiddenOut.set(ws.ln.subarray(0, Rl * C));
   return logits;
 }
 

@@ -52,11 +52,13 @@ interface Continuation {
   /** Logits row for the next token. */
   logits: Float32Array;
   logitsOffset: number;
+  /** Final-norm hidden row those logits came from (only when some request asked for `returnHidden`). */
+  hidden?: Float32Array;
 }
 
 export class NanoSampler implements Sampler {
   readonly specificationVersion = 'arbor.sampler.v1' as const;
-  readonly capabilities: SamplerCapabilities = { entropy: true, topLogprobs: true, forcedTokens: true, cacheHandles: true, prefixCaching: false, distinctFirstTokens: true };
+  readonly capabilities: SamplerCapabilities;
   readonly cache: PagedKVCache;
   private readonly ws: DecodeWorkspace;
   private readonly retained = new Map<string, Retained>();
@@ -71,6 +73,7 @@ export class NanoSampler implements Sampler {
 
   constructor(readonly model: NanoModel, options: NanoSamplerOptions = {}) {
     const { nLayers: L, dModel: C } = model.config;
+    this.capabilities = { entropy: true, topLogprobs: true, forcedTokens: true, cacheHandles: true, prefixCaching: false, distinctFirstTokens: true, hiddenSize: C };
     this.cache = new PagedKVCache(L, C, options.pageSize ?? 16);
     this.ws = new DecodeWorkspace(model);
     this.cacheVersion = model.weightVersion;
@@ -127,7 +130,9 @@ export class NanoSampler implements Sampler {
         for (let c = 0; c < n; c++) prefills.push({ request: i, seq: this.cache.createSequence(), start: 0, child: c });
       }
     });
-    const lastLogits = this.prefill(requests, prefills);
+    const wantHidden = requests.some((r) => r.returnHidden);
+    const { logits: lastLogits, hidden: lastHidden } = this.prefill(requests, prefills, wantHidden);
+    const C = this.model.config.dModel;
     // 2. fork each context into its continuations
     prefills.forEach((p, k) => {
       const r = requests[p.request];
@@ -146,6 +151,7 @@ export class NanoSampler implements Sampler {
         contextLength: r.tokens.length,
         logits: lastLogits,
         logitsOffset: k * V,
+        hidden: lastHidden?.subarray(k * C, (k + 1) * C),
       });
       if (p.child !== undefined) {
         usage[p.request].promptTokensComputed += computed;
@@ -159,7 +165,7 @@ export class NanoSampler implements Sampler {
       children.forEach((seq, c) => continuations.push(make(seq, c)));
     });
     // 3. decode all continuations together
-    this.decode(requests, continuations, options.signal, stop);
+    this.decode(requests, continuations, options.signal, stop, wantHidden);
     // 4. assemble results, retain or free sequences
     const results: SampleResult[] = requests.map((_, i) => ({ completions: [], usage: usage[i], weightVersion: version }));
     for (const c of continuations) {
@@ -167,6 +173,7 @@ export class NanoSampler implements Sampler {
       const completion: SampleCompletion = { tokens: c.tokens, logprobs: c.logprobs, finishReason: c.finish ?? 'length' };
       if (r.returnEntropy) completion.entropies = c.entropies;
       if (r.topLogprobs) completion.topLogprobs = c.top;
+      if (r.returnHidden && c.hidden) completion.hidden = Array.from(c.hidden);
       if (r.retain && this.prefixSharing) {
         const handle = `h${++this.handleCounter}`;
         this.retained.set(handle, { seq: c.seq, tokens: r.tokens.concat(c.tokens), version });
@@ -185,19 +192,24 @@ export class NanoSampler implements Sampler {
     return results;
   }
 
-  /** Prefill every context from its start; returns the last row's logits per prefill [P, V]. */
-  private prefill(requests: SampleRequest[], prefills: Array<{ request: number; seq: number; start: number }>): Float32Array {
-    const V = this.model.config.vocabSize;
+  /** Prefill every context from its start; returns the last row's logits per prefill [P, V] (and hidden states [P, C]). */
+  private prefill(requests: SampleRequest[], prefills: Array<{ request: number; seq: number; start: number }>, wantHidden: boolean): { logits: Float32Array; hidden?: Float32Array } {
+    const { vocabSize: V, dModel: C } = this.model.config;
     const out = new Float32Array(prefills.length * V);
+    const hiddenOut = wantHidden ? new Float32Array(prefills.length * C) : undefined;
     let rows: DecodeRow[] = [];
     let owners: number[] = [];
     const flush = () => {
       if (!rows.length) return;
-      const logits = forwardRows(this.model, this.cache, this.ws, rows);
+      const hidden = hiddenOut ? new Float32Array(rows.filter((r) => r.wantLogits).length * C) : undefined;
+      const logits = forwardRows(this.model, this.cache, this.ws, rows, hidden);
       this.totals.forwardCalls++;
       let j = 0;
       rows.forEach((row, i) => {
-        if (row.wantLogits) out.set(logits.subarray(j * V, (j + 1) * V), owners[i] * V), j++;
+        if (!row.wantLogits) return;
+        out.set(logits.subarray(j * V, (j + 1) * V), owners[i] * V);
+        hiddenOut?.set(hidden!.subarray(j * C, (j + 1) * C), owners[i] * C);
+        j++;
       });
       rows = [];
       owners = [];
@@ -211,11 +223,11 @@ export class NanoSampler implements Sampler {
       }
     });
     flush();
-    return out;
+    return { logits: out, hidden: hiddenOut };
   }
 
-  private decode(requests: SampleRequest[], continuations: Continuation[], signal?: AbortSignal, stop?: SampleOptions['stopAfterGroups']): void {
-    const { vocabSize: V, contextLength } = this.model.config;
+  private decode(requests: SampleRequest[], continuations: Continuation[], signal: AbortSignal | undefined, stop: SampleOptions['stopAfterGroups'] | undefined, wantHidden: boolean): void {
+    const { vocabSize: V, contextLength, dModel: C } = this.model.config;
     let active = continuations.slice();
     const groupDone = stop ? groupTracker(continuations, stop.groupOf) : undefined;
     while (active.length) {
@@ -252,11 +264,13 @@ export class NanoSampler implements Sampler {
         }
       }
       if (!rows.length) return;
-      const logits = forwardRows(this.model, this.cache, this.ws, rows);
+      const hidden = wantHidden ? new Float32Array(rows.length * C) : undefined;
+      const logits = forwardRows(this.model, this.cache, this.ws, rows, hidden);
       this.totals.forwardCalls++;
       next.forEach((c, i) => {
         c.logits = logits;
         c.logitsOffset = i * V;
+        c.hidden = hidden?.subarray(i * C, (i + 1) * C);
       });
       active = next;
     }

@@ -1,11 +1,12 @@
 /**
- * `npm run bench -- control [--seeds 3] [--steps 40] [--gain 0.25] [--only allocation|trees]`: every
+ * `npm run bench -- control [--seeds 3] [--steps 40] [--gain 0.25] [--only allocation|trees] [--variants a,b]`: every
  * Control strategy against its baseline from the same warm start, on examples/control-mixed.yaml
  * (1–2 digit + and −, a pool of 256 prompts that come back every few steps, so success histories
  * exist). Two families:
  * - allocation (i.i.d. GRPO groups): uniform vs knapsack, xrpo, dars; GRESO skipping and hint rescue
  *   on top of uniform;
- * - trees (TreePO, tree advantages): treepo vs treepo+distinct, latr, value-guided treepo, ARRoL pruning.
+ * - trees (TreePO, tree advantages): treepo vs treepo+distinct, latr, value-guided treepo, ARRoL pruning
+ *   (its quality head with the embedded engine's hidden state, and with log-prob statistics only).
  * Held-out greedy accuracy is evaluated every 2 steps (300 problems) and the tokens to reach the
  * seed's start + gain are interpolated linearly between evaluations; a seed that never reaches it counts with
  * all the tokens it decoded (a lower bound). Writes bench/out/control.json and SVG curves of accuracy
@@ -55,6 +56,8 @@ const VARIANTS: Variant[] = [
   { name: 'latr', family: 'trees', patch: (c) => ({ ...asTrees(c), generate: { kind: 'latr', groupSize: 8 } }) },
   { name: 'treepo-value', family: 'trees', patch: (c) => ({ ...asTrees(c), generate: { ...treepo, allocation: 'value', allocationTemperature: 0.2 } }) },
   { name: 'treepo-prune', family: 'trees', patch: (c) => ({ ...asTrees(c), prune: { kind: 'arrol' } }) },
+  // the same quality head without the hidden state (the features a remote engine gives)
+  { name: 'treepo-prune-stats', family: 'trees', patch: (c) => ({ ...asTrees(c), prune: { kind: 'arrol' }, qualityHead: { hidden: false } }) },
 ];
 
 function arg(args: string[], name: string, fallback: string): string {
@@ -126,11 +129,12 @@ export async function main(args: string[]): Promise<void> {
   const steps = Number(arg(args, 'steps', '40'));
   const gain = Number(arg(args, 'gain', '0.25'));
   const only = arg(args, 'only', '');
+  const names = arg(args, 'variants', '').split(',').filter(Boolean);
   const file = 'examples/control-mixed.yaml';
   const loaded = loadConfig(file);
   // one warm start for every run: the config's own SFT cache
   const base = JSON.parse(JSON.stringify({ ...loaded, sft: { ...loaded.sft, checkpoint: loaded.sft.checkpoint ?? sftCacheDir(loaded) } })) as Raw;
-  const variants = VARIANTS.filter((v) => !only || v.family === only);
+  const variants = VARIANTS.filter((v) => (!only || v.family === only) && (!names.length || names.includes(v.name)));
   const byVariant = new Map<string, RunOut[]>();
   for (let s = 0; s < seeds; s++) {
     for (const v of variants) {
@@ -204,6 +208,8 @@ export async function main(args: string[]): Promise<void> {
     allocation_tokens_to_target_gain_by_allocator: tokenGain,
     allocation_informative_groups_gain_by_allocator: groupGain,
     allocation_informative_rollouts_gain_by_allocator: rolloutGain,
+    head_auc_by_features: { hidden_state: get('treepo-prune', 'head_auc'), statistics_only: get('treepo-prune-stats', 'head_auc') },
+    head_brier_by_features: { hidden_state: get('treepo-prune', 'head_brier'), statistics_only: get('treepo-prune-stats', 'head_brier') },
     variants: summary,
     curves: Object.fromEntries([...byVariant.entries()].map(([n, rs]) => [n, rs.map((r) => ({ seed: r.seed, byTokens: r.byTokens, bySeconds: r.bySeconds }))])),
   });

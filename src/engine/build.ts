@@ -5,12 +5,13 @@
  * worker needs to run its own sampler copy. `run/` and `cli/` import no backend file but this one.
  * The embedded warm-start (SFT on demonstrations) is trained here when its cache directory is empty.
  */
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, renameSync, rmSync } from 'node:fs';
+import { fsyncDirectory } from '../core/files.js';
+import { dirname, join } from 'node:path';
 import { ConfigError } from '../core/errors.js';
 import type { EngineConfig, ModelConfig, SftConfig } from './config.js';
 import { loadKernels } from './kernels/index.js';
-import { loadArena, loadCheckpoint, saveCheckpoint, writeCheckpointMeta } from './nano/checkpoint.js';
+import { isCheckpointDir, loadArena, loadCheckpoint, saveCheckpoint, writeCheckpointMeta } from './nano/checkpoint.js';
 import type { NanoConfig } from './nano/config.js';
 import { NanoModel } from './nano/model.js';
 import { NanoSampler } from './nano/sampler.js';
@@ -112,10 +113,11 @@ async function prepareStart(spec: EngineSpec, options: BuildOptions): Promise<st
   if (spec.model.checkpoint) return spec.model.checkpoint;
   if (!spec.sft.enabled || !options.warmStart) return undefined;
   const { dir, examples, seed } = options.warmStart;
-  if (existsSync(join(dir, 'model.safetensors'))) {
+  if (isCheckpointDir(dir)) {
     options.log?.(`warm-start: using ${dir}`);
     return dir;
   }
+  if (existsSync(dir)) options.log?.(`warm-start: ${dir} is incomplete (an interrupted earlier run?); training it again`);
   const kernels = await loadKernels({ backend: spec.engine.kernels });
   const model = await randomModel(spec.model, kernels);
   const tokenizer = new CharTokenizer();
@@ -129,7 +131,22 @@ async function prepareStart(spec: EngineSpec, options: BuildOptions): Promise<st
     onProgress: (p) => options.update?.(`sft ${p.step}/${p.steps} loss ${p.loss.toFixed(3)}${p.heldOutLoss !== undefined ? ` held-out ${p.heldOutLoss.toFixed(3)}` : ''} ${Math.round(p.tokensPerSecond)} tok/s`),
   });
   const finalLoss = result.trainLoss[result.trainLoss.length - 1];
-  saveCheckpoint(dir, model, tokenizer, { sft: { steps: spec.sft.steps, finalLoss } });
+  // trained into a private directory renamed into place whole: a kill leaves no half-written cache
+  const partial = `${dir}.partial-${process.pid}`;
+  rmSync(partial, { recursive: true, force: true });
+  try {
+    saveCheckpoint(partial, model, tokenizer, { sft: { steps: spec.sft.steps, finalLoss } });
+  } catch (error) {
+    rmSync(partial, { recursive: true, force: true });
+    throw error;
+  }
+  if (!isCheckpointDir(dir)) {
+    rmSync(dir, { recursive: true, force: true });
+    renameSync(partial, dir);
+    fsyncDirectory(dirname(dir));
+  } else {
+    rmSync(partial, { recursive: true, force: true }); // another process finished the same warm-start first
+  }
   const held = result.heldOut[result.heldOut.length - 1];
   options.log?.(`warm-start: done in ${(result.wallMs / 1000).toFixed(1)} s, train loss ${finalLoss.toFixed(3)}${held ? `, held-out loss ${held.loss.toFixed(3)}` : ''} → ${dir}`);
   return dir;

@@ -13,11 +13,11 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import YAML from 'yaml';
-import { ArborError, ConfigError } from '../core/errors.js';
+import { ArborError, ConfigError, DataError } from '../core/errors.js';
 import { Rng } from '../core/rng.js';
 import { hasError } from '../core/tree.js';
 import { buildEngine, type Engine } from '../engine/build.js';
-import { RolloutStore } from '../replay/store.js';
+import { RolloutStore, type RolloutStoreOptions } from '../replay/store.js';
 import { getTask } from '../tasks/index.js';
 import { parseConfig, type ArborConfig } from './config.js';
 import { evaluate, type EvalResult } from './evaluate.js';
@@ -66,7 +66,7 @@ export interface RunSummary {
 export async function train(inputConfig: ArborConfig | undefined, options: TrainOptions = {}): Promise<RunSummary> {
   const started = Date.now();
   const progress = new Progress(options.quiet);
-  const { config, dir, resumeStep } = openRun(inputConfig, options);
+  const { config, dir, resumeSteps } = openRun(inputConfig, options);
   const task = getTask(config.task.name, config.task.options);
   await task.prepare?.();
   const engine = await buildEngine(config, { warmStart: warmStartFor(config, task), needReference: config.optimize.loss.klCoef > 0, log: (l) => progress.line(l), update: (l) => progress.update(l) });
@@ -77,19 +77,17 @@ export async function train(inputConfig: ArborConfig | undefined, options: Train
   const storeOptions = { maxInMemory: config.store.maxInMemory, spillFile: join(dir.path, 'store-spill.jsonl') };
   let state: LoopState;
   let store: RolloutStore;
-  if (resumeStep > 0) {
-    const ck = dir.checkpointDir(resumeStep);
-    await engine.trainer.loadState(join(ck, 'engine'));
-    ({ state, store } = loadRunState(ck, storeOptions));
-    dir.truncateMetrics(resumeStep);
-    progress.line(`resuming ${dir.path} from step ${resumeStep} (${store.count()} trees in the store)`);
+  if (resumeSteps.length) {
+    ({ state, store } = await resumeNewestUsable(dir, resumeSteps, engine, storeOptions, progress));
+    dir.truncateMetrics(state.step);
+    progress.line(`resuming ${dir.path} from step ${state.step} (${store.count()} trees in the store)`);
   } else {
     progress.line(`run ${dir.path}: ${task.name}, ${config.generate.kind} (G=${config.generate.groupSize}), ${config.run.promptsPerStep} prompts/step, ${config.run.steps} steps, ${config.run.mode}${config.run.mode === 'async' ? ` (max staleness ${config.run.maxStaleness})` : ''}, control ${config.control.kind}, ${engine.description}`);
     progress.update('evaluating the starting policy...');
     const e0 = await evalAt(0);
     const baseVersion = (await engine.trainer.saveForSampler()).weightVersion;
     state = {
-      step: 0, optimizerSteps: 0, baseVersion, tokensDecoded: 0, prefixTokensReused: 0, promptTokensComputed: 0, wallSeconds: 0, failedSteps: 0,
+      step: 0, optimizerSteps: 0, baseVersion, tokensDecoded: 0, prefixTokensReused: 0, promptTokensComputed: 0, wallSeconds: 0, setupSeconds: (Date.now() - started) / 1000, failedSteps: 0,
       evalStart: { greedy: e0.greedyAccuracy, passAtK: e0.passAtK, sample: e0.sampleAccuracy },
       pipeline: { nextStep: 1, data: { epoch: 0, cursor: 0 }, control: {}, produced: [] },
     };
@@ -114,8 +112,9 @@ export async function train(inputConfig: ArborConfig | undefined, options: Train
   } finally {
     await pipeline.close();
   }
+  const finalEvalStart = Date.now();
   const end = lastEval ?? (await evalAt(state.step));
-  const summary = summarize(config, dir, engine, state, end, started);
+  const summary = summarize(config, dir, engine, state, end, (Date.now() - finalEvalStart) / 1000);
   dir.writeJson('summary.json', summary);
   await engine.close();
   writeReport(dir, engine.tokenizer);
@@ -198,28 +197,52 @@ async function checkpoint(ctx: StepContext, step: number): Promise<void> {
   ctx.pipeline.resume();
 }
 
-function openRun(inputConfig: ArborConfig | undefined, options: TrainOptions): { config: ArborConfig; dir: RunDir; resumeStep: number } {
+/**
+ * Load the newest checkpoint that loads whole (engine state, run state, store); a broken one (a disk
+ * that filled up, a file damaged after the fact) is reported and the one before it is tried.
+ */
+async function resumeNewestUsable(dir: RunDir, steps: number[], engine: Engine, storeOptions: RolloutStoreOptions, progress: Progress): Promise<{ state: LoopState; store: RolloutStore }> {
+  const failures: string[] = [];
+  for (const step of [...steps].reverse()) {
+    const ck = dir.checkpointDir(step);
+    try {
+      await engine.trainer.loadState(join(ck, 'engine'));
+      const loaded = loadRunState(ck, storeOptions);
+      if (loaded.state.step !== step) throw new DataError(`${join(ck, 'state.json')}: holds step ${loaded.state.step}, the directory says ${step}`, join(ck, 'state.json'));
+      return loaded;
+    } catch (error) {
+      const message = (error as Error)?.message ?? String(error);
+      failures.push(`step-${step}: ${message}`);
+      progress.line(`checkpoint ${ck} is unusable (${message}); trying the one before it`);
+    }
+  }
+  throw new DataError(`${dir.path}: no checkpoint loads:\n  ${failures.join('\n  ')}`, dir.path);
+}
+
+function openRun(inputConfig: ArborConfig | undefined, options: TrainOptions): { config: ArborConfig; dir: RunDir; resumeSteps: number[] } {
   let config: ArborConfig;
   let dir: RunDir;
-  let resumeStep = 0;
+  let resumeSteps: number[] = [];
   if (options.resume) {
     dir = new RunDir(options.resume);
     config = parseConfig(YAML.parse(dir.readConfigText()), join(options.resume, 'config.resolved.yaml'));
-    const steps = dir.checkpoints();
-    if (!steps.length) throw new ConfigError(`${options.resume}: no checkpoint to resume from (checkpoints/step-N/state.json)`);
-    resumeStep = steps[steps.length - 1];
+    resumeSteps = dir.checkpoints();
+    if (!resumeSteps.length) throw new ConfigError(`${options.resume}: no checkpoint to resume from (checkpoints/step-N/state.json)`);
   } else {
     if (!inputConfig) throw new ConfigError('train: a config is required');
     config = inputConfig;
     dir = new RunDir(config.run.outDir ?? join('runs', config.run.name));
-    if (existsSync(dir.path) && readdirSync(dir.path).length && !options.force) {
+    // a run that died before its first checkpoint left nothing to resume: its directory is reused
+    const started = existsSync(dir.path) && (dir.checkpoints().length > 0 || existsSync(join(dir.path, 'summary.json')));
+    const foreign = existsSync(dir.path) && !existsSync(join(dir.path, 'config.resolved.yaml')) && readdirSync(dir.path).length > 0;
+    if ((started || foreign) && !options.force) {
       throw new ConfigError(`${dir.path} already exists; resume it with --resume ${dir.path}, pass --force, or set run.name/run.outDir`, 'run.outDir');
     }
   }
   if (options.steps !== undefined) config = { ...config, run: { ...config.run, steps: options.steps } };
   if (config.run.mode === 'sync' && config.run.maxStaleness > 0) throw new ConfigError('run.maxStaleness > 0 needs run.mode: async (the synchronous loop trains on fresh rollouts only)', 'run.maxStaleness');
   if (!options.resume) dir.create(config);
-  return { config, dir, resumeStep };
+  return { config, dir, resumeSteps };
 }
 
 /** Async on the embedded engine: a worker thread with its own sampler; otherwise in-process. */
@@ -228,7 +251,8 @@ async function startHost(config: ArborConfig, engine: Engine): Promise<ProducerH
   return new InProcessHost(await Producer.create(config, engine.sampler, engine.tokenizer));
 }
 
-function summarize(config: ArborConfig, dir: RunDir, engine: Engine, state: LoopState, end: EvalResult, started: number): RunSummary {
+/** `wall_s` counts every session of a resumed run: the first one's setup, each one's step loop, the final evaluation. */
+function summarize(config: ArborConfig, dir: RunDir, engine: Engine, state: LoopState, end: EvalResult, finalEvalSeconds: number): RunSummary {
   return {
     run_dir: dir.path,
     heldout_acc_start: state.evalStart.greedy,
@@ -237,7 +261,7 @@ function summarize(config: ArborConfig, dir: RunDir, engine: Engine, state: Loop
     pass_at_k_end: end.passAtK,
     heldout_sample_acc_start: state.evalStart.sample ?? null,
     heldout_sample_acc_end: end.sampleAccuracy,
-    wall_s: (Date.now() - started) / 1000,
+    wall_s: (state.setupSeconds ?? 0) + state.wallSeconds + finalEvalSeconds,
     tokens_decoded: state.tokensDecoded,
     prefix_tokens_reused: state.prefixTokensReused,
     steps: state.step,

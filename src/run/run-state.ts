@@ -20,7 +20,10 @@ export interface LoopState {
   tokensDecoded: number;
   prefixTokensReused: number;
   promptTokensComputed: number;
+  /** Seconds of the step loop over every session. */
   wallSeconds: number;
+  /** Seconds before the first step of the first session (warm-start, step-0 evaluation); absent in older runs. */
+  setupSeconds?: number;
   /** Consecutive steps without a usable tree. */
   failedSteps: number;
   evalStart: { greedy: number; passAtK: number | null; sample?: number | null };

@@ -171,3 +171,14 @@ test('reference backward kernels match finite differences in float64 (|error| â‰
     for (let i = 0; i < n; i++) assert.ok(near(grad[i], fd(attLoss, x0, i)), `attention d${name}[${i}]`);
   }
 });
+
+test('wasm alloc returns zeros even where an earlier call used the memory as scratch', async () => {
+  const k = await loadKernels({ backend: 'wasm' });
+  const M = 64, K = 256, N = 64;
+  // plain (non-WASM) inputs are copied into scratch space above the heap
+  const a = new Float32Array(M * K).fill(1.5);
+  const b = new Float32Array(N * K).fill(-2);
+  k.matmulBT(new Float32Array(M * N), a, b, M, K, N, false);
+  const fresh = k.alloc(M * K + N * K);
+  assert.equal(fresh.findIndex((x) => x !== 0), -1, 'every entry of a new allocation is 0');
+});

@@ -92,7 +92,8 @@ export class WasmKernelMemory {
     const bytes = Math.max(n, 1) * 4;
     this.ensure(start + bytes);
     this.heapTop = start + bytes;
-    return new Float32Array(this.memory.buffer, start, n);
+    // the bytes may have served as scratch space of an earlier call (scratch lives above the heap)
+    return new Float32Array(this.memory.buffer, start, n).fill(0);
   }
 
   owns(a: Float32Array): boolean {

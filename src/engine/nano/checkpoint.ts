@@ -3,7 +3,8 @@
  * `tokenizer.json`; optionally `optimizer.safetensors` + `trainer.json` for exact resume. Loading
  * validates names and shapes against the config and names the file at fault.
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { writeFileAtomic } from '../../core/files.js';
 import { join } from 'node:path';
 import { DataError } from '../../core/errors.js';
 import type { Kernels } from '../kernels/types.js';
@@ -37,8 +38,13 @@ export function saveCheckpoint(dir: string, model: NanoModel, tokenizer: CharTok
 /** config.json + tokenizer.json beside a model.safetensors, so the directory loads with loadCheckpoint. */
 export function writeCheckpointMeta(dir: string, model: NanoModel, tokenizer: CharTokenizer, extra: Record<string, unknown> = {}): void {
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...model.config, ...extra }, null, 2));
-  writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify(tokenizer.toJSON(), null, 2));
+  writeFileAtomic(join(dir, 'config.json'), JSON.stringify({ ...model.config, ...extra }, null, 2));
+  writeFileAtomic(join(dir, 'tokenizer.json'), JSON.stringify(tokenizer.toJSON(), null, 2));
+}
+
+/** Every file a loadable checkpoint needs is there (files are written atomically, so present = whole). */
+export function isCheckpointDir(dir: string): boolean {
+  return ['model.safetensors', 'config.json', 'tokenizer.json'].every((f) => existsSync(join(dir, f)));
 }
 
 export function readCheckpointConfig(dir: string): NanoConfig {

@@ -3,7 +3,8 @@
  * {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__"?: {string: string}}, then raw
  * little-endian data. Reading validates offsets, sizes and dtypes and names the file on any error.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
+import { writeFileAtomic } from '../../core/files.js';
 import { DataError } from '../../core/errors.js';
 
 export interface Tensor {
@@ -72,7 +73,7 @@ export function decodeSafetensors(buf: Buffer, file = 'safetensors'): { tensors:
 }
 
 export function writeSafetensors(path: string, tensors: Record<string, Tensor>, metadata?: Record<string, string>): void {
-  writeFileSync(path, encodeSafetensors(tensors, metadata));
+  writeFileAtomic(path, encodeSafetensors(tensors, metadata));
 }
 
 export function readSafetensors(path: string): { tensors: Record<string, Tensor>; metadata: Record<string, string> } {

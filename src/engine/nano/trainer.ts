@@ -5,7 +5,8 @@
  * gradients. saveForSampler bumps the shared model's weight version (the in-process sampler reads the
  * same parameter arena). saveState/loadState round-trip weights, moments and counters exactly.
  */
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { writeFileAtomic } from '../../core/files.js';
 import { join } from 'node:path';
 import { DataError } from '../../core/errors.js';
 import type { AdamParams, Datum, ForwardBackwardResult, LossExtras, LossSpec, OptimStepResult, Trainer } from '../types.js';
@@ -111,7 +112,7 @@ export class NanoTrainer implements Trainer {
       moments[`v.${s.name}`] = { shape: s.shape, data: this.optimizer.v.subarray(o, o + n) };
     }
     writeSafetensors(join(dir, 'optimizer.safetensors'), moments);
-    writeFileSync(join(dir, 'trainer.json'), JSON.stringify({ step: this.optimizer.step, weightVersion: this.model.weightVersion, config: this.model.config }, null, 2));
+    writeFileAtomic(join(dir, 'trainer.json'), JSON.stringify({ step: this.optimizer.step, weightVersion: this.model.weightVersion, config: this.model.config }, null, 2));
   }
 
   async loadState(dir: string): Promise<void> {

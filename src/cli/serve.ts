@@ -17,7 +17,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
     reloadWeights,
   });
   const url = await server.listen(numberFlag(argv, 'port', 8000), flag(argv, 'host') ?? '127.0.0.1');
-  console.log(`arbor serve: ${description} at ${url}  [/v1/completions /generate /api/v1/* /health]`);
+  console.log(`arbor serve: ${description} at ${url}  [/v1/completions /generate /api/v1/* (Tinker SDK 0.3–0.24.1 JSON) /health]`);
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);

@@ -71,8 +71,8 @@ export interface BuildOptions {
 export async function buildEngine(spec: EngineSpec, options: BuildOptions = {}): Promise<Engine> {
   if (spec.engine.kind === 'remote') {
     if (options.needReference) throw new ConfigError('optimize.loss.klCoef > 0 needs the embedded engine with a warm-start or model.checkpoint as the reference policy', 'optimize.loss.klCoef');
-    const { sampler, tokenizer, origin } = buildRemoteSampler(spec.engine);
-    const trainer = buildRemoteTrainer(spec.engine, sampler);
+    const { sampler, tokenizer, origin } = buildRemoteSampler(spec.engine, options.log);
+    const trainer = buildRemoteTrainer(spec.engine, sampler, options.log);
     const described = `${origin} + tinker ${spec.engine.trainer?.url}`;
     return { sampler, trainer, tokenizer, origin: described, description: described, close: async () => sampler.close?.() };
   }

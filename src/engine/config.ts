@@ -4,6 +4,7 @@
  * HTTP sampler + trainer). The run config (run/config.ts) composes them; `buildEngine` consumes them.
  */
 import { z } from 'zod';
+import { Secret } from './remote/secret.js';
 
 export const modelSchema = z
   .object({
@@ -33,9 +34,9 @@ export const sftSchema = z
 
 const remoteSamplerSchema = z
   .object({
-    api: z.enum(['openai', 'sglang']).default('openai').describe('openai = vLLM /v1/completions; sglang = SGLang /generate'),
-    servers: z.array(z.string().url()).min(1).describe('base URLs of the sampling servers (without /v1)'),
-    model: z.string().default('arbor-nano').describe('served model name (openai api)'),
+    api: z.enum(['openai', 'sglang', 'tinker']).default('openai').describe('openai = vLLM /v1/completions; sglang = SGLang /generate; tinker = Tinker sampling (asample) on engine.trainer.url'),
+    servers: z.array(z.string().url()).default([]).describe('base URLs of the sampling servers (without /v1); required for openai and sglang'),
+    model: z.string().default('arbor-nano').describe('served base model name (vLLM --served-model-name), used until the first LoRA sync; then requests name weightSync.loraName'),
     concurrencyPerServer: z.number().int().min(1).default(64).describe('requests in flight per server'),
   })
   .strict();
@@ -47,14 +48,18 @@ const remoteTrainerSchema = z
     baseModel: z.string().default('arbor-nano').describe('base model to create'),
     modelId: z.string().optional().describe('attach to an existing model id instead of creating one'),
     loraRank: z.number().int().min(1).default(32).describe('LoRA rank for create_model'),
+    apiKey: z.string().min(1).nullish().transform((key) => (key ? new Secret(key) : undefined)).describe('X-API-Key for hosted Tinker (default: $TINKER_API_KEY); never logged or written to the run directory'),
   })
   .strict();
 
 const weightSyncSchema = z
   .object({
-    kind: z.enum(['none', 'sglang_update_weights_from_disk', 'vllm_load_lora_adapter']).default('none').describe('how new weights reach the samplers'),
+    kind: z.enum(['none', 'sglang_update_weights_from_disk', 'vllm_load_lora_adapter', 'sglang_load_lora_adapter']).default('none').describe('how new weights reach the samplers'),
     servers: z.array(z.string().url()).default([]).describe('servers to notify (default: the sampling servers)'),
-    loraName: z.string().default('arbor').describe('adapter name for vllm_load_lora_adapter'),
+    loraName: z.string().min(1).default('arbor-policy').describe('LoRA adapter name; after the first sync every request names it (vLLM model, SGLang lora_path); must differ from sampler.model'),
+    adapterDir: z.string().optional().describe('where tinker:// adapters are downloaded and converted to PEFT (default <tmpdir>/arbor-adapters); the sampling servers must be able to read it'),
+    tiedEmbeddings: z.boolean().default(false).describe('the base model ties its output head to the embedding: Tinker unembed LoRA maps to model.embed_tokens, not lm_head'),
+    languageModelPrefix: z.boolean().default(false).describe('vision-language base model whose text weights live under model.language_model.'),
   })
   .strict()
   .default({});

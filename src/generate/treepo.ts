@@ -175,8 +175,8 @@ function segmentRequest({ state, live }: Job, { options, ctx }: RoundContext): S
     seed: ctx.rng.nextU32(),
     retain: true,
     distinctFirstTokens: options.distinct && live.copies > 1 ? true : undefined,
-    returnEntropy: options.allocation === 'high_entropy' || ctx.quality?.wants?.entropy || undefined,
-    returnHidden: ctx.quality?.wants?.hidden || undefined,
+    returnEntropy: options.allocation === 'high_entropy' || !!ctx.quality?.wants?.entropy,
+    ...(ctx.quality?.wants?.hidden ? { returnHidden: true } : {}),
     affinityKey: state.tree.id,
   };
 }

@@ -1,16 +1,19 @@
 /**
  * `arbor serve`: an HTTP server exposing any local Sampler/Trainer through the same APIs the remote
  * clients speak — OpenAI-compatible `/v1/completions` (vLLM token-id fields), SGLang-style
- * `/generate` + `/abort_request` + `/update_weights_from_disk`, the Tinker-compatible training subset
- * under `/api/v1/*` (operations queued in order, results fetched by `retrieve_future`), and `/health`.
- * It validates every request body and answers 400 with the offending field; it never crashes on input.
+ * `/generate` + `/abort_request` + `/update_weights_from_disk`, the Tinker-compatible API under
+ * `/api/v1/*` (serve/tinker.ts: SDK 0.3–0.24.1 bodies), and `/health`. Usage is reported with the one
+ * accounting of engine/remote/usage.ts. It validates every request body and answers 400/404/409 naming
+ * the offending field; it never crashes on input.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ArborError } from '../core/errors.js';
-import type { Datum, LossSpec, SampleRequest, Sampler, Trainer } from '../engine/types.js';
+import type { SampleRequest, Sampler, Trainer } from '../engine/types.js';
+import { usageToWire } from '../engine/remote/usage.js';
+import { TinkerService } from './tinker.js';
+import { BadRequest, Conflict, NotFound, optInt, optNum, tokenList } from './validate.js';
 
 export interface ServeOptions {
   sampler: Sampler;
@@ -28,29 +31,24 @@ export interface ServeOptions {
   stateDir?: string;
 }
 
-/** A 400 error naming the bad field. */
-class BadRequest extends ArborError {
-  override name = 'BadRequest';
-}
-
-interface FutureEntry {
-  done: boolean;
-  result?: unknown;
-  error?: string;
-  waiters: Array<() => void>;
-}
-
 export class ArborServer {
   private server: Server | undefined;
-  private readonly futures = new Map<string, FutureEntry>();
   private futureCounter = 0;
-  private queue: Promise<void> = Promise.resolve();
+  /** The Tinker-compatible API under /api/v1/* (serve/tinker.ts). */
+  readonly tinker: TinkerService;
   private readonly running = new Map<string, AbortController>();
-  private modelCreated = false;
   /** Requests answered, by route (for tests and /health). */
   readonly counters: Record<string, number> = {};
 
-  constructor(readonly options: ServeOptions) {}
+  constructor(readonly options: ServeOptions) {
+    this.tinker = new TinkerService({
+      sampler: options.sampler,
+      trainer: options.trainer,
+      modelName: options.modelName ?? 'arbor-nano',
+      stateDir: options.stateDir ?? join(tmpdir(), 'arbor-serve-state'),
+      futureWaitMs: options.futureWaitMs ?? 30_000,
+    });
+  }
 
   async listen(port = 0, host = '127.0.0.1'): Promise<string> {
     this.server = createServer((req, res) => void this.handle(req, res));
@@ -77,6 +75,7 @@ export class ArborServer {
     } catch (error) {
       if (error instanceof BadRequest) send(res, 400, { error: error.message });
       else if (error instanceof NotFound) send(res, 404, { error: error.message });
+      else if (error instanceof Conflict) send(res, 409, { error: error.message });
       else send(res, 500, { error: (error as Error)?.message ?? String(error) });
     }
   }
@@ -85,6 +84,7 @@ export class ArborServer {
     const b = (body ?? {}) as Record<string, unknown>;
     if (method === 'GET' && (url === '/health' || url === '/api/v1/healthz')) return { status: 'ok', weight_version: this.options.sampler.weightVersion() };
     if (method === 'GET' && url === '/v1/models') return { object: 'list', data: [{ id: this.modelName, object: 'model' }] };
+    if (url.startsWith('/api/v1/')) return this.tinker.handle(method, url.slice('/api/v1/'.length), b);
     if (method !== 'POST') throw new NotFound(`${method} ${url}: no such route`);
     switch (url) {
       case '/v1/completions':
@@ -97,7 +97,6 @@ export class ArborServer {
       case '/update_weights_from_disk':
         return this.updateWeights(b);
       default:
-        if (url.startsWith('/api/v1/')) return this.tinker(url.slice('/api/v1/'.length), b);
         throw new NotFound(`POST ${url}: no such route`);
     }
   }
@@ -122,6 +121,7 @@ export class ArborServer {
       topLogprobs: k,
     };
     const [result] = await this.options.sampler.sample([request]);
+    const usage = usageToWire(result.usage);
     const asId = b.return_tokens_as_token_ids === true;
     const tokenName = (t: number) => (asId ? `token_id:${t}` : this.options.decode?.([t]) ?? `token_id:${t}`);
     return {
@@ -141,10 +141,10 @@ export class ArborServer {
         } : null,
       })),
       usage: {
-        prompt_tokens: tokens.length,
-        completion_tokens: result.usage.tokensDecoded,
-        total_tokens: tokens.length + result.usage.tokensDecoded,
-        prompt_tokens_details: { cached_tokens: Math.min(tokens.length, result.usage.prefixTokensReused) },
+        prompt_tokens: usage.prompt_tokens,
+        completion_tokens: usage.completion_tokens,
+        total_tokens: usage.prompt_tokens + usage.completion_tokens,
+        prompt_tokens_details: { cached_tokens: usage.cached_tokens },
       },
     };
   }
@@ -176,15 +176,16 @@ export class ArborServer {
         try {
           const [result] = await this.options.sampler.sample([request], { signal: controller.signal });
           const c = result.completions[0];
+          const usage = usageToWire(result.usage);
           return {
             text: this.options.decode?.(c.tokens) ?? '',
             output_ids: c.tokens,
             meta_info: {
               id: rids[i],
               finish_reason: { type: c.finishReason },
-              prompt_tokens: tokens.length,
-              completion_tokens: c.tokens.length,
-              cached_tokens: Math.min(tokens.length, result.usage.prefixTokensReused),
+              prompt_tokens: usage.prompt_tokens,
+              completion_tokens: usage.completion_tokens,
+              cached_tokens: usage.cached_tokens,
               weight_version: result.weightVersion,
               output_token_logprobs: c.tokens.map((t, j) => [c.logprobs[j], t, null]),
               output_top_logprobs: k > 0 ? (c.topLogprobs ?? []).map((row) => row.map(([t, lp]) => [lp, t, null])) : undefined,
@@ -204,161 +205,6 @@ export class ArborServer {
     const version = await this.options.reloadWeights(b.model_path);
     return { success: true, message: `loaded ${b.model_path}`, weight_version: version };
   }
-
-  // ---- Tinker-compatible training subset ----
-  private async tinker(op: string, b: Record<string, unknown>): Promise<unknown> {
-    const trainer = this.options.trainer;
-    if (op === 'retrieve_future') return this.retrieveFuture(String(b.request_id ?? ''));
-    if (op === 'get_server_capabilities') return { supported_models: [{ model_name: this.modelName }] };
-    if (!trainer) throw new NotFound(`/api/v1/${op}: this server has no trainer`);
-    switch (op) {
-      case 'create_model':
-        this.modelCreated = true;
-        return { model_id: this.modelName, base_model: this.modelName, request_id: this.enqueue(async () => ({ model_id: this.modelName })) };
-      case 'forward_backward': {
-        this.checkModel(b);
-        const input = (b.forward_backward_input ?? {}) as Record<string, unknown>;
-        const loss = lossFromTinker(input.loss_fn, input.loss_fn_config);
-        const data = datumsFromTinker(input.data, loss, 'forward_backward_input.data');
-        return { request_id: this.enqueue(async () => forwardOutput(await trainer.forwardBackward(data, loss))) };
-      }
-      case 'forward': {
-        this.checkModel(b);
-        const input = (b.forward_input ?? {}) as Record<string, unknown>;
-        const data = datumsFromTinker(input.data, { kind: 'cross_entropy' }, 'forward_input.data');
-        return { request_id: this.enqueue(async () => forwardOutput({ loss: Number.NaN, logprobs: await trainer.logprobs(data), metrics: {} })) };
-      }
-      case 'optim_step': {
-        this.checkModel(b);
-        const adam = (b.adam_params ?? {}) as Record<string, unknown>;
-        const params = {
-          learningRate: optNum(adam.learning_rate, 'adam_params.learning_rate', 1e-4),
-          beta1: optNum(adam.beta1, 'adam_params.beta1', 0.9),
-          beta2: optNum(adam.beta2, 'adam_params.beta2', 0.95),
-          eps: optNum(adam.eps, 'adam_params.eps', 1e-12),
-          weightDecay: optNum(adam.weight_decay, 'adam_params.weight_decay', 0),
-          gradClipNorm: optNum(adam.grad_clip_norm, 'adam_params.grad_clip_norm', 0),
-        };
-        return { request_id: this.enqueue(async () => { const r = await trainer.optimStep(params); return { metrics: { grad_norm: r.gradNorm, step: r.step } }; }) };
-      }
-      case 'save_weights_for_sampler':
-        this.checkModel(b);
-        return { request_id: this.enqueue(async () => { const r = await trainer.saveForSampler(); return { path: r.path ?? `arbor://${this.modelName}/sampler_weights/v${r.weightVersion}`, weight_version: r.weightVersion }; }) };
-      case 'save_weights':
-      case 'load_weights': {
-        this.checkModel(b);
-        if (typeof b.path !== 'string' || !/^[A-Za-z0-9_\-./]+$/.test(b.path) || b.path.includes('..')) throw new BadRequest('field "path" must be a relative name of [A-Za-z0-9_-./]');
-        const dir = join(this.options.stateDir ?? join(tmpdir(), 'arbor-serve-state'), b.path);
-        return { request_id: this.enqueue(async () => { if (op === 'save_weights') await trainer.saveState(dir); else await trainer.loadState(dir); return { path: b.path, type: op }; }) };
-      }
-      default:
-        throw new NotFound(`/api/v1/${op}: not part of the supported Tinker subset`);
-    }
-  }
-
-  private checkModel(b: Record<string, unknown>): void {
-    if (b.model_id !== this.modelName) throw new BadRequest(`field "model_id": unknown model ${JSON.stringify(b.model_id)}${this.modelCreated ? '' : ' (call create_model first)'}`);
-  }
-
-  /** Run `task` after every earlier queued operation; returns the future id. */
-  private enqueue(task: () => Promise<unknown>): string {
-    const id = String(++this.futureCounter);
-    const entry: FutureEntry = { done: false, waiters: [] };
-    this.futures.set(id, entry);
-    this.queue = this.queue.then(async () => {
-      try {
-        entry.result = await task();
-      } catch (error) {
-        entry.error = (error as Error)?.message ?? String(error);
-      }
-      entry.done = true;
-      for (const w of entry.waiters.splice(0)) w();
-    });
-    return id;
-  }
-
-  private async retrieveFuture(id: string): Promise<unknown> {
-    const entry = this.futures.get(id);
-    if (!entry) throw new NotFound(`future ${JSON.stringify(id)} not found`);
-    if (!entry.done) {
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, this.options.futureWaitMs ?? 30_000);
-        entry.waiters.push(() => {
-          clearTimeout(timer);
-          resolve();
-        });
-      });
-    }
-    if (!entry.done) return { type: 'try_again', request_id: id };
-    this.futures.delete(id);
-    if (entry.error !== undefined) return { error: entry.error, status: 'failed' };
-    return entry.result;
-  }
-}
-
-class NotFound extends ArborError {
-  override name = 'NotFound';
-}
-
-function forwardOutput(r: { loss: number; logprobs: number[][]; metrics: Record<string, number> }): unknown {
-  return {
-    loss_fn_output_type: 'logprobs',
-    loss_fn_outputs: r.logprobs.map((lp) => ({ logprobs: { data: lp, dtype: 'float32', shape: [lp.length] } })),
-    metrics: { 'loss:sum': r.loss, ...r.metrics },
-  };
-}
-
-function lossFromTinker(name: unknown, config: unknown): LossSpec {
-  const c = (config ?? {}) as Record<string, unknown>;
-  switch (name) {
-    case 'cross_entropy':
-      return { kind: 'cross_entropy' };
-    case 'importance_sampling':
-      return { kind: 'importance_sampling' };
-    case 'ppo':
-      return { kind: 'ppo', clipLow: 1 - optNum(c.clip_low_threshold, 'loss_fn_config.clip_low_threshold', 0.8), clipHigh: optNum(c.clip_high_threshold, 'loss_fn_config.clip_high_threshold', 1.2) - 1 };
-    default:
-      throw new BadRequest(`field "loss_fn": unsupported ${JSON.stringify(name)} (cross_entropy, importance_sampling, ppo)`);
-  }
-}
-
-function datumsFromTinker(raw: unknown, loss: LossSpec, field: string): Datum[] {
-  if (!Array.isArray(raw) || raw.length === 0) throw new BadRequest(`field "${field}" must be a non-empty array`);
-  return raw.map((d, i) => {
-    const where = `${field}[${i}]`;
-    const chunks = (d as { model_input?: { chunks?: Array<{ tokens?: unknown }> } })?.model_input?.chunks;
-    if (!Array.isArray(chunks)) throw new BadRequest(`field "${where}.model_input.chunks" must be an array`);
-    const inputTokens = chunks.flatMap((c, j) => tokenList(c.tokens, `${where}.model_input.chunks[${j}].tokens`));
-    const inputs = ((d as { loss_fn_inputs?: Record<string, { data?: unknown }> }).loss_fn_inputs ?? {}) as Record<string, { data?: unknown }>;
-    const tensor = (name: string, required: boolean): number[] | undefined => {
-      const data = inputs[name]?.data;
-      if (data === undefined && !required) return undefined;
-      if (!Array.isArray(data) || data.length !== inputTokens.length || !data.every((x) => typeof x === 'number' && Number.isFinite(x))) {
-        throw new BadRequest(`field "${where}.loss_fn_inputs.${name}.data" must be ${inputTokens.length} finite numbers`);
-      }
-      return data as number[];
-    };
-    const targetTokens = tensor('target_tokens', true)!;
-    if (loss.kind === 'cross_entropy') return { inputTokens, targetTokens, weights: tensor('weights', false) ?? inputTokens.map(() => 1) };
-    return { inputTokens, targetTokens, weights: inputTokens.map(() => 1), samplingLogprobs: tensor('logprobs', true), advantages: tensor('advantages', true) };
-  });
-}
-
-function tokenList(value: unknown, field: string): number[] {
-  if (!Array.isArray(value) || !value.every((t) => Number.isInteger(t) && t >= 0)) throw new BadRequest(`field "${field}" must be an array of token ids (non-negative integers)`);
-  return value as number[];
-}
-
-function optNum(value: unknown, field: string, fallback: number): number {
-  if (value === undefined || value === null) return fallback;
-  if (typeof value !== 'number' || !Number.isFinite(value)) throw new BadRequest(`field "${field}" must be a number`);
-  return value;
-}
-
-function optInt(value: unknown, field: string, fallback: number): number {
-  const v = optNum(value, field, fallback);
-  if (!Number.isInteger(v)) throw new BadRequest(`field "${field}" must be an integer`);
-  return v;
 }
 
 async function readJson(req: IncomingMessage): Promise<unknown> {

@@ -58,6 +58,24 @@ export interface JsonClientOptions {
   headers?: Record<string, string>;
 }
 
+/** Per-call overrides. */
+export interface CallOptions {
+  signal?: AbortSignal;
+  /**
+   * `json` (default): the 2xx reply must be JSON. `text`: a 2xx reply that is not JSON comes back as
+   * `{ text }` (vLLM's /v1/load_lora_adapter answers `Success: LoRA adapter ...` as plain text).
+   */
+  accept?: 'json' | 'text';
+  /** Statuses that fail at once instead of being retried (e.g. 408 from a long poll: poll again). */
+  noRetryStatuses?: number[];
+  /** Per-attempt timeout for this call (ms), instead of the client's. */
+  timeoutMs?: number;
+  /** Attempts for this call, instead of the client's (1 = no retry). */
+  maxAttempts?: number;
+  /** Retry a timed-out attempt (default true); false = the timeout error surfaces at once. */
+  retryTimeouts?: boolean;
+}
+
 /** Counters for observability and tests. */
 export interface JsonClientStats {
   requests: number;
@@ -95,18 +113,24 @@ export class JsonClient {
   }
 
   /** POST JSON (or GET when body is undefined) and parse the JSON reply, retrying as configured. */
-  async call<T = unknown>(path: string, body: unknown, signal?: AbortSignal): Promise<T> {
+  async call<T = unknown>(path: string, body: unknown, signalOrOptions?: AbortSignal | CallOptions): Promise<T> {
+    const options: CallOptions = signalOrOptions instanceof AbortSignal ? { signal: signalOrOptions } : signalOrOptions ?? {};
+    const signal = options.signal;
     const url = this.baseUrl + path;
     await this.semaphore.acquire();
     try {
       for (let attempt = 1; ; attempt++) {
         this.stats.requests++;
         try {
-          return (await this.once(url, body, signal)) as T;
+          return (await this.once(url, body, options)) as T;
         } catch (error) {
           if (isAbortError(error) || signal?.aborted) throw error;
-          const retryable = error instanceof EngineCallError ? error.isRetryable : true;
-          if (!retryable || attempt >= this.retry.maxAttempts) {
+          const status = error instanceof EngineCallError ? error.details.status : undefined;
+          const timedOut = ((error as Error).cause as Error | undefined)?.name === 'TimeoutError';
+          const retryable = error instanceof EngineCallError
+            ? error.isRetryable && !(status !== undefined && options.noRetryStatuses?.includes(status)) && !(timedOut && options.retryTimeouts === false)
+            : true;
+          if (!retryable || attempt >= (options.maxAttempts ?? this.retry.maxAttempts)) {
             this.stats.failures++;
             throw error;
           }
@@ -119,14 +143,16 @@ export class JsonClient {
     }
   }
 
-  private async once(url: string, body: unknown, signal?: AbortSignal): Promise<unknown> {
+  private async once(url: string, body: unknown, options: CallOptions): Promise<unknown> {
+    const { signal } = options;
+    const timeoutMs = options.timeoutMs ?? this.retry.timeoutMs;
     let reply: { status: number; text: string };
     try {
-      reply = await request(url, body === undefined ? undefined : JSON.stringify(body), this.headers, this.agent, this.retry.timeoutMs, signal);
+      reply = await request(url, body === undefined ? undefined : JSON.stringify(body), this.headers, this.agent, timeoutMs, signal);
     } catch (cause) {
       if (signal?.aborted) throw signal.reason ?? cause;
       const timedOut = (cause as Error)?.name === 'TimeoutError';
-      throw new EngineCallError(`${url}: ${timedOut ? `timed out after ${this.retry.timeoutMs} ms` : `connection failed (${(cause as Error)?.message ?? cause})`}`, { url, isRetryable: true }, { cause });
+      throw new EngineCallError(`${url}: ${timedOut ? `timed out after ${timeoutMs} ms` : `connection failed (${(cause as Error)?.message ?? cause})`}`, { url, isRetryable: true }, { cause });
     }
     const { status, text } = reply;
     if (status < 200 || status >= 300) {
@@ -135,6 +161,7 @@ export class JsonClient {
     try {
       return JSON.parse(text);
     } catch (cause) {
+      if (options.accept === 'text') return { text };
       throw new EngineCallError(`${url}: reply is not JSON: ${text.slice(0, 200)}`, { url, status, body: text.slice(0, 2000), isRetryable: false }, { cause });
     }
   }

@@ -7,18 +7,25 @@
  * server's automatic prefix caching (`--enable-prefix-caching`); `cache_salt` isolates weight versions.
  * Cache handles are not supported (requests re-send the full prefix, which the server's cache serves).
  * `stopAfterGroups` (stop-rule.ts) cancels the requests still in flight once enough groups finished;
- * they come back as `abort` completions without tokens.
+ * they come back as `abort` completions without tokens. After a LoRA sync `model` is the adapter
+ * name (vLLM routes by it). Cached prompt tokens are reported only with
+ * `--enable-prompt-tokens-details`; log-probs are of the sampling distribution only with
+ * `--logprobs-mode processed_logprobs` (default: raw model log-probs).
+ * Wire format: vllm-project/vllm@002032ee vllm/entrypoints/openai/completion/protocol.py
+ * (CompletionRequest, CompletionResponseChoice.token_ids), serving.py@cc139d8e.
  */
 import { EngineCallError } from '../../core/errors.js';
 import { sampleWithStopRule } from './stop-rule.js';
 import type { SampleCompletion, SampleOptions, SampleRequest, SampleResult, Sampler, SamplerCapabilities } from '../types.js';
 import { JsonClient, type JsonClientOptions } from './http.js';
 import { ServerPool } from './balancer.js';
+import { usageFromWire } from './usage.js';
+import { SwapGate } from './weight-sync.js';
 
 export interface OpenAICompletionsOptions {
   /** One or more servers (base URLs without /v1). Requests with the same affinityKey stick to one. */
   servers: Array<string | JsonClientOptions>;
-  /** The served model name (vLLM `--served-model-name`, or the HF id). */
+  /** The served model name (vLLM `--served-model-name`, or the HF id); after a LoRA sync, the adapter name. */
   model: string;
   /** Requests in flight per server. */
   concurrencyPerServer?: number;
@@ -46,9 +53,19 @@ export class OpenAICompletionsSampler implements Sampler {
   readonly capabilities: SamplerCapabilities = { entropy: true, topLogprobs: true, forcedTokens: false, cacheHandles: false, prefixCaching: true };
   private readonly pool: ServerPool;
   private version = 0;
+  /** The `model` requests name: the served base model, then the LoRA adapter once one is loaded. */
+  private model: string;
+  /** Held by every request; a LoRA swap waits until none is in flight (weight-sync.ts). */
+  readonly gate = new SwapGate();
 
   constructor(readonly options: OpenAICompletionsOptions) {
     this.pool = new ServerPool(options.servers, options.concurrencyPerServer ?? 64);
+    this.model = options.model;
+  }
+
+  /** vLLM serves a LoRA adapter only to requests whose `model` is the adapter's name. */
+  setModel(model: string): void {
+    this.model = model;
   }
 
   weightVersion(): number {
@@ -76,7 +93,7 @@ export class OpenAICompletionsSampler implements Sampler {
     }
     const k = Math.max(request.topLogprobs ?? 0, request.returnEntropy ? this.options.logprobs ?? 5 : 1);
     const body: Record<string, unknown> = {
-      model: this.options.model,
+      model: this.model,
       prompt: request.tokens,
       n: request.n ?? 1,
       max_tokens: request.maxTokens,
@@ -102,7 +119,7 @@ export class OpenAICompletionsSampler implements Sampler {
   private async sampleOne(request: SampleRequest, signal?: AbortSignal): Promise<SampleResult> {
     const client = this.pool.pick(request.affinityKey);
     const version = this.version;
-    const reply = await client.call<Record<string, unknown>>('/v1/completions', this.requestBody(request), signal);
+    const reply = await this.gate.run(() => client.call<Record<string, unknown>>('/v1/completions', this.requestBody(request), signal));
     return parseCompletionsReply(reply, request, client.baseUrl + '/v1/completions', version);
   }
 }
@@ -115,11 +132,10 @@ export function parseCompletionsReply(reply: Record<string, unknown>, request: S
   const choices = (reply.choices as CompletionChoice[]).slice().sort((a, b) => a.index - b.index);
   if (choices.length !== n) throw malformed(`expected ${n} choices, got ${choices.length}`);
   const completions: SampleCompletion[] = choices.map((choice, i) => parseChoice(choice, i, request, malformed));
+  // cached_tokens is reported only by servers started with --enable-prompt-tokens-details
   const usage = (reply.usage ?? {}) as { prompt_tokens?: number; prompt_tokens_details?: { cached_tokens?: number } | null };
-  const promptTokens = usage.prompt_tokens ?? request.tokens.length;
-  const cached = Math.min(usage.prompt_tokens_details?.cached_tokens ?? 0, promptTokens);
   const decoded = completions.reduce((s, c) => s + c.tokens.length, 0);
-  return { completions, usage: { promptTokensComputed: promptTokens - cached, prefixTokensReused: cached, tokensDecoded: decoded }, weightVersion };
+  return { completions, usage: usageFromWire({ prompt_tokens: usage.prompt_tokens ?? request.tokens.length, cached_tokens: usage.prompt_tokens_details?.cached_tokens ?? 0 }, decoded), weightVersion };
 }
 
 function parseChoice(choice: CompletionChoice, i: number, request: SampleRequest, malformed: (w: string) => Error): SampleCompletion {

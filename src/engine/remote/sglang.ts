@@ -7,6 +7,10 @@
  * Cancellation calls `/abort_request` for every rid still running, then rejects with the abort reason.
  * `stopAfterGroups` (stop-rule.ts) also stops requests by `/abort_request`: SGLang then answers them
  * with their partial output (finish_reason abort), which is returned, not thrown.
+ * After a LoRA sync requests send `lora_path: <adapter name>`. SGLang honours `sampling_seed` only
+ * when launched with `--enable-deterministic-inference`; otherwise seeded runs are not reproducible.
+ * Wire format: sgl-project/sglang@001067ff python/sglang/srt/managers/io_struct.py (GenerateReqInput),
+ * tokenizer_manager.py (meta_info).
  */
 import { EngineCallError } from '../../core/errors.js';
 import type { SampleCompletion, SampleOptions, SampleRequest, SampleResult, Sampler, SamplerCapabilities } from '../types.js';
@@ -14,6 +18,8 @@ import type { JsonClientOptions } from './http.js';
 import { ServerPool } from './balancer.js';
 import { entropyFromTopK } from './openai-completions.js';
 import { sampleWithStopRule } from './stop-rule.js';
+import { usageFromWire } from './usage.js';
+import { SwapGate } from './weight-sync.js';
 
 export interface SGLangOptions {
   servers: Array<string | JsonClientOptions>;
@@ -37,6 +43,10 @@ export class SGLangSampler implements Sampler {
   readonly capabilities: SamplerCapabilities = { entropy: true, topLogprobs: true, forcedTokens: false, cacheHandles: false, prefixCaching: true };
   private readonly pool: ServerPool;
   private version = 0;
+  /** The LoRA adapter requests use (`lora_path` = its name) once one is loaded; none = base model. */
+  private loraName: string | undefined;
+  /** Held by every request; a LoRA swap waits until none is in flight (weight-sync.ts). */
+  readonly gate = new SwapGate();
 
   constructor(readonly options: SGLangOptions) {
     this.pool = new ServerPool(options.servers, options.concurrencyPerServer ?? 64);
@@ -53,6 +63,11 @@ export class SGLangSampler implements Sampler {
 
   setWeightVersion(version: number): void {
     this.version = version;
+  }
+
+  /** Route requests to the loaded LoRA adapter (SGLang's `lora_path` takes the adapter name). */
+  setLoraName(name: string): void {
+    this.loraName = name;
   }
 
   release(): void {}
@@ -75,6 +90,7 @@ export class SGLangSampler implements Sampler {
       return p;
     };
     return {
+      ...(this.loraName ? { lora_path: Array.from({ length: n }, () => this.loraName) } : {}),
       input_ids: Array.from({ length: n }, () => request.tokens),
       sampling_params: Array.from({ length: n }, (_, i) => samplingParams(i)),
       return_logprob: true,
@@ -102,7 +118,7 @@ export class SGLangSampler implements Sampler {
     exposeAbort?.(onAbort);
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
-      const reply = await client.call<unknown>('/generate', this.requestBody(request, rids), signal);
+      const reply = await this.gate.run(() => client.call<unknown>('/generate', this.requestBody(request, rids), signal));
       return parseGenerateReply(reply, request, client.baseUrl + '/generate', version);
     } finally {
       signal?.removeEventListener('abort', onAbort);
@@ -117,6 +133,7 @@ export function parseGenerateReply(reply: unknown, request: SampleRequest, url: 
   if (items.length !== n) throw malformed(`expected ${n} outputs, got ${items.length}`);
   let promptComputed = 0;
   let reused = 0;
+  let decoded = 0;
   const completions: SampleCompletion[] = items.map((item, i) => {
     const meta = item?.meta_info;
     if (!meta || !Array.isArray(meta.output_token_logprobs)) throw malformed(`[${i}].meta_info.output_token_logprobs missing`);
@@ -135,12 +152,11 @@ export function parseGenerateReply(reply: unknown, request: SampleRequest, url: 
       if (request.topLogprobs) completion.topLogprobs = top;
       if (request.returnEntropy) completion.entropies = top.map(entropyFromTopK);
     }
-    const prompt = meta.prompt_tokens ?? request.tokens.length;
-    const cached = Math.min(meta.cached_tokens ?? 0, prompt);
-    promptComputed += prompt - cached;
-    reused += cached;
+    const usage = usageFromWire({ prompt_tokens: meta.prompt_tokens ?? request.tokens.length, cached_tokens: meta.cached_tokens ?? 0 }, tokens.length);
+    promptComputed += usage.promptTokensComputed;
+    reused += usage.prefixTokensReused;
+    decoded += usage.tokensDecoded;
     return completion;
   });
-  const decoded = completions.reduce((s, c) => s + c.tokens.length, 0);
   return { completions, usage: { promptTokensComputed: promptComputed, prefixTokensReused: reused, tokensDecoded: decoded }, weightVersion };
 }

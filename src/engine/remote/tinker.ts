@@ -1,31 +1,60 @@
 /**
- * Trainer client for a Tinker-compatible training service (JSON over HTTP, `/api/v1/*`, pinned to the
- * field names of the Tinker API as served by hosted Tinker and SkyRL tx): `create_model`,
- * `forward_backward` (loss_fn cross_entropy / importance_sampling / ppo with loss_fn_config
- * clip thresholds), `forward`, `optim_step` (adam_params), `save_weights_for_sampler`,
- * `save_weights` / `load_weights`, each answered by a future polled at `retrieve_future` with
- * back-off. Datums map 1:1: model_input = input tokens, loss_fn_inputs = target_tokens, weights,
- * logprobs (sampling), advantages. Tinker's policy losses have no per-token weights, so the client
- * folds Arbor's non-negative weights into the advantages (exact for IS and PPO, which are linear in A).
+ * Trainer client for a Tinker-compatible training service (JSON over HTTP, `/api/v1/*`): hosted
+ * Tinker, SkyRL tx and `arbor serve`. A session (tinker-session.ts) comes first; `create_model` sends
+ * `session_id` + `model_seq_id` and takes `model_id` from the future when the reply lacks it; every
+ * later request of the model carries `seq_id` 1, 2, … as the SDK does. Operations: `forward_backward`
+ * (cross_entropy / importance_sampling / ppo with clip thresholds), `forward`, `optim_step`
+ * (adam_params), `save_weights_for_sampler`, `save_weights` / `load_weights` (with `optimizer`; only
+ * a model's first request, so resume creates a fresh model). Replies are read as each server sends
+ * them: SkyRL's `skyrl.ai/grad_norm` and its empty forward_backward metrics (the loss is then the sum
+ * of the per-datum `elementwise_loss`); a requested setting a server ignores is a run-log warning.
+ * Datums map 1:1: model_input = input tokens, loss_fn_inputs = target_tokens, weights, logprobs
+ * (sampling), advantages. Tinker's policy losses have no per-token weights, so the client folds
+ * Arbor's non-negative weights into the advantages (exact for IS and PPO, which are linear in A).
  */
-import { ArborError, EngineCallError } from '../../core/errors.js';
+import { readFile } from 'node:fs/promises';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { ArborError, DataError } from '../../core/errors.js';
+import { writeFileAtomic } from '../../core/files.js';
 import type { AdamParams, Datum, ForwardBackwardResult, LossExtras, LossSpec, OptimStepResult, Trainer } from '../types.js';
-import { JsonClient, type JsonClientOptions } from './http.js';
+import { TinkerSession, type TinkerSessionOptions } from './tinker-session.js';
 
-export interface TinkerClientOptions extends JsonClientOptions {
+export interface TinkerClientOptions extends TinkerSessionOptions {
   /** Base model name the service should create (e.g. "Qwen/Qwen3-4B-Instruct-2507", or "nano"). */
   baseModel: string;
   /** LoRA rank for create_model. */
   loraRank?: number;
   /** Existing model id to attach to instead of creating one. */
   modelId?: string;
-  /** Poll interval bounds for retrieve_future (ms). */
-  pollMinMs?: number;
-  pollMaxMs?: number;
-  /** Give up on one future after this long (ms). */
-  futureTimeoutMs?: number;
+  /** The session to use (shared with a Tinker sampler); default: one of its own from these options. */
+  session?: TinkerSession;
   /** Called after save_weights_for_sampler with the returned path (e.g. to sync a vLLM server). */
   onSamplerWeights?: (path: string, version: number) => Promise<void>;
+}
+
+/**
+ * Result payloads (thinking-machines-lab/tinker@d595dc2 types/forward_backward_output.py,
+ * optim_step_response.py, save_weights_for_sampler_response.py; SkyRL@a956457 backends/jax.py:
+ * `loss_fn_output_type: "scalar"`, outputs `{elementwise_loss, logprobs}`, `metrics: {}`, optim
+ * metrics `skyrl.ai/grad_norm`, `skyrl.ai/learning_rate`).
+ */
+export interface ForwardBackwardOutput {
+  loss_fn_output_type?: string;
+  loss_fn_outputs: Array<Record<string, { data?: number[]; dtype?: string; shape?: number[] }>>;
+  metrics?: Record<string, number>;
+}
+export interface OptimStepResponse {
+  metrics?: Record<string, number> | null;
+}
+
+/** What a saved trainer state records (tinker-state.json in the checkpoint's engine directory). */
+interface TinkerState {
+  modelId: string;
+  path: string;
+  steps: number;
+  version: number;
+  baseModel: string;
 }
 
 type TensorJSON = { data: number[]; dtype: 'int64' | 'float32'; shape: number[] };
@@ -67,58 +96,85 @@ export function lossToTinker(loss: LossSpec): { loss_fn: string; loss_fn_config?
 
 export class TinkerTrainer implements Trainer {
   readonly specificationVersion = 'arbor.trainer.v1' as const;
-  readonly client: JsonClient;
-  private modelId: string | undefined;
+  readonly session: TinkerSession;
+  private model: Promise<string> | undefined;
+  /** seq_id of the model's last request (the SDK sends 1, 2, … per training client). */
+  private seq = 0;
   private steps = 0;
   private version = 0;
+  private readonly warned = new Set<string>();
 
   constructor(readonly options: TinkerClientOptions) {
-    this.client = new JsonClient(options);
-    this.modelId = options.modelId;
+    this.session = options.session ?? new TinkerSession(options);
+    if (options.modelId) this.model = Promise.resolve(options.modelId);
+  }
+
+  get client() {
+    return this.session.client;
   }
 
   /** Create (or attach to) the model; called lazily by the first operation. */
-  async ensureModel(): Promise<string> {
-    if (this.modelId) return this.modelId;
-    const reply = await this.client.call<Record<string, unknown>>('/api/v1/create_model', { base_model: this.options.baseModel, lora_config: { rank: this.options.loraRank ?? 32 } });
-    if (typeof reply.model_id !== 'string') throw this.malformed('/api/v1/create_model', 'model_id', reply);
-    if (reply.request_id !== undefined) await this.awaitFuture(String(reply.request_id));
-    this.modelId = reply.model_id;
-    return this.modelId;
+  ensureModel(): Promise<string> {
+    this.model ??= this.createModel().catch((error) => {
+      this.model = undefined;
+      throw error;
+    });
+    return this.model;
+  }
+
+  private async createModel(): Promise<string> {
+    const sessionId = await this.session.ensure();
+    const path = '/api/v1/create_model';
+    const body = { session_id: sessionId, model_seq_id: this.session.nextModelSeqId(), base_model: this.options.baseModel, lora_config: { rank: this.options.loraRank ?? 32 }, type: 'create_model' };
+    const reply = await this.session.post(path, body);
+    // hosted Tinker answers {request_id} and puts model_id in the future's result; SkyRL answers both
+    const result = (await this.session.awaitFuture(String(reply.request_id ?? reply.future_id))) as { model_id?: unknown } | null;
+    const modelId = typeof reply.model_id === 'string' ? reply.model_id : result?.model_id;
+    if (typeof modelId !== 'string') throw this.session.malformed(path, 'model_id', { reply, result });
+    this.seq = 0;
+    return modelId;
+  }
+
+  /** POST a training operation of the model with the next seq_id, then wait for its result. */
+  private async op(path: string, body: Record<string, unknown>, type: string): Promise<unknown> {
+    const modelId = await this.ensureModel();
+    return this.session.submit(path, { model_id: modelId, seq_id: ++this.seq, ...body, type });
   }
 
   async forwardBackward(data: Datum[], loss: LossSpec, extras?: LossExtras): Promise<ForwardBackwardResult> {
     if (extras?.klCoef || extras?.entropyCoef) throw new ArborError('tinker: KL and entropy terms are not Tinker built-in loss options; set them to 0');
-    const modelId = await this.ensureModel();
     const { loss_fn, loss_fn_config } = lossToTinker(loss);
-    const body: Record<string, unknown> = { model_id: modelId, forward_backward_input: { data: data.map((d) => datumToTinker(d, loss)), loss_fn, ...(loss_fn_config ? { loss_fn_config } : {}) } };
-    const result = await this.submit('/api/v1/forward_backward', body);
-    return this.parseForwardResult(result, data, '/api/v1/forward_backward');
+    const input = { data: data.map((d) => datumToTinker(d, loss)), loss_fn, ...(loss_fn_config ? { loss_fn_config } : {}) };
+    const result = await this.op('/api/v1/forward_backward', { forward_backward_input: input }, 'forward_backward');
+    return parseForwardOutput(result, data, (field) => this.session.malformed('/api/v1/forward_backward', field, result));
   }
 
   async logprobs(data: Datum[]): Promise<number[][]> {
-    const modelId = await this.ensureModel();
-    const body = { model_id: modelId, forward_input: { data: data.map((d) => datumToTinker(d, { kind: 'cross_entropy' })), loss_fn: 'cross_entropy' } };
-    const result = await this.submit('/api/v1/forward', body);
-    return this.parseForwardResult(result, data, '/api/v1/forward').logprobs;
+    const input = { data: data.map((d) => datumToTinker(d, { kind: 'cross_entropy' })), loss_fn: 'cross_entropy' };
+    const result = await this.op('/api/v1/forward', { forward_input: input }, 'forward');
+    return parseForwardOutput(result, data, (field) => this.session.malformed('/api/v1/forward', field, result)).logprobs;
   }
 
   async optimStep(params: AdamParams): Promise<OptimStepResult> {
-    const modelId = await this.ensureModel();
     const adam: Record<string, number> = { learning_rate: params.learningRate, beta1: params.beta1 ?? 0.9, beta2: params.beta2 ?? 0.95, eps: params.eps ?? 1e-12 };
     if (params.weightDecay !== undefined) adam.weight_decay = params.weightDecay;
     if (params.gradClipNorm !== undefined) adam.grad_clip_norm = params.gradClipNorm;
-    const result = (await this.submit('/api/v1/optim_step', { model_id: modelId, adam_params: adam })) as { metrics?: Record<string, number> } | null;
+    const result = (await this.op('/api/v1/optim_step', { adam_params: adam }, 'optim_step')) as OptimStepResponse | null;
     this.steps++;
-    const gradNorm = result?.metrics?.['grad_norm'] ?? result?.metrics?.['grad_norm:mean'] ?? Number.NaN;
-    return { gradNorm, step: this.steps };
+    const metrics = result?.metrics ?? {};
+    const gradNorm = metrics['grad_norm'] ?? metrics['grad_norm:mean'] ?? metrics['skyrl.ai/grad_norm'];
+    if (gradNorm === undefined) this.warnOnce('grad_norm', `tinker: ${this.client.baseUrl} reports no gradient norm in optim_step metrics (got ${JSON.stringify(Object.keys(metrics))}); grad_norm is logged as NaN`);
+    // SkyRL tx's AdamParams has no grad_clip_norm: its optimiser never clips (SkyRL@a956457 api.py AdamParams)
+    if (params.gradClipNorm && Object.keys(metrics).some((k) => k.startsWith('skyrl.ai/'))) {
+      this.warnOnce('grad_clip_norm', `tinker: optimizer.gradClipNorm ${params.gradClipNorm} is not supported by SkyRL tx (adam_params.grad_clip_norm is ignored); gradients are not clipped`);
+    }
+    return { gradNorm: gradNorm ?? Number.NaN, step: this.steps };
   }
 
   async saveForSampler(): Promise<{ weightVersion: number; path?: string }> {
-    const modelId = await this.ensureModel();
     const name = `arbor-v${this.version + 1}`;
-    const result = (await this.submit('/api/v1/save_weights_for_sampler', { model_id: modelId, path: name })) as { path?: string };
-    if (typeof result?.path !== 'string') throw this.malformed('/api/v1/save_weights_for_sampler', 'path', result);
+    const result = (await this.op('/api/v1/save_weights_for_sampler', { path: name }, 'save_weights_for_sampler')) as { path?: string } | null;
+    if (typeof result?.path !== 'string') throw this.session.malformed('/api/v1/save_weights_for_sampler', 'path', result);
     this.version++;
     await this.options.onSamplerWeights?.(result.path, this.version);
     return { weightVersion: this.version, path: result.path };
@@ -127,66 +183,56 @@ export class TinkerTrainer implements Trainer {
   async saveState(dir: string): Promise<void> {
     const modelId = await this.ensureModel();
     const name = `arbor-state-${dir.replace(/[^A-Za-z0-9_-]+/g, '_').slice(-100)}`;
-    const result = (await this.submit('/api/v1/save_weights', { model_id: modelId, path: name })) as { path?: string };
-    const { writeFile, mkdir } = await import('node:fs/promises');
-    await mkdir(dir, { recursive: true });
-    await writeFile(`${dir}/tinker-state.json`, JSON.stringify({ modelId, path: result?.path, steps: this.steps, version: this.version }, null, 2));
+    const result = (await this.op('/api/v1/save_weights', { path: name }, 'save_weights')) as { path?: string } | null;
+    if (typeof result?.path !== 'string') throw this.session.malformed('/api/v1/save_weights', 'path', result);
+    mkdirSync(dir, { recursive: true });
+    const state: TinkerState = { modelId, path: result.path, steps: this.steps, version: this.version, baseModel: this.options.baseModel };
+    writeFileAtomic(join(dir, 'tinker-state.json'), JSON.stringify(state, null, 2) + '\n');
   }
 
+  /**
+   * Resume: load_weights is allowed only as a model's first request (hosted Tinker and SkyRL tx both
+   * answer 400 otherwise), so a fresh model is created and the saved weights and optimiser state are
+   * loaded into it as its first request; the new model replaces any model this trainer had.
+   */
   async loadState(dir: string): Promise<void> {
-    const { readFile } = await import('node:fs/promises');
-    const state = JSON.parse(await readFile(`${dir}/tinker-state.json`, 'utf8')) as { modelId: string; path: string; steps: number; version: number };
-    const modelId = await this.ensureModel();
-    await this.submit('/api/v1/load_weights', { model_id: modelId, path: state.path });
+    const file = join(dir, 'tinker-state.json');
+    let state: TinkerState;
+    try {
+      state = JSON.parse(await readFile(file, 'utf8')) as TinkerState;
+    } catch (cause) {
+      throw new DataError(`${file}: cannot read the Tinker trainer state: ${(cause as Error).message}`, file, undefined, undefined, { cause });
+    }
+    if (typeof state.path !== 'string') throw new DataError(`${file}: field "path" must be the tinker:// path of the saved weights`, file, undefined, 'path');
+    this.model = undefined;
+    await this.ensureModel();
+    await this.op('/api/v1/load_weights', { path: state.path, optimizer: true }, 'load_weights');
     this.steps = state.steps;
     this.version = state.version;
   }
 
-  /** POST an operation, then poll its future until the result is ready. */
-  private async submit(path: string, body: unknown): Promise<unknown> {
-    const reply = await this.client.call<Record<string, unknown>>(path, body);
-    const id = reply?.request_id ?? reply?.future_id;
-    if (id === undefined) throw this.malformed(path, 'request_id', reply);
-    return this.awaitFuture(String(id));
+  private warnOnce(key: string, message: string): void {
+    if (this.warned.has(key)) return;
+    this.warned.add(key);
+    this.options.warn?.(message);
   }
+}
 
-  private async awaitFuture(requestId: string): Promise<unknown> {
-    const start = Date.now();
-    let delay = this.options.pollMinMs ?? 20;
-    const maxDelay = this.options.pollMaxMs ?? 1000;
-    const deadline = this.options.futureTimeoutMs ?? 600_000;
-    for (;;) {
-      let result: Record<string, unknown> | undefined;
-      try {
-        result = await this.client.call<Record<string, unknown>>('/api/v1/retrieve_future', { request_id: requestId });
-      } catch (error) {
-        // 408: the server's long-poll expired: poll again. Other errors surface.
-        if (!(error instanceof EngineCallError && error.details.status === 408)) throw error;
-      }
-      if (result && result.type !== 'try_again' && result.status !== 'pending') {
-        if (typeof result.error === 'string') throw new EngineCallError(`tinker future ${requestId}: ${result.error}`, { url: this.client.baseUrl, isRetryable: false });
-        return result;
-      }
-      if (Date.now() - start > deadline) throw new EngineCallError(`tinker future ${requestId}: not ready after ${deadline} ms`, { url: this.client.baseUrl, isRetryable: false });
-      await new Promise((r) => setTimeout(r, delay));
-      delay = Math.min(maxDelay, delay * 2);
-    }
+/** Log-probs and loss from a forward(_backward) result, as hosted Tinker, SkyRL tx or arbor serve send it. */
+export function parseForwardOutput(result: unknown, data: Datum[], malformed: (field: string) => Error): ForwardBackwardResult {
+  const r = result as ForwardBackwardOutput | null;
+  if (!Array.isArray(r?.loss_fn_outputs) || r.loss_fn_outputs.length !== data.length) throw malformed('loss_fn_outputs');
+  const logprobs = r.loss_fn_outputs.map((o, i) => {
+    const lp = o.logprobs?.data;
+    if (!Array.isArray(lp) || lp.length !== data[i].targetTokens.length) throw malformed(`loss_fn_outputs[${i}].logprobs`);
+    return lp;
+  });
+  const metrics = { ...(r.metrics ?? {}) };
+  let loss = metrics['loss:sum'] ?? metrics['loss'];
+  if (loss === undefined && r.loss_fn_outputs.every((o) => Array.isArray(o.elementwise_loss?.data))) {
+    // SkyRL tx: metrics {} — the loss is the sum of the per-token losses of every datum
+    loss = r.loss_fn_outputs.reduce((sum, o) => sum + o.elementwise_loss!.data!.reduce((a, b) => a + b, 0), 0);
+    metrics['loss:sum'] = loss;
   }
-
-  private parseForwardResult(result: unknown, data: Datum[], path: string): ForwardBackwardResult {
-    const r = result as { loss_fn_outputs?: Array<Record<string, { data?: number[] }>>; metrics?: Record<string, number> };
-    if (!Array.isArray(r?.loss_fn_outputs) || r.loss_fn_outputs.length !== data.length) throw this.malformed(path, 'loss_fn_outputs', result);
-    const logprobs = r.loss_fn_outputs.map((o, i) => {
-      const lp = o.logprobs?.data;
-      if (!Array.isArray(lp) || lp.length !== data[i].targetTokens.length) throw this.malformed(path, `loss_fn_outputs[${i}].logprobs`, result);
-      return lp;
-    });
-    const metrics = r.metrics ?? {};
-    const loss = metrics['loss:sum'] ?? metrics['loss'] ?? Number.NaN;
-    return { loss, logprobs, metrics };
-  }
-
-  private malformed(path: string, field: string, reply: unknown): EngineCallError {
-    return new EngineCallError(`${this.client.baseUrl}${path}: malformed reply: missing or invalid "${field}": ${JSON.stringify(reply)?.slice(0, 300)}`, { url: this.client.baseUrl + path, isRetryable: false });
-  }
+  return { loss: loss ?? Number.NaN, logprobs, metrics };
 }

@@ -1,0 +1,311 @@
+/**
+ * The Tinker-compatible API of `arbor serve` (`/api/v1/*`), accepting request bodies exactly as the
+ * Tinker Python SDK 0.3–0.24 sends them (JSON; the SDK adds `type` and drops nulls) and the session-less
+ * bodies of SDK ≤ 0.2: sessions and heartbeats, `client/config` (protobuf off), GET
+ * `get_server_capabilities`, one model per server with `seq_id` checked to increase, training
+ * operations queued in order, sampling sessions and `asample` run concurrently, results fetched by
+ * `retrieve_future` (long poll, then `{type: "try_again"}`). SDK 0.25's protobuf bodies are not
+ * accepted (no protobuf dependency). Sampling always uses the server's current weights.
+ */
+import { join } from 'node:path';
+import type { Datum, LossSpec, SampleRequest, Sampler, Trainer } from '../engine/types.js';
+import { BadRequest, Conflict, NotFound, optBool, optInt, optNum, requiredString, tokenList } from './validate.js';
+
+export interface TinkerServiceOptions {
+  sampler: Sampler;
+  trainer?: Trainer;
+  /** The one model this server trains (model_id and base model name). */
+  modelName: string;
+  /** Where save_weights / load_weights keep trainer states. */
+  stateDir: string;
+  /** Long-poll time for retrieve_future before answering {type: "try_again"} (ms). */
+  futureWaitMs: number;
+}
+
+interface FutureEntry {
+  done: boolean;
+  result?: unknown;
+  error?: string;
+  waiters: Array<() => void>;
+}
+
+export class TinkerService {
+  private readonly futures = new Map<string, FutureEntry>();
+  private counter = 0;
+  private queue: Promise<void> = Promise.resolve();
+  private readonly sessions = new Map<string, { heartbeats: number }>();
+  private readonly samplingSessions = new Map<string, { lastSeq: number }>();
+  private modelCreated = false;
+  /** seq_id of the model's last request (0 = none yet). */
+  private lastSeq = 0;
+
+  constructor(readonly options: TinkerServiceOptions) {}
+
+  /** Heartbeats received per session (for tests and /health). */
+  heartbeats(sessionId: string): number | undefined {
+    return this.sessions.get(sessionId)?.heartbeats;
+  }
+
+  async handle(method: string, op: string, b: Record<string, unknown>): Promise<unknown> {
+    if (method === 'GET' && op === 'get_server_capabilities') return { supported_models: [{ model_name: this.options.modelName }] };
+    if (method !== 'POST') throw new NotFound(`${method} /api/v1/${op}: no such route`);
+    switch (op) {
+      case 'retrieve_future':
+        return this.retrieveFuture(requiredString(b.request_id === undefined ? undefined : String(b.request_id), 'request_id'));
+      case 'get_server_capabilities':
+        return { supported_models: [{ model_name: this.options.modelName }] };
+      case 'client/config':
+        // JSON bodies only: the protobuf forward_backward flags are off
+        return { pjwt_auth_enabled: false, credential_default_source: 'api_key', proto_write_fwdbwd: false, proto_compress_fwdbwd: false };
+      case 'create_session':
+        return this.createSession(b);
+      case 'session_heartbeat':
+        this.session(b.session_id).heartbeats++;
+        return { type: 'session_heartbeat' };
+      case 'create_sampling_session':
+        return this.createSamplingSession(b);
+      case 'asample':
+        return this.asample(b);
+      default:
+        return this.training(op, b);
+    }
+  }
+
+  private createSession(b: Record<string, unknown>): unknown {
+    requiredString(b.sdk_version, 'sdk_version');
+    if (b.tags !== undefined && (!Array.isArray(b.tags) || !b.tags.every((t) => typeof t === 'string'))) throw new BadRequest('field "tags" must be an array of strings');
+    const id = `session-${++this.counter}`;
+    this.sessions.set(id, { heartbeats: 0 });
+    return { type: 'create_session', session_id: id, info_message: null, warning_message: null, error_message: null };
+  }
+
+  private session(id: unknown): { heartbeats: number } {
+    const session = typeof id === 'string' ? this.sessions.get(id) : undefined;
+    if (!session) throw new NotFound(`field "session_id": Session not found: ${JSON.stringify(id)}`);
+    return session;
+  }
+
+  private training(op: string, b: Record<string, unknown>): unknown {
+    const trainer = this.options.trainer;
+    if (!trainer) throw new NotFound(`/api/v1/${op}: this server has no trainer`);
+    if (op === 'create_model') return this.createModel(b);
+    const known = ['forward_backward', 'forward', 'optim_step', 'save_weights_for_sampler', 'save_weights', 'load_weights'];
+    if (!known.includes(op)) throw new NotFound(`/api/v1/${op}: not part of the supported Tinker subset`);
+    this.checkModel(b);
+    this.checkSeq(b.seq_id);
+    switch (op) {
+      case 'forward_backward': {
+        const input = (b.forward_backward_input ?? {}) as Record<string, unknown>;
+        const loss = lossFromTinker(input.loss_fn, input.loss_fn_config);
+        const data = datumsFromTinker(input.data, loss, 'forward_backward_input.data');
+        return { request_id: this.enqueue(async () => forwardOutput(await trainer.forwardBackward(data, loss))) };
+      }
+      case 'forward': {
+        const input = (b.forward_input ?? {}) as Record<string, unknown>;
+        const data = datumsFromTinker(input.data, { kind: 'cross_entropy' }, 'forward_input.data');
+        return { request_id: this.enqueue(async () => forwardOutput({ loss: Number.NaN, logprobs: await trainer.logprobs(data), metrics: {} })) };
+      }
+      case 'optim_step': {
+        const params = adamFromTinker((b.adam_params ?? {}) as Record<string, unknown>);
+        return { request_id: this.enqueue(async () => { const r = await trainer.optimStep(params); return { type: 'optim_step', metrics: { grad_norm: r.gradNorm, step: r.step } }; }) };
+      }
+      case 'save_weights_for_sampler': {
+        const name = b.path === undefined ? undefined : checkpointName(b.path, 'path');
+        return { request_id: this.enqueue(async () => { const r = await trainer.saveForSampler(); return { type: 'save_weights_for_sampler', path: `tinker://${this.options.modelName}/sampler_weights/${name ?? `v${r.weightVersion}`}`, weight_version: r.weightVersion }; }) };
+      }
+      default:
+        return this.saveOrLoad(op, b, trainer);
+    }
+  }
+
+  private createModel(b: Record<string, unknown>): unknown {
+    // SDK ≥ 0.3 sends session_id + model_seq_id; SDK ≤ 0.2 sent neither (still accepted)
+    if (b.session_id !== undefined) this.session(b.session_id);
+    optInt(b.model_seq_id, 'model_seq_id', 0);
+    if (b.base_model !== undefined && b.base_model !== this.options.modelName) throw new BadRequest(`field "base_model": this server trains ${JSON.stringify(this.options.modelName)}, not ${JSON.stringify(b.base_model)}`);
+    this.modelCreated = true;
+    this.lastSeq = 0;
+    const modelId = this.options.modelName;
+    return { model_id: modelId, base_model: modelId, request_id: this.enqueue(async () => ({ type: 'create_model', model_id: modelId })) };
+  }
+
+  private saveOrLoad(op: string, b: Record<string, unknown>, trainer: Trainer): unknown {
+    const name = checkpointName(b.path, 'path');
+    const dir = join(this.options.stateDir, name);
+    if (op === 'save_weights') {
+      return { request_id: this.enqueue(async () => { await trainer.saveState(dir); return { type: 'save_weights', path: `tinker://${this.options.modelName}/weights/${name}` }; }) };
+    }
+    optBool(b.optimizer, 'optimizer', true);
+    return { request_id: this.enqueue(async () => { await trainer.loadState(dir); return { type: 'load_weights', path: b.path }; }) };
+  }
+
+  private checkModel(b: Record<string, unknown>): void {
+    if (b.model_id !== this.options.modelName) throw new BadRequest(`field "model_id": unknown model ${JSON.stringify(b.model_id)}${this.modelCreated ? '' : ' (call create_model first)'}`);
+  }
+
+  /** seq_id is optional (SDK ≤ 0.2); when sent it must grow (SkyRL tx answers 409 to a reused one). */
+  private checkSeq(value: unknown): void {
+    if (value === undefined || value === null) return;
+    const seq = optInt(value, 'seq_id', 0);
+    if (seq <= this.lastSeq) throw new Conflict(`field "seq_id": ${seq} was already used (last ${this.lastSeq})`);
+    this.lastSeq = seq;
+  }
+
+  private createSamplingSession(b: Record<string, unknown>): unknown {
+    this.session(b.session_id);
+    optInt(b.sampling_session_seq_id, 'sampling_session_seq_id', 0);
+    if ((b.model_path === undefined || b.model_path === null) === (b.base_model === undefined || b.base_model === null)) throw new BadRequest('fields "model_path" / "base_model": exactly one must be given');
+    const id = `sampling-${++this.counter}`;
+    this.samplingSessions.set(id, { lastSeq: -1 });
+    return { type: 'create_sampling_session', sampling_session_id: id };
+  }
+
+  private asample(b: Record<string, unknown>): unknown {
+    const session = typeof b.sampling_session_id === 'string' ? this.samplingSessions.get(b.sampling_session_id) : undefined;
+    if (!session) throw new NotFound(`field "sampling_session_id": Sampling session not found: ${JSON.stringify(b.sampling_session_id)}`);
+    const request = sampleRequestFromTinker(b);
+    const seq = optInt(b.seq_id, 'seq_id', session.lastSeq + 1);
+    if (seq <= session.lastSeq) throw new Conflict(`field "seq_id": ${seq} was already used in this sampling session (last ${session.lastSeq})`);
+    session.lastSeq = seq;
+    return { request_id: this.start(async () => {
+      const [result] = await this.options.sampler.sample([request]);
+      const sequences = result.completions.map((c) => ({ tokens: c.tokens, logprobs: c.logprobs, stop_reason: c.finishReason === 'stop' ? 'stop' : 'length' }));
+      return { type: 'sample', sequences, prompt_logprobs: null };
+    }) };
+  }
+
+  /** Run `task` after every earlier queued operation (training is ordered); returns the future id. */
+  private enqueue(task: () => Promise<unknown>): string {
+    const { id, settle } = this.future();
+    this.queue = this.queue.then(() => settle(task));
+    return id;
+  }
+
+  /** Run `task` now (sampling is concurrent); returns the future id. */
+  private start(task: () => Promise<unknown>): string {
+    const { id, settle } = this.future();
+    void settle(task);
+    return id;
+  }
+
+  private future(): { id: string; settle: (task: () => Promise<unknown>) => Promise<void> } {
+    const id = String(++this.counter);
+    const entry: FutureEntry = { done: false, waiters: [] };
+    this.futures.set(id, entry);
+    const settle = async (task: () => Promise<unknown>) => {
+      try {
+        entry.result = await task();
+      } catch (error) {
+        entry.error = (error as Error)?.message ?? String(error);
+      }
+      entry.done = true;
+      for (const w of entry.waiters.splice(0)) w();
+    };
+    return { id, settle };
+  }
+
+  private async retrieveFuture(id: string): Promise<unknown> {
+    const entry = this.futures.get(id);
+    if (!entry) throw new NotFound(`field "request_id": future ${JSON.stringify(id)} not found`);
+    if (!entry.done) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, this.options.futureWaitMs);
+        entry.waiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+    if (!entry.done) return { type: 'try_again', request_id: id, queue_state: 'active' };
+    this.futures.delete(id);
+    // RequestFailedResponse (thinking-machines-lab/tinker@d595dc2 types/request_failed_response.py)
+    if (entry.error !== undefined) return { error: entry.error, category: 'server' };
+    return entry.result;
+  }
+}
+
+/** A checkpoint name: a plain name, or the name at the end of a `tinker://<model>/weights/<name>` path. */
+function checkpointName(value: unknown, field: string): string {
+  const m = typeof value === 'string' ? /^(?:tinker:\/\/[^/]+\/(?:weights|sampler_weights)\/)?([A-Za-z0-9_.-]+)$/.exec(value) : null;
+  if (!m || m[1].includes('..')) throw new BadRequest(`field "${field}" must be a name of [A-Za-z0-9_.-] or tinker://<model>/weights/<name>`);
+  return m[1];
+}
+
+function sampleRequestFromTinker(b: Record<string, unknown>): SampleRequest {
+  const chunks = (b.prompt as { chunks?: unknown } | undefined)?.chunks;
+  if (!Array.isArray(chunks) || !chunks.length) throw new BadRequest('field "prompt.chunks" must be a non-empty array');
+  const tokens = chunks.flatMap((c, j) => {
+    const chunk = c as { type?: unknown; tokens?: unknown };
+    if (chunk.type !== undefined && chunk.type !== 'encoded_text') throw new BadRequest(`field "prompt.chunks[${j}].type": only encoded_text chunks are supported`);
+    return tokenList(chunk.tokens, `prompt.chunks[${j}].tokens`);
+  });
+  const p = (b.sampling_params ?? {}) as Record<string, unknown>;
+  const maxTokens = optInt(p.max_tokens, 'sampling_params.max_tokens', -1);
+  if (maxTokens < 1) throw new BadRequest('field "sampling_params.max_tokens" is required (a positive integer)');
+  if (p.stop !== undefined && p.stop !== null && !(Array.isArray(p.stop) && p.stop.every((t) => Number.isInteger(t)))) throw new BadRequest('field "sampling_params.stop": only token-id stops are supported');
+  return {
+    tokens,
+    n: optInt(b.num_samples, 'num_samples', 1),
+    maxTokens,
+    temperature: optNum(p.temperature, 'sampling_params.temperature', 1),
+    topP: optNum(p.top_p, 'sampling_params.top_p', 1),
+    topK: optInt(p.top_k, 'sampling_params.top_k', -1),
+    stopTokens: Array.isArray(p.stop) ? (p.stop as number[]) : undefined,
+    seed: p.seed === undefined || p.seed === null ? undefined : optInt(p.seed, 'sampling_params.seed', 0),
+  };
+}
+
+function adamFromTinker(adam: Record<string, unknown>) {
+  return {
+    learningRate: optNum(adam.learning_rate, 'adam_params.learning_rate', 1e-4),
+    beta1: optNum(adam.beta1, 'adam_params.beta1', 0.9),
+    beta2: optNum(adam.beta2, 'adam_params.beta2', 0.95),
+    eps: optNum(adam.eps, 'adam_params.eps', 1e-12),
+    weightDecay: optNum(adam.weight_decay, 'adam_params.weight_decay', 0),
+    gradClipNorm: optNum(adam.grad_clip_norm, 'adam_params.grad_clip_norm', 0),
+  };
+}
+
+function forwardOutput(r: { loss: number; logprobs: number[][]; metrics: Record<string, number> }): unknown {
+  return {
+    loss_fn_output_type: 'logprobs',
+    loss_fn_outputs: r.logprobs.map((lp) => ({ logprobs: { data: lp, dtype: 'float32', shape: [lp.length] } })),
+    metrics: { 'loss:sum': r.loss, ...r.metrics },
+  };
+}
+
+function lossFromTinker(name: unknown, config: unknown): LossSpec {
+  const c = (config ?? {}) as Record<string, unknown>;
+  switch (name) {
+    case 'cross_entropy':
+      return { kind: 'cross_entropy' };
+    case 'importance_sampling':
+      return { kind: 'importance_sampling' };
+    case 'ppo':
+      return { kind: 'ppo', clipLow: 1 - optNum(c.clip_low_threshold, 'loss_fn_config.clip_low_threshold', 0.8), clipHigh: optNum(c.clip_high_threshold, 'loss_fn_config.clip_high_threshold', 1.2) - 1 };
+    default:
+      throw new BadRequest(`field "loss_fn": unsupported ${JSON.stringify(name)} (cross_entropy, importance_sampling, ppo)`);
+  }
+}
+
+function datumsFromTinker(raw: unknown, loss: LossSpec, field: string): Datum[] {
+  if (!Array.isArray(raw) || raw.length === 0) throw new BadRequest(`field "${field}" must be a non-empty array`);
+  return raw.map((d, i) => {
+    const where = `${field}[${i}]`;
+    const chunks = (d as { model_input?: { chunks?: Array<{ tokens?: unknown }> } })?.model_input?.chunks;
+    if (!Array.isArray(chunks)) throw new BadRequest(`field "${where}.model_input.chunks" must be an array`);
+    const inputTokens = chunks.flatMap((c, j) => tokenList(c.tokens, `${where}.model_input.chunks[${j}].tokens`));
+    const inputs = ((d as { loss_fn_inputs?: Record<string, { data?: unknown }> }).loss_fn_inputs ?? {}) as Record<string, { data?: unknown }>;
+    const tensor = (name: string, required: boolean): number[] | undefined => {
+      const data = inputs[name]?.data;
+      if (data === undefined && !required) return undefined;
+      if (!Array.isArray(data) || data.length !== inputTokens.length || !data.every((x) => typeof x === 'number' && Number.isFinite(x))) {
+        throw new BadRequest(`field "${where}.loss_fn_inputs.${name}.data" must be ${inputTokens.length} finite numbers`);
+      }
+      return data as number[];
+    };
+    const targetTokens = tensor('target_tokens', true)!;
+    if (loss.kind === 'cross_entropy') return { inputTokens, targetTokens, weights: tensor('weights', false) ?? inputTokens.map(() => 1) };
+    return { inputTokens, targetTokens, weights: inputTokens.map(() => 1), samplingLogprobs: tensor('logprobs', true), advantages: tensor('advantages', true) };
+  });
+}

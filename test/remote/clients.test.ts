@@ -151,7 +151,13 @@ test('non-retryable 400 fails at once with a clear error; abort is not retried',
     try {
       const controller = new AbortController();
       const sampler = new OpenAICompletionsSampler({ servers: [slowUrl], model: 'm' });
-      setTimeout(() => controller.abort(), 50);
+      // abort once the engine holds the request (a fixed delay races the server on a loaded machine)
+      const poll = setInterval(() => {
+        if (slowEngine.calls >= 1) {
+          clearInterval(poll);
+          controller.abort();
+        }
+      }, 5);
       const started = Date.now();
       // the caller's abort reason itself comes back (not wrapped in an EngineCallError), promptly, and once
       await assert.rejects(sampler.sample([request], { signal: controller.signal }), (e: unknown) => e === controller.signal.reason && (e as Error).name === 'AbortError' && !(e instanceof EngineCallError));

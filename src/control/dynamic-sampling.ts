@@ -11,7 +11,7 @@ import type { CarriedTree, ControlIO, ControlResult, ControlStrategy } from './t
 export const dynamicSamplingSchema = z
   .object({
     kind: z.literal('dynamic_sampling').describe('DAPO dynamic sampling: drop zero-variance groups and refill the batch'),
-    maxRounds: z.number().int().min(1).default(3).describe('maximum generation rounds per step (first included)'),
+    maxRounds: z.number().int().min(1).max(100).default(3).describe('maximum generation rounds per step (first included)'),
   })
   .strict();
 export type DynamicSamplingOptions = z.infer<typeof dynamicSamplingSchema>;

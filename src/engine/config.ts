@@ -9,13 +9,13 @@ import { Secret } from './remote/secret.js';
 export const modelSchema = z
   .object({
     checkpoint: z.string().optional().describe('start from this checkpoint directory instead of random weights'),
-    dModel: z.number().int().min(4).default(64).describe('C: model width'),
-    nLayers: z.number().int().min(1).default(2).describe('L: transformer blocks'),
-    nHeads: z.number().int().min(1).default(4).describe('NH: attention heads'),
-    dFF: z.number().int().min(1).default(192).describe('F: gated-MLP width'),
-    contextLength: z.number().int().min(8).default(128).describe('maximum tokens (prompt + response)'),
+    dModel: z.number().int().min(4).max(4096).default(64).describe('C: model width'),
+    nLayers: z.number().int().min(1).max(64).default(2).describe('L: transformer blocks'),
+    nHeads: z.number().int().min(1).max(64).default(4).describe('NH: attention heads'),
+    dFF: z.number().int().min(1).max(16384).default(192).describe('F: gated-MLP width'),
+    contextLength: z.number().int().min(8).max(65536).default(128).describe('maximum tokens (prompt + response)'),
     tieEmbeddings: z.boolean().default(true).describe('share the output head with the token embedding'),
-    initSeed: z.number().int().default(1).describe('seed of the random initial weights'),
+    initSeed: z.number().int().min(0).max(2 ** 32 - 1).default(1).describe('seed of the random initial weights'),
   })
   .strict()
   .default({});
@@ -23,10 +23,10 @@ export const modelSchema = z
 export const sftSchema = z
   .object({
     enabled: z.boolean().default(true).describe('run a supervised warm-start on task demonstrations first'),
-    steps: z.number().int().min(1).default(300).describe('SFT optimiser steps'),
-    batchSize: z.number().int().min(1).default(32).describe('SFT sequences per step'),
-    learningRate: z.number().positive().default(1e-2).describe('SFT peak learning rate'),
-    examples: z.number().int().min(1).default(4000).describe('demonstrations drawn from the train split'),
+    steps: z.number().int().min(1).max(1_000_000).default(300).describe('SFT optimiser steps'),
+    batchSize: z.number().int().min(1).max(4096).default(32).describe('SFT sequences per step'),
+    learningRate: z.number().positive().max(10).default(1e-2).describe('SFT peak learning rate'),
+    examples: z.number().int().min(1).max(10_000_000).default(4000).describe('demonstrations drawn from the train split'),
     checkpoint: z.string().optional().describe('warm-start checkpoint dir (default: a cache dir keyed by the SFT, model and task config)'),
   })
   .strict()
@@ -37,7 +37,7 @@ const remoteSamplerSchema = z
     api: z.enum(['openai', 'sglang', 'tinker']).default('openai').describe('openai = vLLM /v1/completions; sglang = SGLang /generate; tinker = Tinker sampling (asample) on engine.trainer.url'),
     servers: z.array(z.string().url()).default([]).describe('base URLs of the sampling servers (without /v1); required for openai and sglang'),
     model: z.string().default('arbor-nano').describe('served base model name (vLLM --served-model-name), used until the first LoRA sync; then requests name weightSync.loraName'),
-    concurrencyPerServer: z.number().int().min(1).default(64).describe('requests in flight per server'),
+    concurrencyPerServer: z.number().int().min(1).max(4096).default(64).describe('requests in flight per server'),
   })
   .strict();
 
@@ -47,7 +47,7 @@ const remoteTrainerSchema = z
     url: z.string().url().describe('base URL of the training service'),
     baseModel: z.string().default('arbor-nano').describe('base model to create'),
     modelId: z.string().optional().describe('attach to an existing model id instead of creating one'),
-    loraRank: z.number().int().min(1).default(32).describe('LoRA rank for create_model'),
+    loraRank: z.number().int().min(1).max(1024).default(32).describe('LoRA rank for create_model'),
     apiKey: z.string().min(1).nullish().transform((key) => (key ? new Secret(key) : undefined)).describe('X-API-Key for hosted Tinker (default: $TINKER_API_KEY); never logged or written to the run directory'),
   })
   .strict();
@@ -68,7 +68,7 @@ export const engineSchema = z
   .object({
     kind: z.enum(['embedded', 'remote']).default('embedded').describe('embedded (in-process nano transformer) or remote (HTTP sampler + trainer)'),
     kernels: z.enum(['auto', 'wasm', 'reference']).default('auto').describe('kernel backend of the embedded engine'),
-    pageSize: z.number().int().min(1).default(16).describe('KV-cache page size in tokens'),
+    pageSize: z.number().int().min(1).max(1024).default(16).describe('KV-cache page size in tokens'),
     sampler: remoteSamplerSchema.optional().describe('remote: the sampling servers'),
     trainer: remoteTrainerSchema.optional().describe('remote: the training service'),
     tokenizer: z.string().optional().describe('remote: directory with tokenizer.json (an Arbor char tokenizer or a Hugging Face tokenizer.json + tokenizer_config.json)'),

@@ -4,15 +4,15 @@
  */
 import { z } from 'zod';
 
-const weight = z.number().default(1).describe('weight in the sum');
+const weight = z.number().min(-1e6).max(1e6).default(1).describe('weight in the sum');
 const extract = z.boolean().default(true).describe('compare the extracted final answer (\\boxed{}, ####, "The answer is") rather than the whole response');
 const limits = z
   .object({
-    wallMs: z.number().int().positive().optional().describe('wall-clock limit per run (ms)'),
-    cpuSeconds: z.number().int().positive().optional().describe('CPU-time limit per run (s)'),
-    memoryMB: z.number().int().positive().optional().describe('address-space limit (MB)'),
-    maxProcesses: z.number().int().positive().optional().describe('process limit'),
-    outputBytes: z.number().int().positive().optional().describe('stdout+stderr cap (bytes)'),
+    wallMs: z.number().int().positive().max(3_600_000).optional().describe('wall-clock limit per run (ms)'),
+    cpuSeconds: z.number().int().positive().max(3600).optional().describe('CPU-time limit per run (s)'),
+    memoryMB: z.number().int().positive().max(65536).optional().describe('address-space limit (MB)'),
+    maxProcesses: z.number().int().positive().max(4096).optional().describe('process limit'),
+    outputBytes: z.number().int().positive().max(1 << 30).optional().describe('stdout+stderr cap (bytes)'),
   })
   .strict()
   .default({});
@@ -20,10 +20,10 @@ const limits = z
 export const rewardPartSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('task'), weight }).strict().describe("the task's own verifier"),
   z.object({ kind: z.literal('exact'), weight, caseSensitive: z.boolean().default(true), extract }).strict(),
-  z.object({ kind: z.literal('numeric'), weight, absTol: z.number().min(0).default(1e-6), relTol: z.number().min(0).default(1e-6), extract }).strict(),
-  z.object({ kind: z.literal('math'), weight, tolerance: z.number().positive().default(1e-4).describe('relative tolerance of numeric comparison') }).strict(),
+  z.object({ kind: z.literal('numeric'), weight, absTol: z.number().min(0).max(1e6).default(1e-6), relTol: z.number().min(0).max(1).default(1e-6), extract }).strict(),
+  z.object({ kind: z.literal('math'), weight, tolerance: z.number().positive().max(1).default(1e-4).describe('relative tolerance of numeric comparison') }).strict(),
   z.object({ kind: z.literal('format'), weight, pattern: z.string().min(1).describe('regular expression the response must match'), flags: z.string().default('s') }).strict(),
-  z.object({ kind: z.literal('length_penalty'), weight, maxLength: z.number().int().positive().describe('L_max in tokens'), cacheLength: z.number().int().positive().describe('soft-penalty window L_cache') }).strict(),
+  z.object({ kind: z.literal('length_penalty'), weight, maxLength: z.number().int().positive().max(1_000_000).describe('L_max in tokens'), cacheLength: z.number().int().positive().max(1_000_000).describe('soft-penalty window L_cache') }).strict(),
   z
     .object({
       kind: z.literal('judge'),
@@ -32,9 +32,9 @@ export const rewardPartSchema = z.discriminatedUnion('kind', [
       model: z.string().min(1),
       rubric: z.string().optional().describe('template with {prompt} {response} {answer}'),
       apiKeyEnv: z.string().optional().describe('environment variable holding the API key'),
-      maxScore: z.number().positive().default(10),
-      maxAttempts: z.number().int().min(1).default(3),
-      timeoutMs: z.number().int().positive().default(30_000),
+      maxScore: z.number().positive().max(1e6).default(10),
+      maxAttempts: z.number().int().min(1).max(100).default(3),
+      timeoutMs: z.number().int().positive().max(3_600_000).default(30_000),
     })
     .strict(),
   z.object({ kind: z.literal('code'), weight, language: z.enum(['python', 'javascript']).default('python'), limits }).strict().describe('run the response against item.meta tests in the sandbox'),

@@ -16,7 +16,7 @@ export { treepoGenerator, allocate, type TreepoPending } from './treepo.js';
 export { latrGenerator, branchPoint, editDistance } from './latr.js';
 export { siblingStats } from './siblings.js';
 
-const groupSize = z.number().int().min(1).default(8).describe('G: trajectories (leaves) per prompt');
+const groupSize = z.number().int().min(1).max(4096).default(8).describe('G: trajectories (leaves) per prompt');
 
 export const iidOptionsSchema = z
   .object({
@@ -29,18 +29,18 @@ export const treepoOptionsSchema = z
   .object({
     kind: z.literal('treepo').describe('TreePO segment trees with shared prefixes'),
     groupSize,
-    segmentLength: z.number().int().min(1).default(8).describe('L: tokens per segment'),
-    branchingFactor: z.number().int().min(1).default(2).describe('b: children per continuing path'),
+    segmentLength: z.number().int().min(1).max(65536).default(8).describe('L: tokens per segment'),
+    branchingFactor: z.number().int().min(1).max(256).default(2).describe('b: children per continuing path'),
     initialDivergence: z
-      .union([z.number().int().min(1), z.object({ min: z.number().int().min(1), max: z.number().int().min(1) }).strict()])
+      .union([z.number().int().min(1).max(4096), z.object({ min: z.number().int().min(1).max(4096), max: z.number().int().min(1).max(4096) }).strict()])
       .default(2)
       .describe('first-step copies: a number, or {min, max} drawn per prompt'),
-    maxDepth: z.number().int().min(0).default(0).describe('maximum segments per trajectory (0 = ceil(maxResponseTokens / L))'),
+    maxDepth: z.number().int().min(0).max(65536).default(0).describe('maximum segments per trajectory (0 = ceil(maxResponseTokens / L))'),
     allocation: z.enum(['fixed_avg', 'low_prob', 'high_prob', 'high_entropy', 'value']).default('fixed_avg').describe('how the branch budget is split among continuing paths (value: predicted success near 0.5, from the quality head)'),
-    allocationTemperature: z.number().positive().default(2).describe('τ of the probability/entropy-driven allocations'),
+    allocationTemperature: z.number().positive().max(1000).default(2).describe('τ of the probability/entropy-driven allocations'),
     distinct: z.boolean().default(false).describe('siblings start with different tokens (the copies of a path are sampled without replacement at their first token)'),
-    repetitionNgram: z.number().int().min(0).default(0).describe('repetition stop: n-gram length in tokens (0 = off)'),
-    repetitionCount: z.number().int().min(2).default(8).describe('repetition stop: occurrences that end a path'),
+    repetitionNgram: z.number().int().min(0).max(1024).default(0).describe('repetition stop: n-gram length in tokens (0 = off)'),
+    repetitionCount: z.number().int().min(2).max(1_000_000).default(8).describe('repetition stop: occurrences that end a path'),
   })
   .strict();
 

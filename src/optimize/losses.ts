@@ -13,12 +13,12 @@ import { correctionSchema, type Correction } from './off-policy.js';
 export const lossOptionsSchema = z
   .object({
     kind: z.enum(['ppo_clip', 'importance_sampling', 'gspo']).default('ppo_clip').describe('policy loss'),
-    clipLow: z.number().min(0).default(0.2).describe('ε_low: ratio lower bound 1 − ε_low'),
-    clipHigh: z.number().min(0).default(0.28).describe('ε_high: ratio upper bound 1 + ε_high (DAPO clip-higher)'),
-    dualClip: z.number().min(1).optional().describe('dual clip constant c for negative advantages (e.g. 10)'),
-    truncateAt: z.number().positive().optional().describe('truncated importance sampling: multiply by min(ρ, C)'),
-    klCoef: z.number().min(0).default(0).describe('β of the k3 KL to the frozen reference policy'),
-    entropyCoef: z.number().min(0).default(0).describe('entropy bonus coefficient'),
+    clipLow: z.number().min(0).max(1).default(0.2).describe('ε_low: ratio lower bound 1 − ε_low'),
+    clipHigh: z.number().min(0).max(100).default(0.28).describe('ε_high: ratio upper bound 1 + ε_high (DAPO clip-higher)'),
+    dualClip: z.number().min(1).max(1e6).optional().describe('dual clip constant c for negative advantages (e.g. 10)'),
+    truncateAt: z.number().positive().max(1e6).optional().describe('truncated importance sampling: multiply by min(ρ, C)'),
+    klCoef: z.number().min(0).max(1e3).default(0).describe('β of the k3 KL to the frozen reference policy'),
+    entropyCoef: z.number().min(0).max(1e3).default(0).describe('entropy bonus coefficient'),
     correction: correctionSchema
       .default({ kind: 'none' })
       .describe('off-policy correction against stale or mismatched behaviour log-probs: none | decoupled (AReaL decoupled PPO) | tis (truncated IS)'),

@@ -28,6 +28,7 @@ export const correctionSchema = z.discriminatedUnion('kind', [
       maxWeight: z
         .number()
         .gt(1)
+        .max(1e6)
         .default(5)
         .describe('tokens whose behaviour weight w exceeds this are masked out (the loss denominator keeps the original token count)'),
     })
@@ -35,7 +36,7 @@ export const correctionSchema = z.discriminatedUnion('kind', [
   z
     .object({
       kind: z.literal('tis').describe('truncated importance sampling: weight each token by min(ρ, C), ρ = exp(logp_prox − logp_behav)'),
-      cap: z.number().positive().default(2).describe('C: the truncation cap of the importance weight'),
+      cap: z.number().positive().max(1e6).default(2).describe('C: the truncation cap of the importance weight'),
     })
     .strict(),
 ]);

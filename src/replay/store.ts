@@ -46,7 +46,7 @@ export interface StoreFilter {
 
 export const storeOptionsSchema = z
   .object({
-    maxInMemory: z.number().int().min(1).default(1024).describe('trees kept in memory; older ones spill to <run>/store-spill.jsonl'),
+    maxInMemory: z.number().int().min(1).max(10_000_000).default(1024).describe('trees kept in memory; older ones spill to <run>/store-spill.jsonl'),
   })
   .strict();
 

@@ -19,15 +19,15 @@ const runSchema = z
   .object({
     name: z.string().regex(/^[A-Za-z0-9_.-]+$/).default('run').describe('run name (also the default output folder name)'),
     outDir: z.string().optional().describe('run directory (default runs/<name>)'),
-    seed: z.number().int().default(0).describe('seed of every random choice in the run'),
-    steps: z.number().int().min(0).default(40).describe('RL steps'),
-    promptsPerStep: z.number().int().min(1).default(16).describe('prompts (groups) per step'),
-    trainItems: z.number().int().min(1).default(2000).describe('size of the training prompt pool'),
-    evalEvery: z.number().int().min(0).default(10).describe('held-out evaluation every N steps (0 = only at start and end)'),
-    evalCount: z.number().int().min(1).default(200).describe('held-out prompts per evaluation'),
-    evalPassK: z.number().int().min(0).default(4).describe('k of pass@k at temperature 1 (0 = off)'),
-    checkpointEvery: z.number().int().min(0).default(10).describe('checkpoint every N steps (0 = only at the end)'),
-    logTreesEvery: z.number().int().min(0).default(5).describe('write trees/step-N.jsonl every N steps (0 = never)'),
+    seed: z.number().int().min(0).max(2 ** 32 - 1).default(0).describe('seed of every random choice in the run'),
+    steps: z.number().int().min(0).max(10_000_000).default(40).describe('RL steps'),
+    promptsPerStep: z.number().int().min(1).max(100_000).default(16).describe('prompts (groups) per step'),
+    trainItems: z.number().int().min(1).max(100_000_000).default(2000).describe('size of the training prompt pool'),
+    evalEvery: z.number().int().min(0).max(10_000_000).default(10).describe('held-out evaluation every N steps (0 = only at start and end)'),
+    evalCount: z.number().int().min(1).max(1_000_000).default(200).describe('held-out prompts per evaluation'),
+    evalPassK: z.number().int().min(0).max(1024).default(4).describe('k of pass@k at temperature 1 (0 = off)'),
+    checkpointEvery: z.number().int().min(0).max(10_000_000).default(10).describe('checkpoint every N steps (0 = only at the end)'),
+    logTreesEvery: z.number().int().min(0).max(10_000_000).default(5).describe('write trees/step-N.jsonl every N steps (0 = never)'),
     mode: z.enum(['sync', 'async']).default('sync').describe('sync: generate then train, one after the other; async: rollout production overlaps training (embedded engine: the sampler runs in a worker thread with its own copy of the weights)'),
     maxStaleness: z.number().int().min(0).max(64).default(0).describe('async: k, the weight versions a trained token may lag the learner; the rollouts of step t are generated with version max(0, t−1−k), so production runs k steps ahead (0 = the synchronous loop)'),
     maxFailedSteps: z.number().int().min(1).max(1000).default(3).describe('stop the run after this many consecutive steps without a usable tree'),
@@ -45,10 +45,10 @@ const taskSchema = z
 
 const samplingSchema = z
   .object({
-    temperature: z.number().min(0).default(1).describe('rollout temperature'),
+    temperature: z.number().min(0).max(100).default(1).describe('rollout temperature'),
     topP: z.number().gt(0).max(1).default(1).describe('rollout nucleus mass'),
-    topK: z.number().int().default(0).describe('rollout top-k (0 = off)'),
-    maxResponseTokens: z.number().int().min(1).default(64).describe('maximum response length in tokens'),
+    topK: z.number().int().min(-1).max(1_000_000).default(0).describe('rollout top-k (0 = off)'),
+    maxResponseTokens: z.number().int().min(1).max(65536).default(64).describe('maximum response length in tokens'),
   })
   .strict()
   .default({});
@@ -57,9 +57,9 @@ const rewardSchema = z
   .object({
     parts: z.array(rewardPartSchema).min(1).default([{ kind: 'task', weight: 1 }]).describe("weighted sum of rewards; kinds: task (the task's verifier), exact, numeric, math, format, length_penalty, judge, code, program"),
     noisyCorrection: noisyCorrectionSchema.optional().describe('de-bias a noisy binary reward given its false-positive/negative rates'),
-    timeoutMs: z.number().int().min(1).default(10_000).describe('per-call reward timeout'),
-    failureReward: z.number().default(0).describe('reward when the verifier throws or times out'),
-    concurrency: z.number().int().min(1).default(8).describe('rewards scored in parallel'),
+    timeoutMs: z.number().int().min(1).max(86_400_000).default(10_000).describe('per-call reward timeout'),
+    failureReward: z.number().min(-1e6).max(1e6).default(0).describe('reward when the verifier throws or times out'),
+    concurrency: z.number().int().min(1).max(4096).default(8).describe('rewards scored in parallel'),
   })
   .strict()
   .default({});
@@ -75,16 +75,16 @@ const optimizeSchema = z
 
 const trainerSchema = z
   .object({
-    learningRate: z.number().positive().default(1e-3).describe('peak RL learning rate'),
+    learningRate: z.number().positive().max(10).default(1e-3).describe('peak RL learning rate'),
     beta1: z.number().min(0).lt(1).default(0.9).describe('Adam β1'),
     beta2: z.number().min(0).lt(1).default(0.99).describe('Adam β2'),
-    eps: z.number().positive().default(1e-8).describe('Adam ε'),
-    weightDecay: z.number().min(0).default(0).describe('decoupled weight decay (not on norm gains)'),
-    gradClipNorm: z.number().min(0).default(1).describe('clip the global gradient norm (0 = off)'),
-    warmupSteps: z.number().int().min(0).default(0).describe('linear warm-up optimiser steps'),
+    eps: z.number().positive().max(1).default(1e-8).describe('Adam ε'),
+    weightDecay: z.number().min(0).max(10).default(0).describe('decoupled weight decay (not on norm gains)'),
+    gradClipNorm: z.number().min(0).max(1e6).default(1).describe('clip the global gradient norm (0 = off)'),
+    warmupSteps: z.number().int().min(0).max(10_000_000).default(0).describe('linear warm-up optimiser steps'),
     schedule: z.enum(['constant', 'cosine']).default('constant').describe('learning-rate schedule after warm-up'),
     minLearningRateRatio: z.number().min(0).max(1).default(0.1).describe('cosine floor as a fraction of the peak'),
-    updatesPerStep: z.number().int().min(1).default(1).describe('optimiser updates (mini-batches) per RL step'),
+    updatesPerStep: z.number().int().min(1).max(1024).default(1).describe('optimiser updates (mini-batches) per RL step'),
   })
   .strict()
   .default({});
@@ -140,6 +140,9 @@ export function loadConfig(file: string, overrides: Record<string, unknown> = {}
     raw = file.endsWith('.json') ? JSON.parse(text) : YAML.parse(text);
   } catch (cause) {
     throw new ConfigError(`${file}: not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${(cause as Error).message}`, undefined, file, { cause });
+  }
+  if (raw !== null && raw !== undefined && (typeof raw !== 'object' || Array.isArray(raw))) {
+    throw new ConfigError(`${file}: the top level must be a mapping of sections (run:, task:, model:, ...), got ${Array.isArray(raw) ? 'a list' : `a ${typeof raw}`}`, undefined, file);
   }
   return parseConfig(deepMerge(raw ?? {}, overrides), file);
 }

@@ -84,6 +84,11 @@ export function knownTasks(): string[] {
   return Object.keys(registry).sort();
 }
 
+/** Each registered task's options schema (for checks that walk every option). */
+export function taskOptionSchemas(): Record<string, z.ZodTypeAny> {
+  return Object.fromEntries(Object.entries(registry).map(([name, b]) => [name, b.schema]));
+}
+
 export function getTask(name: string, options: unknown = {}): Task {
   const entry = registry[name];
   if (!entry) throw new ConfigError(`task.name: unknown task "${name}" (known: ${knownTasks().join(', ')})`, 'task.name');

@@ -19,7 +19,7 @@ export const advantageOptionsSchema = z
     weighting: z.enum(['average', 'group_size']).default('average').describe('tree: how sub-group terms are combined'),
     level: z.enum(['trajectory', 'segment']).default('trajectory').describe('tree: one scalar per trajectory, or per-segment value differences'),
     whiten: z.boolean().default(true).describe('tree: whiten over all policy tokens of the batch'),
-    negativeScale: z.number().min(0).default(1).describe('multiply negative advantages by this factor (1 = unchanged; < 1 favours reinforcing successes over suppressing failures)'),
+    negativeScale: z.number().min(0).max(100).default(1).describe('multiply negative advantages by this factor (1 = unchanged; < 1 favours reinforcing successes over suppressing failures)'),
   })
   .strict();
 export type AdvantageOptions = z.infer<typeof advantageOptionsSchema>;

@@ -39,6 +39,7 @@ const taskSchema = z
   .object({
     name: z.string().default('arith').describe('built-in task: arith, countdown'),
     options: z.record(z.unknown()).default({}).describe('task options (see README: tasks)'),
+    overlong: z.enum(['error', 'skip']).default('error').describe('a prompt that leaves no room for a response in the model\'s context (embedded engine): fail at load naming its file and line, or leave it out (counted in the run log)'),
   })
   .strict()
   .default({});

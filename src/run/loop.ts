@@ -26,7 +26,7 @@ import { Learner } from './learner.js';
 import { RolloutPipeline, type ProducerHost } from './pipeline.js';
 import { Producer } from './producer.js';
 import { Progress, formatSeconds } from './progress.js';
-import { promptEncoder } from './prompts.js';
+import { fitPrompts, promptEncoder } from './prompts.js';
 import { writeReport } from './report.js';
 import { RunDir } from './rundir.js';
 import { loadRunState, saveRunState, type LoopState } from './run-state.js';
@@ -70,8 +70,10 @@ export async function train(inputConfig: ArborConfig | undefined, options: Train
   const task = getTask(config.task.name, config.task.options);
   await task.prepare?.();
   const engine = await buildEngine(config, { warmStart: warmStartFor(config, task), needReference: config.optimize.loss.klCoef > 0, log: (l) => progress.line(l), update: (l) => progress.update(l) });
-  const testItems = task.makeItems('test', config.run.evalCount, config.run.seed);
   const encodePrompt = promptEncoder(engine.tokenizer, config.engine.chatTemplate);
+  const fitted = fitPrompts(task.makeItems('test', config.run.evalCount, config.run.seed), encodePrompt, engine.embedded ? config.model.contextLength : undefined, config.task.overlong, 'held-out');
+  if (fitted.skipped) progress.line(`task.overlong skip: ${fitted.skipped} held-out prompts leave no room for a response and are left out`);
+  const testItems = fitted.items;
   const evalAt = (step: number): Promise<EvalResult> =>
     evaluate(testItems, config.run.evalPassK, { sampler: engine.sampler, encodePrompt, decode: (t) => engine.tokenizer.decode(t), stopTokens: [engine.tokenizer.eos], maxResponseTokens: config.sampling.maxResponseTokens, reward: task.reward, rng: new Rng(config.run.seed).fork(`eval/${step}`) });
   const storeOptions = { maxInMemory: config.store.maxInMemory, spillFile: join(dir.path, 'store-spill.jsonl') };

@@ -25,7 +25,7 @@ import { siblingStats } from '../generate/siblings.js';
 import { DataOrder, type DataOrderState } from '../replay/data-order.js';
 import { getTask } from '../tasks/index.js';
 import type { ArborConfig } from './config.js';
-import { promptEncoder } from './prompts.js';
+import { fitPrompts, promptEncoder } from './prompts.js';
 
 export interface ProduceRequest {
   /** The learner step this batch is for. */
@@ -72,7 +72,9 @@ export class Producer {
     const task = getTask(config.task.name, config.task.options);
     await task.prepare?.();
     const reward = rewardFromConfig(config.reward, { taskReward: task.reward, safety: { timeoutMs: config.reward.timeoutMs, failureReward: config.reward.failureReward } });
-    const pool = task.makeItems('train', config.run.trainItems, config.run.seed);
+    const contextLength = config.engine.kind === 'embedded' ? config.model.contextLength : undefined;
+    const { items: pool, skipped } = fitPrompts(task.makeItems('train', config.run.trainItems, config.run.seed), promptEncoder(tokenizer, config.engine.chatTemplate), contextLength, config.task.overlong, 'training');
+    if (skipped) console.error(`task.overlong skip: ${skipped} training prompts leave no room for a response and are left out`);
     if (config.prune.kind !== 'none' && config.generate.kind !== 'treepo') throw new ConfigError(`prune.kind "${config.prune.kind}" prunes TreePO paths: it needs generate.kind "treepo" (got "${config.generate.kind}")`, 'prune.kind');
     const generator = generatorFromConfig(config.generate);
     const control = controlFromConfig(config.control, { allocate: config.allocate, hint: config.hint, groupSize: generator.groupSize });

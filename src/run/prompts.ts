@@ -3,10 +3,41 @@
  * when `engine.chatTemplate` is on, else the raw prompt; BOS first when the tokenizer has one. Shared
  * by `arbor train` and `arbor eval` so both see the same prompts.
  */
+import { DataError } from '../core/errors.js';
 import type { TaskItem } from '../core/types.js';
 import type { TextTokenizer } from '../engine/types.js';
 
 export function promptEncoder(tokenizer: TextTokenizer, chatTemplate: boolean): (item: TaskItem) => number[] {
   const text = (item: TaskItem) => (chatTemplate && tokenizer.applyChatTemplate ? tokenizer.applyChatTemplate([{ role: 'user', content: item.prompt }]) : item.prompt);
   return (item) => [...(tokenizer.bos !== undefined ? [tokenizer.bos] : []), ...tokenizer.encode(text(item))];
+}
+
+/** Where an item came from, for messages: `file:line (id)` for dataset rows, else its id. */
+export function itemSource(item: TaskItem): string {
+  const file = item.meta?.file;
+  const line = item.meta?.line;
+  return typeof file === 'string' && typeof line === 'number' ? `${file}:${line} (id ${item.id})` : `item ${item.id}`;
+}
+
+/**
+ * Checked once when a run loads its items: a prompt that leaves no room for a response in the
+ * model's context fails the run at once naming its file and line (`task.overlong: error`), or is left
+ * out and counted (`skip`), instead of failing a step mid-run.
+ */
+export function fitPrompts(items: TaskItem[], encode: (item: TaskItem) => number[], contextLength: number | undefined, policy: 'error' | 'skip', what: string): { items: TaskItem[]; skipped: number } {
+  if (contextLength === undefined) return { items, skipped: 0 };
+  const kept: TaskItem[] = [];
+  for (const item of items) {
+    const length = encode(item).length;
+    if (length < contextLength) {
+      kept.push(item);
+      continue;
+    }
+    if (policy === 'error') {
+      const file = typeof item.meta?.file === 'string' ? item.meta.file : undefined;
+      throw new DataError(`${itemSource(item)}: the ${what} prompt is ${length} tokens, which leaves no room for a response in the model's context of ${contextLength} (set task.overlong: skip to leave such items out)`, file, typeof item.meta?.line === 'number' ? item.meta.line : undefined, 'prompt');
+    }
+  }
+  if (!kept.length) throw new DataError(`every ${what} prompt (${items.length}) is longer than the model's context of ${contextLength} tokens`);
+  return { items: kept, skipped: items.length - kept.length };
 }

@@ -89,7 +89,7 @@ export function datasetTask(options: DatasetTaskOptions, description = 'prompts 
       prompt: renderTemplate(template, row),
       answer: gold,
       demonstration: answerFrom === 'solution' ? cleanSolution(row.answer) : row.answer,
-      meta: { line: row.line },
+      meta: { file: row.file, line: row.line },
     };
     items.set(`${split}/${row.id}`, item);
     return item;

@@ -2,6 +2,9 @@
  * `arbor sft`: supervised training of a nano model from a JSONL file of {prompt, completion} rows
  * (engine/nano/sft.ts does the training), with a progress line, then saves a checkpoint.
  */
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { ArborError } from '../core/errors.js';
 import { readSftJsonl, sftFromScratch } from '../engine/build.js';
 import { flag, numberFlag } from './args.js';
 
@@ -13,17 +16,23 @@ export async function sftCommand(argv: string[]): Promise<number> {
     process.stderr.write('usage: arbor sft --data file.jsonl --out dir [--steps 300] [--batch 32] [--lr 3e-3] [--model-size tiny|small|medium] [--context 256] [--seed 0]\n');
     return 2;
   }
+  // every argument is checked before the (long) training, the output path included
+  if (existsSync(out) && !statSync(out).isDirectory()) throw new ArborError(`--out ${out} is an existing file; give a directory for the checkpoint`);
+  if (existsSync(out) && readdirSync(out).length && !existsSync(join(out, 'model.safetensors'))) throw new ArborError(`--out ${out} is a non-empty directory that holds no checkpoint; give an empty or new directory`);
+  const options = {
+    contextLength: numberFlag(argv, 'context', 256, { integer: true, min: 8, max: 65536 }),
+    steps: numberFlag(argv, 'steps', 300, { integer: true, min: 1, max: 10_000_000 }),
+    batchSize: numberFlag(argv, 'batch', 32, { integer: true, min: 1, max: 4096 }),
+    learningRate: numberFlag(argv, 'lr', 3e-3, { min: 1e-12, max: 10 }),
+    seed: numberFlag(argv, 'seed', 0, { integer: true, min: 0, max: 2 ** 32 - 1 }),
+  };
   const examples = readSftJsonl(data);
   const tty = process.stderr.isTTY && !process.env.CI;
   const result = await sftFromScratch({
     examples,
     out,
     modelSize: flag(argv, 'model-size') ?? 'tiny',
-    contextLength: numberFlag(argv, 'context', 256),
-    steps: numberFlag(argv, 'steps', 300),
-    batchSize: numberFlag(argv, 'batch', 32),
-    learningRate: numberFlag(argv, 'lr', 3e-3),
-    seed: numberFlag(argv, 'seed', 0),
+    ...options,
     onProgress: (p) => {
       const bar = '#'.repeat(Math.round((p.step / p.steps) * 30)).padEnd(30, '.');
       const line = `sft [${bar}] ${p.step}/${p.steps} loss ${p.loss.toFixed(4)}${p.heldOutLoss !== undefined ? ` held-out ${p.heldOutLoss.toFixed(4)}` : ''} ${Math.round(p.tokensPerSecond)} tok/s`;

@@ -18,6 +18,6 @@ export function warmStartFor(config: ArborConfig, task: Task): WarmStart {
   return {
     dir: config.sft.checkpoint ?? sftCacheDir(config),
     seed: config.run.seed,
-    examples: () => task.makeItems('train', config.sft.examples, config.run.seed + 1).map((i) => ({ prompt: i.prompt, completion: task.demonstration(i) })),
+    examples: () => task.makeItems('train', config.sft.examples, config.run.seed + 1).map((i) => ({ prompt: i.prompt, completion: task.demonstration(i), source: `${task.name} demonstration for item ${i.id}` })),
   };
 }

@@ -17,6 +17,8 @@ import type { NanoConfig } from './config.js';
 export interface SftExample {
   prompt: string;
   completion: string;
+  /** Where it came from, for error messages (`file:line`). */
+  source?: string;
 }
 
 export interface SftOptions {
@@ -77,10 +79,14 @@ function warmupCosine(step: number, peak: number, warmupSteps: number, totalStep
 export async function runSft(model: NanoModel, tokenizer: CharTokenizer, examples: SftExample[], options: SftOptions): Promise<SftResult> {
   if (!examples.length) throw new DataError('sft: no examples');
   const rng = new Rng(options.seed ?? 0).fork('sft');
-  const data = rng.shuffle(examples.map((e) => sftDatum(tokenizer, e)));
   const maxT = model.config.contextLength;
-  const tooLong = data.findIndex((d) => d.inputTokens.length > maxT);
-  if (tooLong >= 0) throw new DataError(`sft: example ${tooLong} has ${data[tooLong].inputTokens.length + 1} tokens, over contextLength ${maxT}`);
+  const encoded = examples.map((e) => sftDatum(tokenizer, e));
+  const tooLong = encoded.findIndex((d) => d.inputTokens.length > maxT);
+  if (tooLong >= 0) {
+    const where = examples[tooLong].source ?? `example ${tooLong + 1} of ${examples.length}`;
+    throw new DataError(`${where}: prompt + completion are ${encoded[tooLong].inputTokens.length + 1} tokens, over the model's contextLength ${maxT}`);
+  }
+  const data = rng.shuffle(encoded);
   const nHeld = Math.min(Math.floor(data.length * (options.heldOutFraction ?? 0.05)), 256);
   const held = data.slice(0, nHeld);
   const train = data.slice(nHeld);
@@ -148,7 +154,7 @@ export function readSftJsonl(file: string): SftExample[] {
     for (const field of ['prompt', 'completion']) {
       if (typeof row[field] !== 'string') throw new DataError(`${file}:${i + 1}: field "${field}" must be a string`, file, i + 1, field);
     }
-    out.push({ prompt: row.prompt as string, completion: row.completion as string });
+    out.push({ prompt: row.prompt as string, completion: row.completion as string, source: `${file}:${i + 1}` });
   });
   if (!out.length) throw new DataError(`${file}: no rows`, file);
   return out;

@@ -1,5 +1,5 @@
 /**
- * The `arbor` command line: train, eval, sft, serve, config, report, bench. Errors that are
+ * The `arbor` command line: train, eval, sft, serve, config, report, ui, bench. Errors that are
  * ArborErrors print as one line ("arbor: <message>"); --debug prints the stack.
  */
 import { spawnSync } from 'node:child_process';
@@ -18,6 +18,7 @@ commands:
   serve --checkpoint <dir> [--port P] [--host H]        serve a checkpoint over HTTP (OpenAI/SGLang/Tinker APIs)
   config --print-defaults | --check <config.yaml>       show every option with its default / validate a file
   report <run-dir>                                      regenerate report.html
+  ui [runs-dir] [--port N]                              live dashboard on 127.0.0.1 (default: runs, port 8700)
   bench <name>                                          run bench/<name>.ts (same as npm run bench -- <name>)
 
 global: --debug prints stack traces`;
@@ -40,6 +41,8 @@ export async function main(argv: string[]): Promise<number> {
         return await (await import('./config.js')).configCommand(rest);
       case 'report':
         return await (await import('./report.js')).reportCommand(rest);
+      case 'ui':
+        return await (await import('./ui.js')).uiCommand(rest);
       case 'bench': {
         const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
         const r = spawnSync(process.execPath, ['--import', 'tsx', join(root, 'bench/run.ts'), ...rest], { stdio: 'inherit' });

@@ -1,14 +1,17 @@
-/** `arbor report <run-dir>`: regenerate report.html from metrics.jsonl and trees. */
+/** `arbor report <run-dir>`: regenerate report.html from metrics.jsonl and trees, decoded with the run's own tokenizer. */
 import { ArborError } from '../core/errors.js';
-import { defaultTokenizer } from '../engine/build.js';
 import { writeReport } from '../run/report.js';
 import { RunDir } from '../run/rundir.js';
+import { assetsBuilt, ASSET_DIR } from '../ui/server/assets.js';
+import { runTokenizer } from '../ui/server/tokenizer.js';
 
 export async function reportCommand(argv: string[]): Promise<number> {
   const path = argv.find((a) => !a.startsWith('--'));
   if (!path) throw new ArborError('usage: arbor report <run-dir>');
   const dir = new RunDir(path);
   dir.readConfigText();
-  console.log(writeReport(dir, defaultTokenizer()));
+  if (!assetsBuilt()) throw new ArborError(`the report's assets are missing in ${ASSET_DIR}: run \`npm run build:ui\``);
+  const tokenizer = runTokenizer(path);
+  console.log(writeReport(dir, tokenizer.decoder, { tokenizer: tokenizer.source }));
   return 0;
 }

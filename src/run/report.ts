@@ -1,17 +1,18 @@
 /**
- * report.html: a self-contained page (inline SVG, no scripts or external assets) built from a run
- * directory: reward and held-out accuracy against step and against cumulative tokens decoded, the
- * prefix-reuse ratio, loss/entropy/clip fraction, the summary, and a rendering of a few rollout
- * trees from the latest trees/step-N.jsonl (segments as text, leaves coloured by reward).
+ * report.html: one self-contained file (no network: the styles, uPlot and the dashboard's chart and
+ * tree components are inlined from build/ui/, the data embedded as JSON) showing the run's summary,
+ * the same charts as `arbor ui` (x axis switch, smoothing, hover values; every metric on its own
+ * scale) and the tree explorer over the latest logged step's trees. `lineChart` draws a static SVG
+ * chart for the benches' outputs.
  */
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { treeFromJSON, type RolloutTree } from '../core/tree.js';
+import { formatTicks, niceTicks } from '../ui/client/ticks.js';
+import { assetsBuilt, readAsset } from '../ui/server/assets.js';
+import { treeView, type Decoder } from '../ui/server/tree-model.js';
+import type { MetricsRow, ReportData } from '../ui/types.js';
 import type { RunDir, StepMetrics } from './rundir.js';
-
-interface Decoder {
-  decode(tokens: number[]): string;
-}
 
 interface Series {
   name: string;
@@ -19,29 +20,30 @@ interface Series {
   points: Array<[number, number]>;
 }
 
-const COLORS = ['#2563eb', '#dc2626', '#16a34a', '#9333ea', '#ea580c'];
-
 function escapeHtml(s: string): string {
   return s.replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]!);
 }
 
-/** A line chart as an SVG string. */
+/** A static line chart as an SVG string (benches); ticks are round values with distinct labels. */
 export function lineChart(title: string, xLabel: string, series: Series[], width = 460, height = 260): string {
-  const pad = { l: 52, r: 12, t: 28, b: 40 };
+  const pad = { l: 60, r: 12, t: 28, b: 40 };
   const all = series.flatMap((s) => s.points).filter(([x, y]) => Number.isFinite(x) && Number.isFinite(y));
   if (!all.length) return `<svg class="chart" width="${width}" height="${height}"><text x="10" y="20">${escapeHtml(title)}: no data</text></svg>`;
-  let [x0, x1] = [Math.min(...all.map((p) => p[0])), Math.max(...all.map((p) => p[0]))];
-  let [y0, y1] = [Math.min(...all.map((p) => p[1])), Math.max(...all.map((p) => p[1]))];
-  if (x0 === x1) x1 = x0 + 1;
-  if (y0 === y1) [y0, y1] = [y0 - 0.5, y1 + 0.5];
+  const xt = niceTicks(Math.min(...all.map((p) => p[0])), Math.max(...all.map((p) => p[0])));
+  const yt = niceTicks(Math.min(...all.map((p) => p[1])), Math.max(...all.map((p) => p[1])));
+  const span = (t: number[], vals: number[]): [number, number] => {
+    const lo = Math.min(t[0], ...vals);
+    const hi = Math.max(t[t.length - 1], ...vals);
+    return lo === hi ? [lo - 0.5, hi + 0.5] : [lo, hi];
+  };
+  const [x0, x1] = span(xt, all.map((p) => p[0]));
+  const [y0, y1] = span(yt, all.map((p) => p[1]));
   const X = (x: number) => pad.l + ((x - x0) / (x1 - x0)) * (width - pad.l - pad.r);
   const Y = (y: number) => height - pad.b - ((y - y0) / (y1 - y0)) * (height - pad.t - pad.b);
-  const ticks = (a: number, b: number) => Array.from({ length: 5 }, (_, i) => a + ((b - a) * i) / 4);
-  const fmt = (v: number) => (Math.abs(v) >= 1000 ? `${(v / 1000).toFixed(v >= 10000 ? 0 : 1)}k` : Math.abs(v) < 10 ? v.toFixed(2) : v.toFixed(0));
   const parts: string[] = [`<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}">`];
   parts.push(`<text x="${width / 2}" y="16" text-anchor="middle" font-size="13" font-weight="600">${escapeHtml(title)}</text>`);
-  for (const v of ticks(y0, y1)) parts.push(`<line x1="${pad.l}" x2="${width - pad.r}" y1="${Y(v)}" y2="${Y(v)}" stroke="#e5e7eb"/><text x="${pad.l - 4}" y="${Y(v) + 4}" text-anchor="end" font-size="10">${fmt(v)}</text>`);
-  for (const v of ticks(x0, x1)) parts.push(`<text x="${X(v)}" y="${height - pad.b + 14}" text-anchor="middle" font-size="10">${fmt(v)}</text>`);
+  formatTicks(yt).forEach((label, i) => parts.push(`<line x1="${pad.l}" x2="${width - pad.r}" y1="${Y(yt[i])}" y2="${Y(yt[i])}" stroke="#e5e7eb"/><text x="${pad.l - 4}" y="${Y(yt[i]) + 4}" text-anchor="end" font-size="10">${label}</text>`));
+  formatTicks(xt).forEach((label, i) => parts.push(`<text x="${X(xt[i])}" y="${height - pad.b + 14}" text-anchor="middle" font-size="10">${label}</text>`));
   parts.push(`<text x="${width / 2}" y="${height - 6}" text-anchor="middle" font-size="11">${escapeHtml(xLabel)}</text>`);
   series.forEach((s, i) => {
     const pts = s.points.filter(([x, y]) => Number.isFinite(x) && Number.isFinite(y));
@@ -54,81 +56,65 @@ export function lineChart(title: string, xLabel: string, series: Series[], width
   return parts.join('');
 }
 
-function series(metrics: StepMetrics[], x: string, y: string, name: string, color: string): Series {
-  return { name, color, points: metrics.filter((m) => typeof m[y] === 'number' && typeof m[x] === 'number').map((m) => [m[x] as number, m[y] as number]) };
+function numericRows(metrics: StepMetrics[]): MetricsRow[] {
+  return metrics.map((m) => Object.fromEntries(Object.entries(m).filter((e): e is [string, number] => typeof e[1] === 'number' && Number.isFinite(e[1]))));
 }
 
-/** Nested boxes: each node shows its segment text; leaves are coloured by reward. */
-export function renderTree(tree: RolloutTree, decoder: Decoder): string {
-  const node = (id: string): string => {
-    const n = tree.nodes[id];
-    const text = escapeHtml(decoder.decode(n.tokens)) || '∅';
-    const leaf = n.children.length === 0 && n.parent !== null;
-    const r = n.reward;
-    const bg = leaf ? (r === undefined ? '#f3f4f6' : r > 0.5 ? '#dcfce7' : '#fee2e2') : '#fff';
-    const badge = leaf ? ` <span class="badge">${r === undefined ? '' : `r=${r.toFixed(2)}`} ${n.finishReason ?? ''}</span>` : '';
-    const kids = n.children.length ? `<div class="kids">${n.children.map(node).join('')}</div>` : '';
-    return `<div class="node" style="background:${bg}"><code>${text}</code>${badge}${kids}</div>`;
+/** JSON safe inside a <script> element. */
+function scriptJson(value: unknown): string {
+  return JSON.stringify(value).replace(/</g, '\\u003c').replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029');
+}
+
+export interface ReportTrees {
+  step: number;
+  trees: RolloutTree[];
+  /** Which tokenizer decoded them (shown in the explorer). */
+  tokenizer?: string;
+}
+
+/** The report page. Throws when the ui assets are not built (`npm run build:ui`). */
+export function buildReport(metrics: StepMetrics[], treesIn: ReportTrees | RolloutTree[] | null, decoder: Decoder, summary: Record<string, unknown> | undefined, title: string): string {
+  const trees = Array.isArray(treesIn) ? { step: Math.max(0, ...metrics.map((m) => m.step)), trees: treesIn } : treesIn;
+  const data: ReportData = {
+    title,
+    metrics: numericRows(metrics),
+    summary,
+    trees: trees && trees.trees.length ? { step: trees.step, tokenizer: trees.tokenizer ?? "the run's tokenizer", trees: trees.trees.map((t) => treeView(t, decoder)) } : null,
   };
-  return `<div class="tree"><div class="tree-title">${escapeHtml(tree.id)} · item ${escapeHtml(tree.itemId)}</div>${node('0')}</div>`;
-}
-
-export function buildReport(metrics: StepMetrics[], trees: RolloutTree[], decoder: Decoder, summary: Record<string, unknown> | undefined, title: string): string {
-  const steps = metrics.filter((m) => m.step > 0);
-  const charts = [
-    lineChart('Reward and accuracy vs step', 'step', [series(steps, 'step', 'reward_mean', 'train reward', COLORS[0]), series(metrics, 'step', 'eval_greedy_acc', 'held-out greedy acc', COLORS[1]), series(metrics, 'step', 'eval_pass_at_k', 'held-out pass@k', COLORS[2])]),
-    lineChart('Reward and accuracy vs tokens decoded', 'tokens decoded (cumulative)', [series(steps, 'tokens_decoded_total', 'reward_mean', 'train reward', COLORS[0]), series(metrics, 'tokens_decoded_total', 'eval_greedy_acc', 'held-out greedy acc', COLORS[1]), series(metrics, 'tokens_decoded_total', 'eval_pass_at_k', 'held-out pass@k', COLORS[2])]),
-    lineChart('Prefix reuse ratio per step', 'step', [series(steps, 'step', 'prefix_reuse_ratio', 'reused / (reused + computed)', COLORS[3])]),
-    lineChart('Tokens decoded per step', 'step', [series(steps, 'step', 'tokens_decoded', 'decoded', COLORS[0]), series(steps, 'step', 'prefix_tokens_reused', 'prefix reused', COLORS[3])]),
-    lineChart('Loss, entropy, clip fraction', 'step', [series(steps, 'step', 'loss', 'loss', COLORS[0]), series(steps, 'step', 'entropy', 'entropy', COLORS[2]), series(steps, 'step', 'clip_fraction', 'clip fraction', COLORS[4])]),
-    lineChart('Held-out greedy accuracy vs wall time', 'seconds since the first step', [series(metrics, 'wall_s', 'eval_greedy_acc', 'held-out greedy acc', COLORS[1])]),
-    lineChart('Staleness and trainer/sampler gap', 'step', [series(steps, 'step', 'staleness_mean', 'mean token staleness (versions)', COLORS[3]), series(steps, 'step', 'staleness_max', 'max staleness', COLORS[4]), series(steps, 'step', 'logprob_gap', 'mean |behaviour − current| log-prob', COLORS[0])]),
-    lineChart('Seconds per stage', 'step', [
-      { name: 'generate', color: COLORS[0], points: steps.map((m) => [m.step, ((m.ms_generate as number) ?? 0) / 1000]) },
-      { name: 'train', color: COLORS[1], points: steps.map((m) => [m.step, ((m.ms_train as number) ?? 0) / 1000]) },
-      { name: 'score', color: COLORS[2], points: steps.map((m) => [m.step, ((m.ms_score as number) ?? 0) / 1000]) },
-      { name: 'learner waiting for rollouts', color: COLORS[3], points: steps.map((m) => [m.step, ((m.ms_wait as number) ?? 0) / 1000]) },
-    ]),
-  ];
-  const summaryRows = summary ? Object.entries(summary).map(([k, v]) => `<tr><th>${escapeHtml(k)}</th><td>${escapeHtml(typeof v === 'number' ? (Number.isInteger(v) ? String(v) : v.toFixed(4)) : String(v))}</td></tr>`).join('') : '';
+  const script = readAsset('report.js').replace(/<\/script/gi, '<\\/script');
   return `<!doctype html>
-<html><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>
-<style>
-body{font-family:system-ui,sans-serif;margin:24px;color:#111}
-.charts{display:flex;flex-wrap:wrap;gap:12px}
-.chart{border:1px solid #e5e7eb;border-radius:6px;background:#fff}
-table{border-collapse:collapse;margin:12px 0}th,td{border:1px solid #e5e7eb;padding:4px 8px;text-align:left;font-size:13px}
-.tree{border:1px solid #d1d5db;border-radius:6px;padding:8px;margin:12px 0;overflow-x:auto}
-.tree-title{font-weight:600;margin-bottom:6px}
-.node{border-left:3px solid #9ca3af;margin:3px 0 3px 6px;padding:2px 6px}
-.kids{margin-left:14px}
-code{white-space:pre-wrap;font-size:12px}
-.badge{font-size:11px;color:#374151;margin-left:6px}
-</style></head><body>
-<h1>${escapeHtml(title)}</h1>
-${summaryRows ? `<h2>Summary</h2><table>${summaryRows}</table>` : ''}
-<h2>Curves</h2><div class="charts">${charts.join('\n')}</div>
-<h2>Rollout trees</h2>
-${trees.length ? trees.map((t) => renderTree(t, decoder)).join('\n') : '<p>No trees logged.</p>'}
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>${escapeHtml(title)}</title>
+<style>${readAsset('app.css').replace(/<\/style/gi, '<\\/style')}</style></head>
+<body><div id="app"><h1>${escapeHtml(title)}</h1><p>This report draws its charts and trees with JavaScript (inlined in this file; nothing is fetched).</p></div>
+<script type="application/json" id="arbor-data">${scriptJson(data)}</script>
+<script>${script}</script>
 </body></html>
 `;
 }
 
-/** Regenerate report.html of a run directory. */
-export function writeReport(dir: RunDir, decoder: Decoder, maxTrees = 4): string {
-  const metrics = dir.readMetrics();
+/** The latest step's trees (at most `maxTrees`), or null when none were logged. */
+export function latestTrees(dir: RunDir, maxTrees: number): ReportTrees | null {
   const treesDir = join(dir.path, 'trees');
-  let trees: RolloutTree[] = [];
-  if (existsSync(treesDir)) {
-    const files = readdirSync(treesDir).map((f) => /^step-(\d+)\.jsonl$/.exec(f)).filter((m): m is RegExpExecArray => !!m).sort((a, b) => Number(b[1]) - Number(a[1]));
-    if (files.length) {
-      const file = join(treesDir, files[0][0]);
-      trees = readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).slice(0, maxTrees).map((l, i) => treeFromJSON(l, `${file}:${i + 1}`));
-    }
+  if (!existsSync(treesDir)) return null;
+  const files = readdirSync(treesDir).map((f) => /^step-(\d+)\.jsonl$/.exec(f)).filter((m): m is RegExpExecArray => !!m).sort((a, b) => Number(b[1]) - Number(a[1]));
+  if (!files.length) return null;
+  const file = join(treesDir, files[0][0]);
+  const trees = readFileSync(file, 'utf8').split('\n').map((l, i) => [l, i] as const).filter(([l]) => l.trim()).slice(0, maxTrees).map(([l, i]) => treeFromJSON(l, `${file}:${i + 1}`));
+  return { step: Number(files[0][1]), trees };
+}
+
+/** Regenerate report.html of a run directory; skipped with a note when the ui assets are missing. */
+export function writeReport(dir: RunDir, decoder: Decoder, options: { maxTrees?: number; tokenizer?: string } = {}): string {
+  const out = join(dir.path, 'report.html');
+  if (!assetsBuilt()) {
+    console.error(`arbor: report.html not written: the ui assets are not built (npm run build:ui), then run \`arbor report ${dir.path}\``);
+    return out;
   }
+  const metrics = dir.readMetrics();
+  const trees = latestTrees(dir, options.maxTrees ?? 32);
+  if (trees && options.tokenizer) trees.tokenizer = options.tokenizer;
   const summaryFile = join(dir.path, 'summary.json');
   const summary = existsSync(summaryFile) ? (JSON.parse(readFileSync(summaryFile, 'utf8')) as Record<string, unknown>) : undefined;
-  const html = buildReport(metrics, trees, decoder, summary, `Arbor run: ${dir.path}`);
-  dir.writeText('report.html', html);
-  return join(dir.path, 'report.html');
+  dir.writeText('report.html', buildReport(metrics, trees, decoder, summary, `Arbor run: ${dir.path}`));
+  return out;
 }

@@ -51,16 +51,20 @@ test('config: run.mode, maxStaleness, control and correction validate with the k
   assert.throws(() => parseConfig({ control: { kind: 'april', overProvision: 0.5 } }), (e: unknown) => e instanceof ConfigError && /control\.overProvision/.test(e.message));
 });
 
-test('report: self-contained HTML with SVG charts and a rendered tree', () => {
+test('report: self-contained HTML with the dashboard\'s charts and tree explorer inlined, data embedded', () => {
   const tok = new CharTokenizer();
   const t = createTree('s1p0', 'item', [1, ...tok.encode('2+2=')]);
   const leaf = addNode(t, '0', { tokens: tok.encode('2+2+0=04;4'), finishReason: 'stop' });
   leaf.reward = 1;
   const html = buildReport([{ step: 0, eval_greedy_acc: 0.1, tokens_decoded_total: 0 }, { step: 1, reward_mean: 0.2, tokens_decoded: 50, tokens_decoded_total: 50, prefix_reuse_ratio: 0.5, eval_greedy_acc: 0.3 }], [t], tok, { heldout_acc_start: 0.1 }, 'test');
-  assert.match(html, /<svg/);
-  assert.ok((html.match(/<svg/g) ?? []).length >= 5);
-  assert.match(html, /2\+2\+0=04;4/);
-  assert.match(html, /r=1\.00/);
-  assert.doesNotMatch(html, /<script/);
+  const data = JSON.parse(/<script type="application\/json" id="arbor-data">(.*?)<\/script>/s.exec(html)![1]);
+  assert.equal(data.metrics.length, 2);
+  assert.equal(data.trees.trees[0].nodes[1].text, '2+2+0=04;4');
+  assert.equal(data.trees.trees[0].nodes[1].reward, 1);
+  assert.match(html, /uPlot/); // the chart library is inlined, not fetched
+  assert.doesNotMatch(html, /<script[^>]+src=|<link[^>]+href=/);
   assert.match(lineChart('empty', 'x', []), /no data/);
+  const svg = lineChart('narrow', 'x', [{ name: 'a', color: '#000', points: [[0, 0.951], [1, 0.952], [2, 0.954]] }]);
+  const labels = [...svg.matchAll(/text-anchor="end" font-size="10">([^<]+)</g)].map((m) => m[1]);
+  assert.equal(new Set(labels).size, labels.length, `repeated tick labels: ${labels.join(', ')}`);
 });

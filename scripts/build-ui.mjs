@@ -1,0 +1,30 @@
+#!/usr/bin/env node
+// Bundles the `arbor ui` client (src/ui/client, with uPlot) into build/ui/: app.js (the dashboard),
+// report.js (report.html's inline script) and app.css (uPlot's stylesheet + ours). Run by
+// `npm run build` (and so by npm install / npm test); the server and report.html read only these files.
+import { build } from 'esbuild';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const out = join(root, 'build/ui');
+mkdirSync(out, { recursive: true });
+const started = Date.now();
+for (const [entry, file] of [['app.ts', 'app.js'], ['report-entry.ts', 'report.js']]) {
+  await build({
+    entryPoints: [join(root, 'src/ui/client', entry)],
+    outfile: join(out, file),
+    bundle: true,
+    minify: true,
+    format: 'iife',
+    target: ['chrome110', 'firefox110', 'safari16'],
+    legalComments: 'none',
+    logLevel: 'warning',
+  });
+}
+const require = createRequire(import.meta.url);
+const uplotCss = readFileSync(join(dirname(require.resolve('uplot')), 'uPlot.min.css'), 'utf8');
+writeFileSync(join(out, 'app.css'), uplotCss + '\n' + readFileSync(join(root, 'src/ui/client/style.css'), 'utf8'));
+console.log(`ui assets built in ${Date.now() - started} ms → ${out}`);

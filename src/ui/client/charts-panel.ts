@@ -1,0 +1,113 @@
+/**
+ * The grid of charts for one run, or for several runs overlaid (compare): an x-axis switch (step,
+ * tokens decoded, wall time), EMA smoothing, and a menu to chart any other numeric metric. Used by
+ * the dashboard and by report.html.
+ */
+import type { MetricsRow } from '../types.js';
+import { CHARTS, COLORS, COMPARE_METRICS, X_AXES, type ChartDef, type MetricDef, type XAxis } from './chart-defs.js';
+import { lineChart, type Chart, type LineSeries } from './chart.js';
+import { clear, h, select } from './dom.js';
+import { smooth } from './smooth.js';
+
+export interface RunRows {
+  name: string;
+  rows: MetricsRow[];
+}
+
+/** One metric of one run against the chosen x: rows lacking either value are skipped. */
+export function metricSeries(rows: MetricsRow[], xKey: string, metric: MetricDef, smoothing: number, label: string, color: string): LineSeries {
+  const x: number[] = [];
+  const raw: number[] = [];
+  for (const r of rows) {
+    const xv = r[xKey];
+    const yv = r[metric.key];
+    if (xv === undefined || yv === undefined) continue;
+    x.push(xv);
+    raw.push(yv * (metric.factor ?? 1));
+  }
+  return { label, color, x, y: smooth(raw, smoothing), dashed: metric.dashed };
+}
+
+const CHARTED = new Set([...CHARTS.flatMap((c) => c.metrics.map((m) => m.key)), 'step', 'wall_s', 'tokens_decoded_total']);
+
+export class ChartsPanel {
+  readonly el = h('section', { class: 'charts-panel' });
+  private readonly grid = h('div', { class: 'charts' });
+  private charts: Array<{ def: ChartDef; chart: Chart }> = [];
+  private runs: RunRows[] = [];
+  private x: XAxis = 'step';
+  private smoothing = 0;
+  private extra: string[] = [];
+  private controls = h('div', { class: 'controls' });
+
+  constructor(readonly compare: boolean) {
+    this.el.append(this.controls, this.grid);
+  }
+
+  setRuns(runs: RunRows[]): void {
+    const keysBefore = this.metricKeys().join();
+    this.runs = runs;
+    if (!this.charts.length) this.rebuild();
+    else {
+      this.refresh();
+      if (this.metricKeys().join() !== keysBefore) this.renderControls();
+    }
+  }
+
+  private defs(): ChartDef[] {
+    const base = this.compare ? COMPARE_METRICS.map((m) => ({ id: m.key, title: m.label, metrics: [m] })) : CHARTS;
+    return [...base, ...this.extra.map((k) => ({ id: k, title: k, metrics: [{ key: k, label: k }] }))];
+  }
+
+  private metricKeys(): string[] {
+    const keys = new Set<string>();
+    for (const r of this.runs) for (const row of r.rows) for (const k of Object.keys(row)) keys.add(k);
+    return [...keys].filter((k) => !CHARTED.has(k) && !this.extra.includes(k)).sort();
+  }
+
+  private series(def: ChartDef): LineSeries[] {
+    const xKey = X_AXES[this.x].key;
+    if (this.compare) return this.runs.map((r, i) => metricSeries(r.rows, xKey, def.metrics[0], this.smoothing, r.name, COLORS[i % COLORS.length]));
+    const rows = this.runs[0]?.rows ?? [];
+    return def.metrics.map((m, i) => metricSeries(rows, xKey, m, this.smoothing, m.label, COLORS[i % COLORS.length]));
+  }
+
+  private refresh(): void {
+    for (const { def, chart } of this.charts) chart.update(this.series(def));
+  }
+
+  private rebuild(): void {
+    for (const c of this.charts) c.chart.destroy();
+    clear(this.grid);
+    this.charts = this.defs().map((def) => ({ def, chart: lineChart(def.title, X_AXES[this.x].label, this.series(def)) }));
+    for (const c of this.charts) this.grid.append(c.chart.el);
+    this.renderControls();
+  }
+
+  /** Release the charts (uPlot listens on the window). */
+  destroy(): void {
+    for (const c of this.charts) c.chart.destroy();
+    this.charts = [];
+  }
+
+  private renderControls(): void {
+    const xSel = select(Object.entries(X_AXES).map(([k, v]) => [k, v.label]), this.x, (v) => {
+      this.x = v as XAxis;
+      this.rebuild();
+    }, { class: 'x-axis', 'aria-label': 'x axis' });
+    const slider = h('input', { type: 'range', min: '0', max: '0.99', step: '0.01', value: String(this.smoothing), class: 'smoothing', 'aria-label': 'smoothing' });
+    const shown = h('span', { class: 'muted' }, this.smoothing.toFixed(2));
+    slider.addEventListener('input', () => {
+      this.smoothing = Number(slider.value);
+      shown.textContent = this.smoothing.toFixed(2);
+      this.refresh();
+    });
+    const more = this.metricKeys();
+    const add = more.length ? select([['', `+ chart another metric (${more.length})`], ...more.map((k): [string, string] => [k, k])], '', (v) => {
+      if (!v) return;
+      this.extra.push(v);
+      this.rebuild();
+    }, { class: 'add-metric' }) : null;
+    this.controls.replaceChildren(h('label', {}, 'x axis ', xSel), h('label', {}, 'smoothing ', slider, ' ', shown), add ?? '');
+  }
+}

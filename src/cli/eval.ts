@@ -10,9 +10,26 @@ import { loadConfig } from '../run/config.js';
 import { evaluate } from '../run/evaluate.js';
 import { promptEncoder } from '../run/prompts.js';
 import { getTask } from '../tasks/index.js';
-import { flag, numberFlag } from './args.js';
+import { parseCommand, printHelp, type CommandSpec } from './args.js';
 
 const USAGE = 'usage: arbor eval (--checkpoint <dir> | --config <run.yaml>) [--task <name>] [--options JSON] [--count 200] [--k 4] [--seed 0] [--max-tokens N]';
+
+export const EVAL: CommandSpec = {
+  name: 'eval',
+  positionals: '',
+  maxPositionals: 0,
+  summary: 'Accuracy (greedy and pass@k) of a model on a task\'s test split: an embedded checkpoint, or the engine and task of a run config (remote servers included).',
+  flags: {
+    checkpoint: { type: 'string', value: 'DIR', doc: 'an embedded (nano) checkpoint directory' },
+    config: { type: 'string', value: 'FILE', doc: 'a run config: its engine, task, seed, evalCount, evalPassK and maxResponseTokens' },
+    task: { type: 'string', value: 'NAME', doc: 'the task (default: the config\'s)' },
+    options: { type: 'string', value: 'JSON', doc: 'task options as JSON' },
+    count: { type: 'string', value: 'N', doc: 'test items (default: run.evalCount, else 200)' },
+    k: { type: 'string', value: 'K', doc: 'k of pass@k (0 = off; default: run.evalPassK, else 4)' },
+    seed: { type: 'string', value: 'S', doc: 'seed of the items and samples' },
+    'max-tokens': { type: 'string', value: 'N', doc: 'maximum response tokens' },
+  },
+};
 
 function parseOptions(text: string | undefined): unknown {
   if (text === undefined) return undefined;
@@ -24,17 +41,21 @@ function parseOptions(text: string | undefined): unknown {
 }
 
 export async function evalCommand(argv: string[]): Promise<number> {
-  const configFile = flag(argv, 'config');
-  const checkpoint = flag(argv, 'checkpoint');
+  const f = parseCommand(argv, EVAL);
+  if (f.help) return printHelp(EVAL);
+  const configFile = f.string('config');
+  const checkpoint = f.string('checkpoint');
   const config = configFile ? loadConfig(configFile) : undefined;
-  const taskName = flag(argv, 'task') ?? config?.task.name;
+  const taskName = f.string('task') ?? config?.task.name;
   if (!taskName || (!checkpoint && !config)) throw new ArborError(USAGE);
-  const options = parseOptions(flag(argv, 'options')) ?? (config && taskName === config.task.name ? config.task.options : {});
+  const options = parseOptions(f.string('options')) ?? (config && taskName === config.task.name ? config.task.options : {});
+  const seed = f.number('seed', config?.run.seed ?? 0, { integer: true, min: 0, max: 2 ** 32 - 1 });
+  const k = f.number('k', config?.run.evalPassK ?? 4, { integer: true, min: 0, max: 1024 });
+  const count = f.number('count', config?.run.evalCount ?? 200, { integer: true, min: 1, max: 1_000_000 });
+  const maxTokensFlag = f.number('max-tokens', undefined, { integer: true, min: 1, max: 65536 });
   const task = getTask(taskName, options);
   await task.prepare?.();
-  const seed = numberFlag(argv, 'seed', config?.run.seed ?? 0);
-  const k = numberFlag(argv, 'k', config?.run.evalPassK ?? 4);
-  const items = task.makeItems('test', numberFlag(argv, 'count', config?.run.evalCount ?? 200), seed);
+  const items = task.makeItems('test', count, seed);
 
   const embedded = checkpoint || config?.engine.kind !== 'remote';
   const dir = checkpoint ?? config?.model.checkpoint;
@@ -43,7 +64,7 @@ export async function evalCommand(argv: string[]): Promise<number> {
   const encodePrompt = promptEncoder(tokenizer, !embedded && config!.engine.chatTemplate);
   const decode = (t: number[]) => tokenizer.decode(t);
   const stopTokens = [tokenizer.eos];
-  const maxTokens = numberFlag(argv, 'max-tokens', config?.sampling.maxResponseTokens ?? Math.min(128, (contextLength ?? 160) - 32));
+  const maxTokens = maxTokensFlag ?? config?.sampling.maxResponseTokens ?? Math.min(128, (contextLength ?? 160) - 32);
   try {
     const result = await evaluate(items, k, { sampler, encodePrompt, decode, stopTokens, maxResponseTokens: maxTokens, reward: task.reward, rng: new Rng(seed).fork('eval') });
     console.log(JSON.stringify({ task: taskName, model: source, count: result.count, greedy_accuracy: result.greedyAccuracy, [`pass_at_${k}`]: result.passAtK, samples: result.samples }, null, 2));

@@ -6,32 +6,48 @@ import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { ArborError } from '../core/errors.js';
 import { readSftJsonl, sftFromScratch } from '../engine/build.js';
-import { flag, numberFlag } from './args.js';
+import { parseCommand, printHelp, type CommandSpec } from './args.js';
+
+export const SFT: CommandSpec = {
+  name: 'sft',
+  positionals: '',
+  maxPositionals: 0,
+  summary: 'Supervised training of a fresh nano model on {"prompt", "completion"} JSONL rows; saves a checkpoint.',
+  flags: {
+    data: { type: 'string', value: 'FILE', doc: 'JSONL of {"prompt": ..., "completion": ...} rows (required)' },
+    out: { type: 'string', value: 'DIR', doc: 'checkpoint directory to write (required; new, empty, or a checkpoint)' },
+    steps: { type: 'string', value: 'N', doc: 'optimiser steps (300)' },
+    batch: { type: 'string', value: 'B', doc: 'sequences per step (32)' },
+    lr: { type: 'string', value: 'X', doc: 'peak learning rate (3e-3)' },
+    'model-size': { type: 'string', value: 'SIZE', doc: 'tiny | small | medium (tiny)' },
+    context: { type: 'string', value: 'N', doc: 'context length in tokens (256)' },
+    seed: { type: 'string', value: 'S', doc: 'seed (0)' },
+  },
+};
 
 /** `arbor sft --data file.jsonl --out dir [--steps N --batch B --lr X --model-size tiny|small|medium --seed S]` */
 export async function sftCommand(argv: string[]): Promise<number> {
-  const data = flag(argv, 'data');
-  const out = flag(argv, 'out');
-  if (!data || !out) {
-    process.stderr.write('usage: arbor sft --data file.jsonl --out dir [--steps 300] [--batch 32] [--lr 3e-3] [--model-size tiny|small|medium] [--context 256] [--seed 0]\n');
-    return 2;
-  }
+  const f = parseCommand(argv, SFT);
+  if (f.help) return printHelp(SFT);
+  const data = f.string('data');
+  const out = f.string('out');
+  if (!data || !out) throw new ArborError('usage: arbor sft --data file.jsonl --out dir [...] (arbor sft --help)');
   // every argument is checked before the (long) training, the output path included
   if (existsSync(out) && !statSync(out).isDirectory()) throw new ArborError(`--out ${out} is an existing file; give a directory for the checkpoint`);
   if (existsSync(out) && readdirSync(out).length && !existsSync(join(out, 'model.safetensors'))) throw new ArborError(`--out ${out} is a non-empty directory that holds no checkpoint; give an empty or new directory`);
   const options = {
-    contextLength: numberFlag(argv, 'context', 256, { integer: true, min: 8, max: 65536 }),
-    steps: numberFlag(argv, 'steps', 300, { integer: true, min: 1, max: 10_000_000 }),
-    batchSize: numberFlag(argv, 'batch', 32, { integer: true, min: 1, max: 4096 }),
-    learningRate: numberFlag(argv, 'lr', 3e-3, { min: 1e-12, max: 10 }),
-    seed: numberFlag(argv, 'seed', 0, { integer: true, min: 0, max: 2 ** 32 - 1 }),
+    contextLength: f.number('context', 256, { integer: true, min: 8, max: 65536 }),
+    steps: f.number('steps', 300, { integer: true, min: 1, max: 10_000_000 }),
+    batchSize: f.number('batch', 32, { integer: true, min: 1, max: 4096 }),
+    learningRate: f.number('lr', 3e-3, { min: 1e-12, max: 10 }),
+    seed: f.number('seed', 0, { integer: true, min: 0, max: 2 ** 32 - 1 }),
   };
   const examples = readSftJsonl(data);
   const tty = process.stderr.isTTY && !process.env.CI;
   const result = await sftFromScratch({
     examples,
     out,
-    modelSize: flag(argv, 'model-size') ?? 'tiny',
+    modelSize: f.string('model-size') ?? 'tiny',
     ...options,
     onProgress: (p) => {
       const bar = '#'.repeat(Math.round((p.step / p.steps) * 30)).padEnd(30, '.');

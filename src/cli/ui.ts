@@ -7,7 +7,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { ArborError } from '../core/errors.js';
 import { assetsBuilt, ASSET_DIR } from '../ui/server/assets.js';
 import { startUiServer } from '../ui/server/server.js';
-import { numberFlag } from './args.js';
+import { parseCommand, printHelp, type CommandSpec } from './args.js';
 
 /** The runs dir to serve and the page to open first. */
 export function uiTarget(dir: string): { runsDir: string; page: string } {
@@ -16,11 +16,19 @@ export function uiTarget(dir: string): { runsDir: string; page: string } {
   return { runsDir: dir, page: '' };
 }
 
+export const UI: CommandSpec = {
+  name: 'ui',
+  positionals: '[runs-dir]',
+  maxPositionals: 1,
+  summary: 'The live dashboard on 127.0.0.1 over the runs in runs-dir (default runs), or over one run directory.',
+  flags: { port: { type: 'string', value: 'N', doc: 'port (8700; 0 = any free port)' } },
+};
+
 export async function uiCommand(argv: string[]): Promise<number> {
-  const port = numberFlag(argv, 'port', 8700);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new ArborError(`--port must be an integer in 0..65535, got ${port}`);
-  const positional = argv.filter((a, i) => !a.startsWith('--') && argv[i - 1] !== '--port');
-  if (positional.length > 1) throw new ArborError(`usage: arbor ui [runs-dir] [--port N] (got ${positional.length} directories)`);
+  const f = parseCommand(argv, UI);
+  if (f.help) return printHelp(UI);
+  const port = f.number('port', 8700, { integer: true, min: 0, max: 65535 });
+  const positional = f.positionals;
   if (!assetsBuilt()) throw new ArborError(`the dashboard's assets are missing in ${ASSET_DIR}: run \`npm run build:ui\``);
   const { runsDir, page } = uiTarget(positional[0] ?? 'runs');
   const ui = await startUiServer({ runsDir, port });

@@ -21,9 +21,10 @@ test('sft flags: non-numbers, non-integers and out-of-range values are errors na
     [['--steps', 'abc'], /--steps must be a number, got "abc"/],
     [['--lr', 'abc'], /--lr must be a number, got "abc"/],
     [['--steps', '2.5'], /--steps must be an integer, got "2.5"/],
-    [['--lr', '-1'], /--lr must be in \[1e-12, 10\], got -1/],
+    [['--lr=-1'], /--lr must be in \[1e-12, 10\], got -1/],
+    [['--lr', '-1'], /Option '--lr' argument is ambiguous/],
     [['--batch', '0'], /--batch must be in \[1, 4096\]/],
-    [['--steps'], /--steps needs a value/],
+    [['--steps'], /Option '--steps <value>' argument missing/],
   ];
   for (const [extra, re] of cases) {
     const r = sft(['--data', data, '--out', out, ...extra]);

@@ -64,6 +64,11 @@ export class NumericsError extends ArborError {
   override name = 'NumericsError';
 }
 
+/** The loss came out NaN or infinite: the update is skipped (nothing was accumulated). */
+export class NonFiniteLossError extends NumericsError {
+  override name = 'NonFiniteLossError';
+}
+
 /** True for an AbortError raised by an AbortSignal: callers let these pass unchanged. */
 export function isAbortError(error: unknown): boolean {
   return error instanceof Error && (error.name === 'AbortError' || (error as { code?: string }).code === 'ABORT_ERR');

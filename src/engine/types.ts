@@ -194,6 +194,8 @@ export interface OptimStepResult {
   gradNorm: number;
   /** Number of optimiser steps taken so far. */
   step: number;
+  /** The gradient was NaN or infinite and nothing was applied (weights and moments unchanged). */
+  skipped?: boolean;
 }
 
 export interface Trainer {
@@ -202,6 +204,8 @@ export interface Trainer {
   forwardBackward(data: Datum[], loss: LossSpec, extras?: LossExtras): Promise<ForwardBackwardResult>;
   /** Apply accumulated gradients with AdamW, then zero them. */
   optimStep(params: AdamParams): Promise<OptimStepResult>;
+  /** Discard accumulated gradients without stepping (after a failed forward/backward); absent = nothing to discard. */
+  zeroGrad?(): void;
   /** Current-policy log-probs of each datum's target tokens (no gradient). */
   logprobs(data: Datum[]): Promise<number[][]>;
   /** Publish current weights to the sampler; returns the new weight version. */

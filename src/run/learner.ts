@@ -8,7 +8,8 @@
  */
 import { hasError, type RolloutTree } from '../core/tree.js';
 import type { Engine } from '../engine/build.js';
-import type { LossExtras, LossSpec } from '../engine/types.js';
+import { NonFiniteLossError, NumericsError } from '../core/errors.js';
+import type { LossExtras, LossSpec, Trainer } from '../engine/types.js';
 import { buildDatums, computeAdvantages, lossFromConfig } from '../optimize/index.js';
 import { splitByTree } from '../optimize/minibatch.js';
 import { applyCorrection, logprobGap, type Correction } from '../optimize/off-policy.js';
@@ -23,6 +24,8 @@ export interface LearnerResult {
   stalenessHistogram: Record<number, number>;
   /** Optimiser updates taken. */
   updates: number;
+  /** Updates skipped because the loss or the gradient was NaN or infinite (the weights kept their last good state). */
+  nonFiniteUpdates: number;
 }
 
 /**
@@ -57,6 +60,8 @@ export class Learner {
     let gradNorm = 0;
     let lr = 0;
     let updates = 0;
+    let nonFinite = 0;
+    let nonFiniteDatums = 0;
     for (const chunk of chunks) {
       let datums = buildDatums(chunk, { aggregation: config.optimize.aggregation, maxResponseTokens: config.sampling.maxResponseTokens });
       if (!datums.length) continue;
@@ -72,7 +77,27 @@ export class Learner {
         datums = corrected.datums;
         for (const [k, v] of Object.entries(corrected.metrics)) add(k, v);
       }
-      const out = await this.engine.trainer.forwardBackward(datums, fast ? oneUpdateLoss(this.correction) : this.loss, this.extras);
+      // sampled log-probs that are NaN or infinite make the datum useless: it is left out and counted
+      const finite = datums.filter((d) => !d.samplingLogprobs || d.samplingLogprobs.every(Number.isFinite));
+      nonFiniteDatums += datums.length - finite.length;
+      datums = finite;
+      if (!datums.length) continue;
+      let out: Awaited<ReturnType<Trainer['forwardBackward']>>;
+      try {
+        out = await this.engine.trainer.forwardBackward(datums, fast ? oneUpdateLoss(this.correction) : this.loss, this.extras);
+      } catch (error) {
+        if (!(error instanceof NonFiniteLossError)) throw error;
+        this.engine.trainer.zeroGrad?.();
+        nonFinite++;
+        continue;
+      }
+      if (!Number.isFinite(out.loss)) {
+        // a trainer that cannot discard what it accumulated (a remote service) would apply it next time
+        if (!this.engine.trainer.zeroGrad) throw new NumericsError(`the trainer's loss is ${out.loss} and it cannot discard the accumulated gradients; stopping`);
+        this.engine.trainer.zeroGrad();
+        nonFinite++;
+        continue;
+      }
       if (fast) for (const [k, v] of Object.entries(applyCorrection(datums, out.logprobs, this.correction).metrics)) add(k, v);
       else if (this.correction.kind === 'none') add('logprob_gap', logprobGap(datums, out.logprobs));
       loss += out.loss;
@@ -82,6 +107,10 @@ export class Learner {
         totalSteps: config.run.steps * config.trainer.updatesPerStep, minRatio: config.trainer.minLearningRateRatio,
       });
       const r = await this.engine.trainer.optimStep({ learningRate: lr, beta1: config.trainer.beta1, beta2: config.trainer.beta2, eps: config.trainer.eps, weightDecay: config.trainer.weightDecay, gradClipNorm: config.trainer.gradClipNorm });
+      if (r.skipped || !Number.isFinite(r.gradNorm)) {
+        nonFinite++;
+        continue;
+      }
       gradNorm = r.gradNorm;
       updates++;
     }
@@ -96,8 +125,10 @@ export class Learner {
       trees_trained: usable.length,
       staleness_mean: tokens ? staleSum / tokens : 0,
       staleness_max: Math.max(0, ...Object.keys(stalenessHistogram).map(Number)),
+      nonfinite_updates: nonFinite,
+      nonfinite_datums: nonFiniteDatums,
     };
     delete metrics.tokens;
-    return { metrics, stalenessHistogram, updates };
+    return { metrics, stalenessHistogram, updates, nonFiniteUpdates: nonFinite };
   }
 }

@@ -13,7 +13,7 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import YAML from 'yaml';
-import { ArborError, ConfigError, DataError } from '../core/errors.js';
+import { ArborError, ConfigError, DataError, NumericsError } from '../core/errors.js';
 import { Rng } from '../core/rng.js';
 import { hasError } from '../core/tree.js';
 import { buildEngine, type Engine } from '../engine/build.js';
@@ -154,7 +154,9 @@ async function runSteps(ctx: StepContext): Promise<EvalResult | undefined> {
     state.optimizerSteps += learned?.updates ?? 0;
     await engine.trainer.saveForSampler();
     const trainMs = Date.now() - t;
-    state.failedSteps = usable.length ? 0 : state.failedSteps + 1;
+    // a step fails when no tree was usable, or when every update it tried was non-finite (skipped)
+    const numericsFailed = !!learned && learned.nonFiniteUpdates > 0 && learned.updates === 0;
+    state.failedSteps = usable.length && !numericsFailed ? 0 : state.failedSteps + 1;
     state.tokensDecoded += meta.stats.tokensDecoded;
     state.prefixTokensReused += meta.stats.prefixTokensReused;
     state.promptTokensComputed += meta.stats.promptTokensComputed;
@@ -176,6 +178,10 @@ async function runSteps(ctx: StepContext): Promise<EvalResult | undefined> {
     const line = stepLine(progress.stepPrefix(step, config.run.steps, mean(stepTimes.slice(-5))), metrics, lastEval);
     if (metrics.eval_greedy_acc !== undefined || isLast || step === 1) progress.line(line);
     else progress.update(line);
+    if (numericsFailed) {
+      progress.line(`step ${step}: the loss or gradient was NaN or infinite in every update; nothing applied (the weights keep their last good state)`);
+      if (state.failedSteps >= config.run.maxFailedSteps) throw new NumericsError(`stopping: ${state.failedSteps} consecutive steps whose updates were all NaN or infinite (run.maxFailedSteps ${config.run.maxFailedSteps})`);
+    }
     if (!usable.length) {
       const reasons = [...new Set(trees.flatMap((tr) => Object.values(tr.nodes).filter((n) => n.error).map((n) => n.error!)))].slice(0, 3);
       progress.line(`step ${step}: no usable tree (${trees.length} in the batch${reasons.length ? `; errors: ${reasons.join(' | ')}` : ''}); skipped`);

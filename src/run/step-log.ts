@@ -52,6 +52,8 @@ export function stepMetrics(step: number, batch: RolloutTree[], meta: ProducedMe
     logprob_gap: m.logprob_gap ?? 0,
     ...(m.is_weight_mean !== undefined ? { is_weight_mean: m.is_weight_mean, is_weight_max: m.is_weight_max, is_filtered_fraction: m.is_filtered_fraction } : {}),
     trees_trained: m.trees_trained ?? 0,
+    nonfinite_updates: m.nonfinite_updates ?? 0,
+    nonfinite_datums: m.nonfinite_datums ?? 0,
     ms_generate: meta.timings.generate,
     ms_score: meta.timings.score,
     ms_produce: meta.timings.produce,

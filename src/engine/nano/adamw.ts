@@ -38,6 +38,8 @@ export class AdamW {
     const eps = p.eps ?? 1e-8;
     const wd = p.weightDecay ?? 0;
     const norm = AdamW.gradNorm(grads);
+    // a NaN or infinite gradient is never applied: the weights and moments stay at the last good state
+    if (!Number.isFinite(norm)) return norm;
     const scale = p.gradClipNorm && p.gradClipNorm > 0 && norm > p.gradClipNorm ? p.gradClipNorm / norm : 1;
     this.step++;
     const bc1 = 1 - Math.pow(beta1, this.step);

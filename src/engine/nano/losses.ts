@@ -5,7 +5,7 @@
  * bonus. Total = Σ_datums Σ_t weights[t]·ℓ_t. Writes d(total)/d(logits) into graph.dlogits
  * analytically: d lp_t / d z = onehot(target) − softmax(z).
  */
-import { NumericsError } from '../../core/errors.js';
+import { NonFiniteLossError, NumericsError } from '../../core/errors.js';
 import type { Datum, LossExtras, LossSpec } from '../types.js';
 import type { TrainingGraph } from './forward.js';
 
@@ -130,7 +130,7 @@ export function computeLoss(graph: TrainingGraph, data: Datum[], loss: LossSpec,
       }
     }
   });
-  if (!Number.isFinite(total)) throw new NumericsError(`loss is ${total}`);
+  if (!Number.isFinite(total)) throw new NonFiniteLossError(`loss is ${total}`);
   const denom = weightSum || 1;
   return { loss: total, logprobs, metrics: { clip_fraction: clippedWeight / denom, approx_kl: klSum / denom, entropy: entropySum / denom, tokens: graph.N } };
 }

@@ -87,7 +87,7 @@ export class NanoTrainer implements Trainer {
   async optimStep(params: AdamParams): Promise<OptimStepResult> {
     const gradNorm = this.optimizer.update(this.model.grads.data, params);
     this.model.grads.data.fill(0);
-    return { gradNorm, step: this.optimizer.step };
+    return Number.isFinite(gradNorm) ? { gradNorm, step: this.optimizer.step } : { gradNorm, step: this.optimizer.step, skipped: true };
   }
 
   /** Discard accumulated gradients without stepping. */

@@ -1,0 +1,88 @@
+/**
+ * Issue 17, numerics guarantee: a NaN or infinite loss, gradient or sampled log-prob is detected; the
+ * update is skipped and reported (`nonfinite_updates`, `nonfinite_datums`), the weights keep their
+ * last good state, the run continues, and repeated failure stops it with a clear error.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { NonFiniteLossError, NumericsError } from '../../src/core/errors.js';
+import { referenceKernels } from '../../src/engine/kernels/reference.js';
+import { NanoModel } from '../../src/engine/nano/model.js';
+import { NanoTrainer } from '../../src/engine/nano/trainer.js';
+import { parseConfig } from '../../src/run/config.js';
+import { train } from '../../src/run/loop.js';
+import { RunDir } from '../../src/run/rundir.js';
+
+test('a NaN gradient is never applied: weights, moments and the step count stay; the next finite step applies', async () => {
+  const m = NanoModel.createSync({ vocabSize: 11, dModel: 8, nLayers: 1, nHeads: 2, dFF: 12, contextLength: 16, tieEmbeddings: false, ropeTheta: 10000, normEps: 1e-5 }, referenceKernels, 1);
+  const trainer = new NanoTrainer(m);
+  const before = m.params.data.slice();
+  m.grads.data.fill(0.01);
+  m.grads.data[5] = NaN;
+  const r = await trainer.optimStep({ learningRate: 0.1 });
+  assert.equal(r.skipped, true);
+  assert.ok(Number.isNaN(r.gradNorm));
+  assert.equal(r.step, 0, 'no optimiser step counted');
+  assert.deepEqual(m.params.data, before, 'weights unchanged');
+  assert.equal(m.grads.data.findIndex((g) => g !== 0), -1, 'gradients discarded');
+  m.grads.data.fill(0.01);
+  m.grads.data[3] = Infinity;
+  assert.equal((await trainer.optimStep({ learningRate: 0.1 })).skipped, true, 'infinite too');
+  m.grads.data.fill(0.01);
+  const ok = await trainer.optimStep({ learningRate: 0.1 });
+  assert.equal(ok.skipped, undefined);
+  assert.equal(ok.step, 1);
+  assert.notDeepEqual(m.params.data, before);
+});
+
+const root = mkdtempSync(join(tmpdir(), 'arbor-numerics-'));
+const config = (name: string, maxFailedSteps = 3) => parseConfig({
+  run: { name, outDir: join(root, name), seed: 2, steps: 5, promptsPerStep: 4, evalEvery: 0, evalCount: 8, evalPassK: 0, checkpointEvery: 0, logTreesEvery: 0, trainItems: 16, maxFailedSteps },
+  task: { name: 'arith', options: { digits: 1, ops: ['+'] } },
+  model: { dModel: 32, nLayers: 2, nHeads: 2, dFF: 64, contextLength: 32 },
+  sft: { steps: 150, batchSize: 32, learningRate: 0.01, examples: 400, checkpoint: join(root, 'sft') },
+  sampling: { maxResponseTokens: 10 },
+  generate: { kind: 'iid', groupSize: 4 },
+  trainer: { learningRate: 0.003 },
+});
+
+/** Make the embedded trainer's loss non-finite on the given (1-based) forward/backward calls. */
+async function withPoisonedLoss<T>(calls: (n: number) => boolean, body: () => Promise<T>): Promise<T> {
+  const original = NanoTrainer.prototype.forwardBackward;
+  let n = 0;
+  NanoTrainer.prototype.forwardBackward = async function (this: NanoTrainer, ...args: Parameters<typeof original>) {
+    n++;
+    if (calls(n)) throw new NonFiniteLossError(`loss is NaN`);
+    return original.apply(this, args);
+  };
+  try {
+    return await body();
+  } finally {
+    NanoTrainer.prototype.forwardBackward = original;
+  }
+}
+
+test('a non-finite loss on one step: that update is skipped and reported, the run goes on to the end', { timeout: 300_000 }, async () => {
+  await train(config('clean'), { quiet: true });
+  await withPoisonedLoss((n) => n === 2, () => train(config('one-bad'), { quiet: true }));
+  const clean = new RunDir(join(root, 'clean')).readMetrics().filter((m) => m.step > 0);
+  const bad = new RunDir(join(root, 'one-bad')).readMetrics().filter((m) => m.step > 0);
+  assert.equal(bad.length, 5, 'every step ran');
+  assert.deepEqual(bad.map((m) => m.nonfinite_updates), [0, 1, 0, 0, 0]);
+  assert.equal(bad[0].loss, clean[0].loss, 'step 1 as in the clean run');
+  assert.ok((clean[1].grad_norm as number) > 0, 'the clean run does update at step 2 (the test can tell)');
+  assert.equal(bad[1].grad_norm, 0, 'nothing applied at step 2');
+  // step 3 samples from the weights of step 1 (the skipped update changed nothing), so it differs from the clean run's step 3
+  assert.notDeepEqual([bad[2].tokens_decoded, bad[2].loss], [clean[2].tokens_decoded, clean[2].loss]);
+});
+
+test('repeated non-finite losses stop the run after run.maxFailedSteps consecutive steps, saying why', { timeout: 300_000 }, async () => {
+  await assert.rejects(
+    withPoisonedLoss((n) => n >= 2, () => train(config('all-bad', 2), { quiet: true })),
+    (e: unknown) => e instanceof NumericsError && /stopping: 2 consecutive steps whose updates were all NaN or infinite \(run\.maxFailedSteps 2\)/.test(e.message),
+  );
+  assert.deepEqual(new RunDir(join(root, 'all-bad')).readMetrics().filter((m) => m.step > 0).map((m) => m.nonfinite_updates), [0, 1, 1]);
+});

@@ -52,22 +52,29 @@ export function decodeSafetensors(buf: Buffer, file = 'safetensors'): { tensors:
   const dataStart = 8 + headerLen;
   const tensors: Record<string, Tensor> = {};
   let metadata: Record<string, string> = {};
+  const isObject = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
+  if (!isObject(header)) throw new DataError(`${file}: the header is not a JSON object`, file);
+  const isIndex = (x: unknown): x is number => typeof x === 'number' && Number.isSafeInteger(x) && x >= 0;
   for (const [name, entry] of Object.entries(header)) {
     if (name === '__metadata__') {
+      if (!isObject(entry) || !Object.values(entry).every((v) => typeof v === 'string')) throw new DataError(`${file}: __metadata__ must map names to strings`, file, undefined, name);
       metadata = entry as Record<string, string>;
       continue;
     }
-    const e = entry as { dtype: string; shape: number[]; data_offsets: [number, number] };
-    if (e.dtype !== 'F32') throw new DataError(`${file}: tensor ${name} has dtype ${e.dtype}; only F32 is supported`, file, undefined, name);
-    if (!Array.isArray(e.shape) || !Array.isArray(e.data_offsets)) throw new DataError(`${file}: tensor ${name} lacks shape/data_offsets`, file, undefined, name);
-    const n = e.shape.reduce((a, b) => a * b, 1);
-    const [begin, end] = e.data_offsets;
-    if (end - begin !== n * 4 || begin < 0 || dataStart + end > buf.length) {
+    if (!isObject(entry)) throw new DataError(`${file}: tensor ${name}: the entry is not an object`, file, undefined, name);
+    const e = entry as { dtype: unknown; shape: unknown; data_offsets: unknown };
+    if (e.dtype !== 'F32') throw new DataError(`${file}: tensor ${name} has dtype ${JSON.stringify(e.dtype)}; only F32 is supported`, file, undefined, name);
+    if (!Array.isArray(e.shape) || !e.shape.every(isIndex) || !Array.isArray(e.data_offsets) || e.data_offsets.length !== 2 || !e.data_offsets.every(isIndex)) {
+      throw new DataError(`${file}: tensor ${name} needs a shape of non-negative integers and two data_offsets`, file, undefined, name);
+    }
+    const n = (e.shape as number[]).reduce((a, b) => a * b, 1);
+    const [begin, end] = e.data_offsets as [number, number];
+    if (end - begin !== n * 4 || dataStart + end > buf.length) {
       throw new DataError(`${file}: tensor ${name} offsets [${begin}, ${end}] do not match shape [${e.shape}] or file size`, file, undefined, name);
     }
     const data = new Float32Array(n);
     Buffer.from(data.buffer).set(buf.subarray(dataStart + begin, dataStart + end));
-    tensors[name] = { shape: e.shape, data };
+    tensors[name] = { shape: e.shape as number[], data };
   }
   return { tensors, metadata };
 }

@@ -7,12 +7,17 @@
  * `retrieve_future` (long poll, then `{type: "try_again"}`). SDK 0.25's protobuf bodies are not
  * accepted (no protobuf dependency). Sampling always uses the server's current weights.
  */
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { DataError, NumericsError } from '../core/errors.js';
 import type { Datum, LossSpec, SampleRequest, Sampler, Trainer } from '../engine/types.js';
-import { BadRequest, Conflict, NotFound, optBool, optInt, optNum, requiredString, tokenList } from './validate.js';
+import { BadRequest, TooLarge, boundedInt, boundedNum, Conflict, NotFound, optBool, optInt, requiredString, tokenList } from './validate.js';
+import { DEFAULT_LIMITS, SampleGuard } from './limits.js';
 
 export interface TinkerServiceOptions {
   sampler: Sampler;
+  /** Request checks, concurrency bound, sliced sampling and the weight lock shared with the server. */
+  guard?: SampleGuard;
   trainer?: Trainer;
   /** The one model this server trains (model_id and base model name). */
   modelName: string;
@@ -26,6 +31,8 @@ interface FutureEntry {
   done: boolean;
   result?: unknown;
   error?: string;
+  /** Tinker's RequestFailedResponse category: "user" for a request the client got wrong. */
+  category?: 'user' | 'server';
   waiters: Array<() => void>;
 }
 
@@ -39,7 +46,11 @@ export class TinkerService {
   /** seq_id of the model's last request (0 = none yet). */
   private lastSeq = 0;
 
-  constructor(readonly options: TinkerServiceOptions) {}
+  private readonly guard: SampleGuard;
+
+  constructor(readonly options: TinkerServiceOptions) {
+    this.guard = options.guard ?? new SampleGuard(options.sampler, DEFAULT_LIMITS);
+  }
 
   /** Heartbeats received per session (for tests and /health). */
   heartbeats(sessionId: string): number | undefined {
@@ -76,6 +87,7 @@ export class TinkerService {
     if (b.tags !== undefined && (!Array.isArray(b.tags) || !b.tags.every((t) => typeof t === 'string'))) throw new BadRequest('field "tags" must be an array of strings');
     const id = `session-${++this.counter}`;
     this.sessions.set(id, { heartbeats: 0 });
+    evictOldest(this.sessions, MAX_ENTRIES);
     return { type: 'create_session', session_id: id, info_message: null, warning_message: null, error_message: null };
   }
 
@@ -97,12 +109,12 @@ export class TinkerService {
       case 'forward_backward': {
         const input = (b.forward_backward_input ?? {}) as Record<string, unknown>;
         const loss = lossFromTinker(input.loss_fn, input.loss_fn_config);
-        const data = datumsFromTinker(input.data, loss, 'forward_backward_input.data');
+        const data = this.checkDatums(datumsFromTinker(input.data, loss, 'forward_backward_input.data'), 'forward_backward_input.data');
         return { request_id: this.enqueue(async () => forwardOutput(await trainer.forwardBackward(data, loss))) };
       }
       case 'forward': {
         const input = (b.forward_input ?? {}) as Record<string, unknown>;
-        const data = datumsFromTinker(input.data, { kind: 'cross_entropy' }, 'forward_input.data');
+        const data = this.checkDatums(datumsFromTinker(input.data, { kind: 'cross_entropy' }, 'forward_input.data'), 'forward_input.data');
         return { request_id: this.enqueue(async () => forwardOutput({ loss: Number.NaN, logprobs: await trainer.logprobs(data), metrics: {} })) };
       }
       case 'optim_step': {
@@ -116,6 +128,28 @@ export class TinkerService {
       default:
         return this.saveOrLoad(op, b, trainer);
     }
+  }
+
+  /** Datums the model can take: non-empty, within the context length and the vocabulary, bounded in count. */
+  private checkDatums(data: Datum[], field: string): Datum[] {
+    const { contextLength, vocabSize, maxBatchTokens } = this.guard.limits;
+    let total = 0;
+    data.forEach((d, i) => {
+      const where = `${field}[${i}]`;
+      if (!d.inputTokens.length) throw new BadRequest(`field "${where}.model_input.chunks" holds no tokens`);
+      if (contextLength !== undefined && d.inputTokens.length > contextLength) throw new BadRequest(`field "${where}.model_input": ${d.inputTokens.length} tokens exceed the context length of ${contextLength}`);
+      if (vocabSize !== undefined) {
+        const bad = d.inputTokens.find((t) => t >= vocabSize);
+        if (bad !== undefined) throw new BadRequest(`field "${where}.model_input.chunks": token id ${bad} is outside the vocabulary of ${vocabSize}`);
+        const badTarget = d.targetTokens.find((t) => !(Number.isInteger(t) && t >= 0 && t < vocabSize));
+        if (badTarget !== undefined) throw new BadRequest(`field "${where}.loss_fn_inputs.target_tokens.data": token id ${badTarget} is outside the vocabulary of ${vocabSize}`);
+      } else if (d.targetTokens.some((t) => !(Number.isInteger(t) && t >= 0))) {
+        throw new BadRequest(`field "${where}.loss_fn_inputs.target_tokens.data" must hold token ids (non-negative integers)`);
+      }
+      total += d.inputTokens.length;
+    });
+    if (total > maxBatchTokens) throw new TooLarge(`field "${field}": ${total} tokens, over the limit of ${maxBatchTokens} (--max-batch-tokens)`);
+    return data;
   }
 
   private createModel(b: Record<string, unknown>): unknown {
@@ -136,7 +170,11 @@ export class TinkerService {
       return { request_id: this.enqueue(async () => { await trainer.saveState(dir); return { type: 'save_weights', path: `tinker://${this.options.modelName}/weights/${name}` }; }) };
     }
     optBool(b.optimizer, 'optimizer', true);
-    return { request_id: this.enqueue(async () => { await trainer.loadState(dir); return { type: 'load_weights', path: b.path }; }) };
+    return { request_id: this.enqueue(async () => {
+      if (!existsSync(join(dir, 'model.safetensors'))) throw new NotFound(`field "path": no saved weights named ${JSON.stringify(name)}`);
+      await trainer.loadState(dir);
+      return { type: 'load_weights', path: b.path };
+    }) };
   }
 
   private checkModel(b: Record<string, unknown>): void {
@@ -157,18 +195,27 @@ export class TinkerService {
     if ((b.model_path === undefined || b.model_path === null) === (b.base_model === undefined || b.base_model === null)) throw new BadRequest('fields "model_path" / "base_model": exactly one must be given');
     const id = `sampling-${++this.counter}`;
     this.samplingSessions.set(id, { lastSeq: -1 });
+    evictOldest(this.samplingSessions, MAX_ENTRIES);
     return { type: 'create_sampling_session', sampling_session_id: id };
   }
 
   private asample(b: Record<string, unknown>): unknown {
     const session = typeof b.sampling_session_id === 'string' ? this.samplingSessions.get(b.sampling_session_id) : undefined;
     if (!session) throw new NotFound(`field "sampling_session_id": Sampling session not found: ${JSON.stringify(b.sampling_session_id)}`);
-    const request = sampleRequestFromTinker(b);
+    const request = sampleRequestFromTinker(b, this.guard.limits.maxN);
+    const per = this.guard.check(request, { prompt: 'prompt.chunks', n: 'num_samples', maxTokens: 'sampling_params.max_tokens' });
+    this.guard.checkBudget((request.n ?? 1) * per, `num_samples × max_tokens = ${request.n} × ${per}`);
     const seq = optInt(b.seq_id, 'seq_id', session.lastSeq + 1);
     if (seq <= session.lastSeq) throw new Conflict(`field "seq_id": ${seq} was already used in this sampling session (last ${session.lastSeq})`);
+    const release = this.guard.acquire();
     session.lastSeq = seq;
     return { request_id: this.start(async () => {
-      const [result] = await this.options.sampler.sample([request]);
+      let result;
+      try {
+        result = await this.guard.sample(request, per);
+      } finally {
+        release();
+      }
       const sequences = result.completions.map((c) => ({ tokens: c.tokens, logprobs: c.logprobs, stop_reason: c.finishReason === 'stop' ? 'stop' : 'length' }));
       return { type: 'sample', sequences, prompt_logprobs: null };
     }) };
@@ -177,7 +224,8 @@ export class TinkerService {
   /** Run `task` after every earlier queued operation (training is ordered); returns the future id. */
   private enqueue(task: () => Promise<unknown>): string {
     const { id, settle } = this.future();
-    this.queue = this.queue.then(() => settle(task));
+    // training changes the weights: never while a sampling request is running
+    this.queue = this.queue.then(() => settle(() => this.guard.gate.exclusive(task)));
     return id;
   }
 
@@ -192,11 +240,19 @@ export class TinkerService {
     const id = String(++this.counter);
     const entry: FutureEntry = { done: false, waiters: [] };
     this.futures.set(id, entry);
+    // results nobody fetches do not accumulate without end: the oldest finished ones go first
+    if (this.futures.size > MAX_ENTRIES) {
+      for (const [key, f] of this.futures) {
+        if (this.futures.size <= MAX_ENTRIES) break;
+        if (f.done) this.futures.delete(key);
+      }
+    }
     const settle = async (task: () => Promise<unknown>) => {
       try {
         entry.result = await task();
       } catch (error) {
         entry.error = (error as Error)?.message ?? String(error);
+        entry.category = error instanceof BadRequest || error instanceof NotFound || error instanceof Conflict || error instanceof DataError || error instanceof NumericsError ? 'user' : 'server';
       }
       entry.done = true;
       for (const w of entry.waiters.splice(0)) w();
@@ -219,8 +275,18 @@ export class TinkerService {
     if (!entry.done) return { type: 'try_again', request_id: id, queue_state: 'active' };
     this.futures.delete(id);
     // RequestFailedResponse (thinking-machines-lab/tinker@d595dc2 types/request_failed_response.py)
-    if (entry.error !== undefined) return { error: entry.error, category: 'server' };
+    if (entry.error !== undefined) return { error: entry.error, category: entry.category ?? 'server' };
     return entry.result;
+  }
+}
+
+/** Sessions, sampling sessions and unfetched finished futures kept at most (the oldest are dropped). */
+const MAX_ENTRIES = 10_000;
+
+function evictOldest<K, V>(map: Map<K, V>, max: number): void {
+  for (const key of map.keys()) {
+    if (map.size <= max) return;
+    map.delete(key);
   }
 }
 
@@ -231,38 +297,45 @@ function checkpointName(value: unknown, field: string): string {
   return m[1];
 }
 
-function sampleRequestFromTinker(b: Record<string, unknown>): SampleRequest {
+function sampleRequestFromTinker(b: Record<string, unknown>, maxN: number): SampleRequest {
   const chunks = (b.prompt as { chunks?: unknown } | undefined)?.chunks;
   if (!Array.isArray(chunks) || !chunks.length) throw new BadRequest('field "prompt.chunks" must be a non-empty array');
   const tokens = chunks.flatMap((c, j) => {
-    const chunk = c as { type?: unknown; tokens?: unknown };
+    const chunk = (c ?? {}) as { type?: unknown; tokens?: unknown };
     if (chunk.type !== undefined && chunk.type !== 'encoded_text') throw new BadRequest(`field "prompt.chunks[${j}].type": only encoded_text chunks are supported`);
     return tokenList(chunk.tokens, `prompt.chunks[${j}].tokens`);
   });
+  if (b.sampling_params !== undefined && b.sampling_params !== null && (typeof b.sampling_params !== 'object' || Array.isArray(b.sampling_params))) throw new BadRequest('field "sampling_params" must be an object');
   const p = (b.sampling_params ?? {}) as Record<string, unknown>;
   const maxTokens = optInt(p.max_tokens, 'sampling_params.max_tokens', -1);
   if (maxTokens < 1) throw new BadRequest('field "sampling_params.max_tokens" is required (a positive integer)');
   if (p.stop !== undefined && p.stop !== null && !(Array.isArray(p.stop) && p.stop.every((t) => Number.isInteger(t)))) throw new BadRequest('field "sampling_params.stop": only token-id stops are supported');
   return {
     tokens,
-    n: optInt(b.num_samples, 'num_samples', 1),
+    n: boundedInt(b.num_samples, 'num_samples', 1, 1, maxN, ' (--max-n)'),
     maxTokens,
-    temperature: optNum(p.temperature, 'sampling_params.temperature', 1),
-    topP: optNum(p.top_p, 'sampling_params.top_p', 1),
-    topK: optInt(p.top_k, 'sampling_params.top_k', -1),
-    stopTokens: Array.isArray(p.stop) ? (p.stop as number[]) : undefined,
-    seed: p.seed === undefined || p.seed === null ? undefined : optInt(p.seed, 'sampling_params.seed', 0),
+    temperature: boundedNum(p.temperature, 'sampling_params.temperature', 1, 0, 1e4),
+    topP: tinkerTopP(p.top_p),
+    topK: boundedInt(p.top_k, 'sampling_params.top_k', -1, -1, Number.MAX_SAFE_INTEGER),
+    stopTokens: Array.isArray(p.stop) ? tokenList(p.stop, 'sampling_params.stop') : undefined,
+    seed: p.seed === undefined || p.seed === null ? undefined : boundedInt(p.seed, 'sampling_params.seed', 0, -(2 ** 53) + 1, 2 ** 53 - 1),
   };
+}
+
+function tinkerTopP(value: unknown): number {
+  const v = boundedNum(value, 'sampling_params.top_p', 1, 0, 1);
+  if (v <= 0) throw new BadRequest(`field "sampling_params.top_p" must be a number in (0, 1], got ${v}`);
+  return v;
 }
 
 function adamFromTinker(adam: Record<string, unknown>) {
   return {
-    learningRate: optNum(adam.learning_rate, 'adam_params.learning_rate', 1e-4),
-    beta1: optNum(adam.beta1, 'adam_params.beta1', 0.9),
-    beta2: optNum(adam.beta2, 'adam_params.beta2', 0.95),
-    eps: optNum(adam.eps, 'adam_params.eps', 1e-12),
-    weightDecay: optNum(adam.weight_decay, 'adam_params.weight_decay', 0),
-    gradClipNorm: optNum(adam.grad_clip_norm, 'adam_params.grad_clip_norm', 0),
+    learningRate: boundedNum(adam.learning_rate, 'adam_params.learning_rate', 1e-4, 0, 10),
+    beta1: boundedNum(adam.beta1, 'adam_params.beta1', 0.9, 0, 0.999999),
+    beta2: boundedNum(adam.beta2, 'adam_params.beta2', 0.95, 0, 0.999999999),
+    eps: boundedNum(adam.eps, 'adam_params.eps', 1e-12, 1e-30, 1),
+    weightDecay: boundedNum(adam.weight_decay, 'adam_params.weight_decay', 0, 0, 10),
+    gradClipNorm: boundedNum(adam.grad_clip_norm, 'adam_params.grad_clip_norm', 0, 0, 1e12),
   };
 }
 
@@ -282,7 +355,7 @@ function lossFromTinker(name: unknown, config: unknown): LossSpec {
     case 'importance_sampling':
       return { kind: 'importance_sampling' };
     case 'ppo':
-      return { kind: 'ppo', clipLow: 1 - optNum(c.clip_low_threshold, 'loss_fn_config.clip_low_threshold', 0.8), clipHigh: optNum(c.clip_high_threshold, 'loss_fn_config.clip_high_threshold', 1.2) - 1 };
+      return { kind: 'ppo', clipLow: 1 - boundedNum(c.clip_low_threshold, 'loss_fn_config.clip_low_threshold', 0.8, 0, 1), clipHigh: boundedNum(c.clip_high_threshold, 'loss_fn_config.clip_high_threshold', 1.2, 1, 1e6) - 1 };
     default:
       throw new BadRequest(`field "loss_fn": unsupported ${JSON.stringify(name)} (cross_entropy, importance_sampling, ppo)`);
   }
@@ -294,7 +367,7 @@ function datumsFromTinker(raw: unknown, loss: LossSpec, field: string): Datum[] 
     const where = `${field}[${i}]`;
     const chunks = (d as { model_input?: { chunks?: Array<{ tokens?: unknown }> } })?.model_input?.chunks;
     if (!Array.isArray(chunks)) throw new BadRequest(`field "${where}.model_input.chunks" must be an array`);
-    const inputTokens = chunks.flatMap((c, j) => tokenList(c.tokens, `${where}.model_input.chunks[${j}].tokens`));
+    const inputTokens = chunks.flatMap((c, j) => tokenList((c as { tokens?: unknown } | null)?.tokens, `${where}.model_input.chunks[${j}].tokens`));
     const inputs = ((d as { loss_fn_inputs?: Record<string, { data?: unknown }> }).loss_fn_inputs ?? {}) as Record<string, { data?: unknown }>;
     const tensor = (name: string, required: boolean): number[] | undefined => {
       const data = inputs[name]?.data;

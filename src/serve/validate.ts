@@ -43,3 +43,27 @@ export function requiredString(value: unknown, field: string): string {
   if (typeof value !== 'string' || !value) throw new BadRequest(`field "${field}" must be a non-empty string`);
   return value;
 }
+
+/** A 413: the request asks for more work than the server's limits allow (`--max-batch-tokens`). */
+export class TooLarge extends ArborError {
+  override name = 'TooLarge';
+}
+
+/** A 429: too many sampling requests in flight (`--max-concurrent`); retry later. */
+export class TooBusy extends ArborError {
+  override name = 'TooBusy';
+}
+
+/** An integer within [min, max], or a 400 naming the field and the bounds. */
+export function boundedInt(value: unknown, field: string, fallback: number, min: number, max: number, hint = ''): number {
+  const v = optInt(value, field, fallback);
+  if (v < min || v > max) throw new BadRequest(`field "${field}" must be an integer in [${min}, ${max}]${hint}, got ${v}`);
+  return v;
+}
+
+/** A number within [min, max], or a 400 naming the field and the bounds. */
+export function boundedNum(value: unknown, field: string, fallback: number, min: number, max: number): number {
+  const v = optNum(value, field, fallback);
+  if (v < min || v > max) throw new BadRequest(`field "${field}" must be a number in [${min}, ${max}], got ${v}`);
+  return v;
+}

@@ -36,18 +36,26 @@ export class RunDir {
     appendFileSync(this.metricsFile, JSON.stringify(m) + '\n');
   }
 
+  /**
+   * Every metrics line. A last line without its newline that does not parse is a write a kill cut
+   * short (lines are appended whole otherwise): it is dropped, and resume rewrites the file.
+   */
   readMetrics(): StepMetrics[] {
     if (!existsSync(this.metricsFile)) return [];
-    return readFileSync(this.metricsFile, 'utf8')
-      .split('\n')
-      .filter((l) => l.trim())
-      .map((l, i) => {
-        try {
-          return JSON.parse(l) as StepMetrics;
-        } catch (cause) {
-          throw new DataError(`${this.metricsFile}:${i + 1}: invalid JSON`, this.metricsFile, i + 1, undefined, { cause });
-        }
-      });
+    const text = readFileSync(this.metricsFile, 'utf8');
+    const lines = text.split('\n');
+    const torn = !text.endsWith('\n') ? lines.length - 1 : -1;
+    const out: StepMetrics[] = [];
+    lines.forEach((l, i) => {
+      if (!l.trim()) return;
+      try {
+        out.push(JSON.parse(l) as StepMetrics);
+      } catch (cause) {
+        if (i === torn) return;
+        throw new DataError(`${this.metricsFile}:${i + 1}: invalid JSON`, this.metricsFile, i + 1, undefined, { cause });
+      }
+    });
+    return out;
   }
 
   /** Keep only metric lines with step ≤ `step` (used when resuming from an earlier checkpoint). */

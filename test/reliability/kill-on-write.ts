@@ -1,0 +1,18 @@
+/**
+ * A child entry for kill tests: `node --import tsx test/reliability/kill-on-write.ts <arbor args...>`
+ * runs the `arbor` command, and with ARBOR_KILL_ON=<path suffix> and ARBOR_KILL_AT=<n> it SIGKILLs
+ * itself at the n-th atomic write of a matching file, after the temporary file is durable and before
+ * the rename: the moment inside a checkpoint or cache write where a crash hurts most.
+ */
+import { setWriteFaultHook } from '../../src/core/files.js';
+import { main } from '../../src/cli/main.js';
+
+const suffix = process.env.ARBOR_KILL_ON;
+const at = Number(process.env.ARBOR_KILL_AT ?? 1);
+if (suffix) {
+  let seen = 0;
+  setWriteFaultHook((file) => {
+    if (file.endsWith(suffix) && ++seen === at) process.kill(process.pid, 'SIGKILL');
+  });
+}
+process.exitCode = await main(process.argv.slice(2));

@@ -28,7 +28,7 @@ import { Producer } from './producer.js';
 import { Progress, formatSeconds } from './progress.js';
 import { fitPrompts, promptEncoder } from './prompts.js';
 import { writeReport } from './report.js';
-import { RunDir } from './rundir.js';
+import { RUN_DIR_ENTRIES, RunDir } from './rundir.js';
 import { loadRunState, saveRunState, type LoopState } from './run-state.js';
 import { stepLine, stepMetrics } from './step-log.js';
 import { warmStartFor } from './warm-start.js';
@@ -242,7 +242,7 @@ function openRun(inputConfig: ArborConfig | undefined, options: TrainOptions): {
     dir = new RunDir(config.run.outDir ?? join('runs', config.run.name));
     // a run that died before its first checkpoint left nothing to resume: its directory is reused
     const started = existsSync(dir.path) && (dir.checkpoints().length > 0 || existsSync(join(dir.path, 'summary.json')));
-    const foreign = existsSync(dir.path) && !existsSync(join(dir.path, 'config.resolved.yaml')) && readdirSync(dir.path).length > 0;
+    const foreign = existsSync(dir.path) && readdirSync(dir.path).some((f) => !RUN_DIR_ENTRIES.has(f.replace(/\.tmp$/, '')));
     if ((started || foreign) && !options.force) {
       throw new ConfigError(`${dir.path} already exists; resume it with --resume ${dir.path}, pass --force, or set run.name/run.outDir`, 'run.outDir');
     }

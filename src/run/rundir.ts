@@ -17,6 +17,9 @@ export interface StepMetrics {
   [key: string]: number | string | null | undefined;
 }
 
+/** What a run directory holds (anything else makes it someone else's directory). */
+export const RUN_DIR_ENTRIES = new Set(['config.resolved.yaml', 'metrics.jsonl', 'summary.json', 'report.html', 'trees', 'checkpoints', 'store-spill.jsonl']);
+
 export class RunDir {
   constructor(readonly path: string) {}
 

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import YAML from 'yaml';
 import { Rng } from '../../src/core/rng.js';
 import { RunDir } from '../../src/run/rundir.js';
+import { tinyRun } from './tiny-run.js';
 
 const ENTRY = ['--import', 'tsx', 'test/reliability/kill-on-write.ts'];
 export const COMPARED = ['step', 'reward_mean', 'loss', 'tokens_decoded', 'grad_norm', 'eval_greedy_acc'];
@@ -17,15 +18,7 @@ export const COMPARED = ['step', 'reward_mean', 'loss', 'tokens_decoded', 'grad_
 /** The trial config: tiny, checkpoints every 2 steps, evaluations every 3 (both are kill targets). */
 export function trialConfig(root: string, name: string, steps = 6): string {
   const file = join(root, `${name}.yaml`);
-  writeFileSync(file, YAML.stringify({
-    run: { name, outDir: join(root, name), seed: 4, steps, promptsPerStep: 4, evalEvery: 3, evalCount: 8, evalPassK: 0, checkpointEvery: 2, logTreesEvery: 2, trainItems: 16 },
-    task: { name: 'arith', options: { digits: 1, ops: ['+'] } },
-    model: { dModel: 32, nLayers: 2, nHeads: 2, dFF: 64, contextLength: 32 },
-    sft: { steps: 60, batchSize: 32, learningRate: 0.01, examples: 200, checkpoint: join(root, 'sft') },
-    sampling: { maxResponseTokens: 10 },
-    generate: { kind: 'iid', groupSize: 4 },
-    trainer: { learningRate: 0.003 },
-  }));
+  writeFileSync(file, YAML.stringify(tinyRun(root, name, { steps, evalEvery: 3, checkpointEvery: 2, logTreesEvery: 2 })));
   return file;
 }
 
@@ -68,8 +61,11 @@ export interface TrialReport {
   referenceSeconds: number;
 }
 
-/** `random` kills at uniform moments of an uninterrupted run; `targets` kill inside those files' writes. */
-export async function killResumeTrials(root: string, o: { random: number; targets: Array<{ file: string; at: number }>; seed: number }): Promise<TrialReport> {
+/**
+ * `random` kills at uniform moments of an uninterrupted run; `targets` kill inside those files'
+ * writes; `enospc` targets fail those writes with ENOSPC (the run must stop naming the file).
+ */
+export async function killResumeTrials(root: string, o: { random: number; targets: Array<{ file: string; at: number }>; enospc?: Array<{ file: string; at: number }>; seed: number }): Promise<TrialReport & { enospc: TrialReport['details'] }> {
   mkdirSync(root, { recursive: true });
   const reference = trialConfig(root, 'reference');
   arbor(['train', reference, '--quiet']); // trains the shared SFT cache too
@@ -79,7 +75,7 @@ export async function killResumeTrials(root: string, o: { random: number; target
   if (again.status !== 0) throw new Error(`the uninterrupted run failed: ${again.stderr}`);
   const expected = picked(join(root, 'reference'));
   const rng = new Rng(o.seed);
-  const report: TrialReport = { trials: 0, identical: 0, killed: 0, details: [], referenceSeconds };
+  const report: TrialReport & { enospc: TrialReport['details'] } = { trials: 0, identical: 0, killed: 0, details: [], referenceSeconds, enospc: [] };
   const record = (kill: string, killed: boolean, dir: string, error?: string) => {
     const identical = !error && picked(dir) === expected;
     report.trials++;
@@ -99,6 +95,14 @@ export async function killResumeTrials(root: string, o: { random: number; target
     const config = trialConfig(root, name);
     const { killed } = arbor(['train', config, '--quiet', '--force'], { ARBOR_KILL_ON: t.file, ARBOR_KILL_AT: String(t.at) });
     record(`SIGKILL inside write ${t.at} of ${t.file}`, killed, join(root, name), finish(config, join(root, name)));
+  }
+  for (const [i, t] of (o.enospc ?? []).entries()) {
+    const name = `enospc-${i}`;
+    const config = trialConfig(root, name);
+    const r = arbor(['train', config, '--quiet', '--force'], { ARBOR_KILL_ON: t.file, ARBOR_KILL_AT: String(t.at), ARBOR_FAULT: 'enospc' });
+    const named = r.status === 1 && r.stderr.includes(t.file) && r.stderr.includes('ENOSPC');
+    const error = named ? finish(config, join(root, name)) : `the run did not stop naming ${t.file} (exit ${r.status}): ${r.stderr.trim().slice(-300)}`;
+    report.enospc.push({ kill: `ENOSPC at write ${t.at} of ${t.file}`, killed: named, identical: !error && picked(join(root, name)) === expected, ...(error ? { error } : {}) });
   }
   return report;
 }

@@ -15,6 +15,7 @@ import { NanoTrainer } from '../../src/engine/nano/trainer.js';
 import { parseConfig } from '../../src/run/config.js';
 import { train } from '../../src/run/loop.js';
 import { RunDir } from '../../src/run/rundir.js';
+import { tinyRun } from './tiny-run.js';
 
 test('a NaN gradient is never applied: weights, moments and the step count stay; the next finite step applies', async () => {
   const m = NanoModel.createSync({ vocabSize: 11, dModel: 8, nLayers: 1, nHeads: 2, dFF: 12, contextLength: 16, tieEmbeddings: false, ropeTheta: 10000, normEps: 1e-5 }, referenceKernels, 1);
@@ -39,15 +40,7 @@ test('a NaN gradient is never applied: weights, moments and the step count stay;
 });
 
 const root = mkdtempSync(join(tmpdir(), 'arbor-numerics-'));
-const config = (name: string, maxFailedSteps = 3) => parseConfig({
-  run: { name, outDir: join(root, name), seed: 2, steps: 5, promptsPerStep: 4, evalEvery: 0, evalCount: 8, evalPassK: 0, checkpointEvery: 0, logTreesEvery: 0, trainItems: 16, maxFailedSteps },
-  task: { name: 'arith', options: { digits: 1, ops: ['+'] } },
-  model: { dModel: 32, nLayers: 2, nHeads: 2, dFF: 64, contextLength: 32 },
-  sft: { steps: 150, batchSize: 32, learningRate: 0.01, examples: 400, checkpoint: join(root, 'sft') },
-  sampling: { maxResponseTokens: 10 },
-  generate: { kind: 'iid', groupSize: 4 },
-  trainer: { learningRate: 0.003 },
-});
+const config = (name: string, maxFailedSteps = 3) => parseConfig(tinyRun(root, name, { seed: 2, steps: 5, maxFailedSteps }));
 
 /** Make the embedded trainer's loss non-finite on the given (1-based) forward/backward calls. */
 async function withPoisonedLoss<T>(calls: (n: number) => boolean, body: () => Promise<T>): Promise<T> {

@@ -81,6 +81,21 @@ test('a damaged newest checkpoint: resume falls back to the one before it and en
   await assert.rejects(train(undefined, { quiet: true, resume: join(root, 'damaged') }), (e: unknown) => e instanceof DataError && /no checkpoint loads/.test(e.message) && /step-4: /.test(e.message) && /step-2: /.test(e.message));
 });
 
+test('a disk full while a new run writes config.resolved.yaml: the rerun starts again; a directory with other files is refused', { timeout: 300_000 }, async () => {
+  setWriteFaultHook((f) => {
+    if (f.endsWith(join('first-write', 'config.resolved.yaml'))) throw enospc(f);
+  });
+  await assert.rejects(train(config('first-write'), { quiet: true }), (e: unknown) => e instanceof DataError && /config\.resolved\.yaml: cannot write \(ENOSPC\)/.test(e.message));
+  setWriteFaultHook(undefined);
+  const summary = await train(config('first-write'), { quiet: true });
+  assert.equal(summary.steps, 4);
+  const foreign = join(root, 'foreign');
+  mkdirSync(foreign);
+  writeFileSync(join(foreign, 'thesis.tex'), 'mine');
+  await assert.rejects(train(config('foreign'), { quiet: true }), /foreign already exists/);
+  assert.equal(readFileSync(join(foreign, 'thesis.tex'), 'utf8'), 'mine');
+});
+
 test('metrics truncation on resume that fails midway leaves metrics.jsonl whole', async () => {
   const dir = new RunDir(mkdtempSync(join(root, 'metrics-')));
   for (let s = 0; s <= 6; s++) dir.appendMetrics({ step: s, loss: s });

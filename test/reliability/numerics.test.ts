@@ -8,7 +8,9 @@ import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { NonFiniteLossError, NumericsError } from '../../src/core/errors.js';
+import { DataError, NonFiniteLossError, NumericsError } from '../../src/core/errors.js';
+import { arenaTensors, loadArena } from '../../src/engine/nano/checkpoint.js';
+import { writeSafetensors } from '../../src/engine/nano/safetensors.js';
 import { referenceKernels } from '../../src/engine/kernels/reference.js';
 import { NanoModel } from '../../src/engine/nano/model.js';
 import { NanoTrainer } from '../../src/engine/nano/trainer.js';
@@ -78,4 +80,17 @@ test('repeated non-finite losses stop the run after run.maxFailedSteps consecuti
     (e: unknown) => e instanceof NumericsError && /stopping: 2 consecutive steps whose updates were all NaN or infinite \(run\.maxFailedSteps 2\)/.test(e.message),
   );
   assert.deepEqual(new RunDir(join(root, 'all-bad')).readMetrics().filter((m) => m.step > 0).map((m) => m.nonfinite_updates), [0, 1, 1]);
+});
+
+test('a checkpoint holding NaN is refused naming the tensor, and nothing of it is loaded', async () => {
+  const cfg = { vocabSize: 11, dModel: 8, nLayers: 1, nHeads: 2, dFF: 12, contextLength: 16, tieEmbeddings: false, ropeTheta: 10000, normEps: 1e-5 };
+  const source = NanoModel.createSync(cfg, referenceKernels, 3);
+  const dir = mkdtempSync(join(tmpdir(), 'arbor-nan-ckpt-'));
+  const w = source.params.get('layers.0.wq');
+  w[7] = NaN;
+  writeSafetensors(join(dir, 'model.safetensors'), arenaTensors(source.params));
+  const target = NanoModel.createSync(cfg, referenceKernels, 9);
+  const before = target.params.data.slice();
+  assert.throws(() => loadArena(target.params, join(dir, 'model.safetensors')), (e: unknown) => e instanceof DataError && e.field === 'layers.0.wq' && /holds NaN at index 7/.test(e.message));
+  assert.deepEqual(target.params.data, before, 'no tensor was copied');
 });

@@ -25,7 +25,12 @@ export function loadArena(arena: ParamArena, file: string): void {
     const t = tensors[s.name];
     if (!t) throw new DataError(`${file}: missing tensor ${s.name}`, file, undefined, s.name);
     if (t.shape.join(',') !== s.shape.join(',')) throw new DataError(`${file}: tensor ${s.name} has shape [${t.shape}], config expects [${s.shape}]`, file, undefined, s.name);
-    arena.get(s.name).set(t.data);
+    const bad = t.data.findIndex((x) => !Number.isFinite(x));
+    if (bad >= 0) throw new DataError(`${file}: tensor ${s.name} holds ${t.data[bad]} at index ${bad}: a checkpoint with NaN or infinite values cannot be used`, file, undefined, s.name);
+  }
+  // every tensor is checked before any is copied: a bad file leaves the arena as it was
+  for (const s of arena.specs) {
+    arena.get(s.name).set(tensors[s.name].data);
   }
 }
 

@@ -44,13 +44,13 @@ test('serve refuses a checkpoint with NaN or infinite weights, naming the tensor
   saveCheckpoint(ckpt, model, tokenizer);
   const r = arbor(['serve', '--checkpoint', ckpt, '--port', '0']);
   assert.equal(r.status, 1, r.stderr);
-  assert.match(r.stderr, /^arbor: serve: .*nan\/model\.safetensors has NaN or infinite weights in 11 tensor\(s\): tok_emb \(\d+ of \d+\), layers\.0\.attn_norm \(8 of 8\), layers\.0\.wq \(64 of 64\), \.\.\.; refusing to serve it\n$/);
+  assert.match(r.stderr, /^arbor: .*nan\/model\.safetensors has NaN or infinite weights in 11 tensor\(s\): tok_emb \(\d+ of \d+\), layers\.0\.attn_norm \(8 of 8\), layers\.0\.wq \(64 of 64\), \.\.\.; a checkpoint with NaN or infinite values cannot be used\n$/);
   const one = await NanoModel.create(shape, { seed: 1 });
   one.params.get('final_norm')[3] = Number.POSITIVE_INFINITY;
   saveCheckpoint(join(dir, 'inf'), one, tokenizer);
   const r2 = arbor(['serve', '--checkpoint', join(dir, 'inf'), '--port', '0']);
   assert.equal(r2.status, 1);
-  assert.match(r2.stderr, /has NaN or infinite weights in 1 tensor\(s\): final_norm \(1 of 8\); refusing to serve it\n$/);
+  assert.match(r2.stderr, /has NaN or infinite weights in 1 tensor\(s\): final_norm \(1 of 8\); a checkpoint with NaN or infinite values cannot be used\n$/);
 });
 
 test('serve --help lists the limits; an unknown flag or a bad number is an error naming it', () => {

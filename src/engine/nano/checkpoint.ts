@@ -21,12 +21,17 @@ export function arenaTensors(arena: ParamArena): Record<string, Tensor> {
 
 export function loadArena(arena: ParamArena, file: string): void {
   const { tensors } = readSafetensors(file);
+  const nonFinite: string[] = [];
   for (const s of arena.specs) {
     const t = tensors[s.name];
     if (!t) throw new DataError(`${file}: missing tensor ${s.name}`, file, undefined, s.name);
     if (t.shape.join(',') !== s.shape.join(',')) throw new DataError(`${file}: tensor ${s.name} has shape [${t.shape}], config expects [${s.shape}]`, file, undefined, s.name);
-    const bad = t.data.findIndex((x) => !Number.isFinite(x));
-    if (bad >= 0) throw new DataError(`${file}: tensor ${s.name} holds ${t.data[bad]} at index ${bad}: a checkpoint with NaN or infinite values cannot be used`, file, undefined, s.name);
+    const bad = t.data.reduce((n, x) => n + (Number.isFinite(x) ? 0 : 1), 0);
+    if (bad) nonFinite.push(`${s.name} (${bad} of ${t.data.length})`);
+  }
+  if (nonFinite.length) {
+    const first = nonFinite[0].replace(/ \(.*$/, '');
+    throw new DataError(`${file} has NaN or infinite weights in ${nonFinite.length} tensor(s): ${nonFinite.slice(0, 3).join(', ')}${nonFinite.length > 3 ? ', ...' : ''}; a checkpoint with NaN or infinite values cannot be used`, file, undefined, first);
   }
   // every tensor is checked before any is copied: a bad file leaves the arena as it was
   for (const s of arena.specs) {

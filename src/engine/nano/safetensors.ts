@@ -63,7 +63,7 @@ export function decodeSafetensors(buf: Buffer, file = 'safetensors'): { tensors:
     }
     if (!isObject(entry)) throw new DataError(`${file}: tensor ${name}: the entry is not an object`, file, undefined, name);
     const e = entry as { dtype: unknown; shape: unknown; data_offsets: unknown };
-    if (e.dtype !== 'F32') throw new DataError(`${file}: tensor ${name} has dtype ${JSON.stringify(e.dtype)}; only F32 is supported`, file, undefined, name);
+    if (e.dtype !== 'F32') throw new DataError(`${file}: tensor ${name} has dtype ${String(e.dtype)}; only F32 is supported`, file, undefined, name);
     if (!Array.isArray(e.shape) || !e.shape.every(isIndex) || !Array.isArray(e.data_offsets) || e.data_offsets.length !== 2 || !e.data_offsets.every(isIndex)) {
       throw new DataError(`${file}: tensor ${name} needs a shape of non-negative integers and two data_offsets`, file, undefined, name);
     }

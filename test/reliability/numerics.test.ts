@@ -94,3 +94,15 @@ test('a checkpoint holding NaN is refused naming the tensor, and nothing of it i
   assert.throws(() => loadArena(target.params, join(dir, 'model.safetensors')), (e: unknown) => e instanceof DataError && e.field === 'layers.0.wq' && /model\.safetensors has NaN or infinite weights in 1 tensor\(s\): layers\.0\.wq \(1 of 64\); a checkpoint with NaN/.test(e.message));
   assert.deepEqual(target.params.data, before, 'no tensor was copied');
 });
+
+test('loadState checks weights, moments and counters before replacing anything', async () => {
+  const cfg = { vocabSize: 11, dModel: 8, nLayers: 1, nHeads: 2, dFF: 12, contextLength: 16, tieEmbeddings: false, ropeTheta: 10000, normEps: 1e-5 };
+  const dir = mkdtempSync(join(tmpdir(), 'arbor-loadstate-'));
+  await new NanoTrainer(NanoModel.createSync(cfg, referenceKernels, 3)).saveState(dir);
+  writeSafetensors(join(dir, 'optimizer.safetensors'), { 'm.tok_emb': { shape: [1], data: new Float32Array(1) } });
+  const target = new NanoTrainer(NanoModel.createSync(cfg, referenceKernels, 9));
+  const model = (target as unknown as { model: NanoModel }).model;
+  const before = model.params.data.slice();
+  await assert.rejects(target.loadState(dir), (e: unknown) => e instanceof DataError && /optimizer\.safetensors: m\.tok_emb has 1 values/.test(e.message));
+  assert.deepEqual(model.params.data, before, 'the weights were not touched');
+});

@@ -115,19 +115,32 @@ export class NanoTrainer implements Trainer {
     writeFileAtomic(join(dir, 'trainer.json'), JSON.stringify({ step: this.optimizer.step, weightVersion: this.model.weightVersion, config: this.model.config }, null, 2));
   }
 
+  /** Load weights, moments and counters; everything is read and checked before anything is replaced. */
   async loadState(dir: string): Promise<void> {
-    loadArena(this.model.params, join(dir, 'model.safetensors'));
     const file = join(dir, 'optimizer.safetensors');
     const { tensors } = readSafetensors(file);
     for (const s of this.model.params.specs) {
-      const o = this.model.params.offsets.get(s.name)!;
-      const m = tensors[`m.${s.name}`];
-      const v = tensors[`v.${s.name}`];
-      if (!m || !v) throw new DataError(`${file}: missing moments for ${s.name}`, file, undefined, s.name);
-      this.optimizer.m.set(m.data, o);
-      this.optimizer.v.set(v.data, o);
+      const n = this.model.params.get(s.name).length;
+      for (const key of [`m.${s.name}`, `v.${s.name}`]) {
+        const t = tensors[key];
+        if (!t) throw new DataError(`${file}: missing moments for ${s.name}`, file, undefined, s.name);
+        if (t.data.length !== n) throw new DataError(`${file}: ${key} has ${t.data.length} values, the model's ${s.name} has ${n}`, file, undefined, key);
+      }
     }
-    const state = JSON.parse(readFileSync(join(dir, 'trainer.json'), 'utf8')) as { step: number; weightVersion: number };
+    const stateFile = join(dir, 'trainer.json');
+    let state: { step: number; weightVersion: number };
+    try {
+      state = JSON.parse(readFileSync(stateFile, 'utf8')) as { step: number; weightVersion: number };
+    } catch (cause) {
+      throw new DataError(`${stateFile}: cannot read (${(cause as Error).message})`, stateFile, undefined, undefined, { cause });
+    }
+    if (!Number.isInteger(state?.step) || !Number.isInteger(state?.weightVersion)) throw new DataError(`${stateFile}: needs integer step and weightVersion`, stateFile);
+    loadArena(this.model.params, join(dir, 'model.safetensors')); // validates every tensor before copying any
+    for (const s of this.model.params.specs) {
+      const o = this.model.params.offsets.get(s.name)!;
+      this.optimizer.m.set(tensors[`m.${s.name}`].data, o);
+      this.optimizer.v.set(tensors[`v.${s.name}`].data, o);
+    }
     this.optimizer.step = state.step;
     this.model.weightVersion = state.weightVersion;
     this.model.grads.data.fill(0);

@@ -17,6 +17,7 @@ commands:
   sft --data file.jsonl --out <dir> [...]               supervised training from prompt/completion pairs
   serve --checkpoint <dir> [--port P] [--host H]        serve a checkpoint over HTTP (OpenAI/SGLang/Tinker APIs)
   config --print-defaults | --check <config.yaml>       show every option with its default / validate a file
+  export <run-dir> --to sft.jsonl [--min-reward R]    verified trajectories as SFT rows (arbor sft --data reads them)
   report <run-dir>                                      regenerate report.html
   ui [runs-dir] [--port N]                              live dashboard on 127.0.0.1 (default: runs, port 8700)
   bench <name>                                          run bench/<name>.ts (same as npm run bench -- <name>)
@@ -41,6 +42,8 @@ export async function main(argv: string[]): Promise<number> {
         return await (await import('./config.js')).configCommand(rest);
       case 'report':
         return await (await import('./report.js')).reportCommand(rest);
+      case 'export':
+        return await (await import('./export.js')).exportCommand(rest);
       case 'ui':
         return await (await import('./ui.js')).uiCommand(rest);
       case 'bench': {

@@ -14,6 +14,7 @@ import { SFT } from '../../src/cli/sft.js';
 import { CONFIG } from '../../src/cli/config.js';
 import { REPORT } from '../../src/cli/report.js';
 import { UI } from '../../src/cli/ui.js';
+import { EXPORT } from '../../src/cli/export.js';
 
 const arbor = (args: string[]) => spawnSync(process.execPath, ['bin/arbor.mjs', ...args], { encoding: 'utf8', timeout: 60_000 });
 
@@ -39,7 +40,7 @@ test('unknown flags, missing values and stray arguments are errors naming them',
 });
 
 test('every command answers --help with its own options', () => {
-  const specs: CommandSpec[] = [TRAIN, EVAL, SFT, CONFIG, REPORT, UI];
+  const specs: CommandSpec[] = [TRAIN, EVAL, SFT, CONFIG, REPORT, UI, EXPORT];
   for (const spec of specs) {
     const r = arbor([spec.name, '--help']);
     assert.equal(r.status, 0, `${spec.name}: ${r.stderr}`);

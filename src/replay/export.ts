@@ -1,0 +1,89 @@
+/**
+ * Export of verified trajectories as SFT data (issue 12's `arbor export`): every leaf of a run's
+ * logged trees (`trees/step-N.jsonl`) whose answer is correct (the Filter stage's one correctness
+ * rule), or whose reward reaches `minReward` when given, becomes a row
+ * `{ prompt, completion, reward, step, item }`, decoded with the run's tokenizer. Rows are
+ * deduplicated by (prompt, completion), keeping the first (earliest step); hinted trees (whose prompt
+ * or response carries a hint) and error leaves are left out. `arbor sft --data` reads the file back,
+ * so rejection-sampling fine-tuning is two commands.
+ */
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { DataError } from '../core/errors.js';
+import { hasError, leaves, treeFromJSON, trajectory, type RolloutTree } from '../core/tree.js';
+import { correctness, isCorrect } from '../filter/constants.js';
+
+export interface ExportRow {
+  prompt: string;
+  completion: string;
+  reward: number;
+  step: number;
+  item: string;
+}
+
+export interface ExportOptions {
+  /** Keep leaves with reward ≥ this instead of the correct ones. */
+  minReward?: number;
+  /** Ids of stop tokens to drop from the end of a completion (tokenizers that decode EOS as text). */
+  stopTokens?: number[];
+  /** The run's tokenizer, special tokens dropped. */
+  decode: (tokens: number[]) => string;
+}
+
+export interface ExportResult {
+  rows: ExportRow[];
+  /** Leaves read, kept, and left out as duplicates, as failing the filter, or as hinted/error/unfinished. */
+  counts: { leaves: number; kept: number; duplicates: number; filtered: number; excluded: number; files: number };
+}
+
+/** The logged tree files of a run directory, by step. */
+export function treeFiles(runDir: string): Array<{ step: number; file: string }> {
+  const dir = join(runDir, 'trees');
+  if (!existsSync(dir)) throw new DataError(`${runDir}: no trees/ directory (is it a run directory? run.logTreesEvery must be > 0)`, dir);
+  return readdirSync(dir)
+    .map((f) => ({ m: /^step-(\d+)\.jsonl$/.exec(f), f }))
+    .filter((x): x is { m: RegExpExecArray; f: string } => !!x.m)
+    .map((x) => ({ step: Number(x.m[1]), file: join(dir, x.f) }))
+    .sort((a, b) => a.step - b.step);
+}
+
+function readTrees(file: string): RolloutTree[] {
+  return readFileSync(file, 'utf8').split('\n').flatMap((line, i) => (line.trim() ? [treeFromJSON(line, `${file}:${i + 1}`)] : []));
+}
+
+export function exportRun(runDir: string, o: ExportOptions): ExportResult {
+  const files = treeFiles(runDir);
+  const counts = { leaves: 0, kept: 0, duplicates: 0, filtered: 0, excluded: 0, files: files.length };
+  const seen = new Set<string>();
+  const rows: ExportRow[] = [];
+  const keep = (reward: number, c: number) => (o.minReward !== undefined ? reward >= o.minReward : isCorrect(c));
+  for (const { step, file } of files) {
+    for (const tree of readTrees(file)) {
+      const hinted = tree.meta?.hint !== undefined;
+      for (const leaf of leaves(tree)) {
+        counts.leaves++;
+        if (hinted || hasError(tree) || leaf.finishReason === null || leaf.finishReason === 'error' || leaf.finishReason === 'abort' || leaf.reward === undefined) {
+          counts.excluded++;
+          continue;
+        }
+        if (!keep(leaf.reward, correctness(leaf))) {
+          counts.filtered++;
+          continue;
+        }
+        const t = trajectory(tree, leaf.id);
+        let tokens = t.tokens.filter((_, i) => t.mask[i] === 1);
+        while (tokens.length && o.stopTokens?.includes(tokens[tokens.length - 1])) tokens = tokens.slice(0, -1);
+        const row = { prompt: o.decode(t.promptTokens), completion: o.decode(tokens), reward: leaf.reward, step, item: tree.itemId };
+        const key = JSON.stringify([row.prompt, row.completion]);
+        if (seen.has(key)) {
+          counts.duplicates++;
+          continue;
+        }
+        seen.add(key);
+        rows.push(row);
+        counts.kept++;
+      }
+    }
+  }
+  return { rows, counts };
+}

@@ -138,7 +138,7 @@ export function loadConfig(file: string, overrides: Record<string, unknown> = {}
   }
   let raw: unknown;
   try {
-    raw = file.endsWith('.json') ? JSON.parse(text) : YAML.parse(text);
+    raw = file.endsWith('.json') ? JSON.parse(text) : parseYamlStrict(text);
   } catch (cause) {
     throw new ConfigError(`${file}: not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${(cause as Error).message}`, undefined, file, { cause });
   }
@@ -146,6 +146,14 @@ export function loadConfig(file: string, overrides: Record<string, unknown> = {}
     throw new ConfigError(`${file}: the top level must be a mapping of sections (run:, task:, model:, ...), got ${Array.isArray(raw) ? 'a list' : `a ${typeof raw}`}`, undefined, file);
   }
   return parseConfig(deepMerge(raw ?? {}, overrides), file);
+}
+
+/** YAML where a warning (an unknown tag or directive, ...) is an error too: a config means what it says. */
+function parseYamlStrict(text: string): unknown {
+  const doc = YAML.parseDocument(text, { logLevel: 'silent' });
+  const problem = doc.errors[0] ?? doc.warnings[0];
+  if (problem) throw new Error(problem.message.split('\n')[0]);
+  return doc.toJS();
 }
 
 function deepMerge(a: unknown, b: Record<string, unknown>): unknown {

@@ -93,6 +93,7 @@ test('config --check: a top level that is not a mapping, unknown tasks and unkno
     [file('list.yaml', '- run: {}\n- task: {}\n'), /top level must be a mapping .* got a list/],
     [file('task.yaml', 'task: { name: arithmetic }\n'), /unknown task "arithmetic"/],
     [file('opts.yaml', 'task: { name: arith, options: { digitz: 3 } }\n'), /task\.options.*digitz/],
+    [file('tag.yaml', '!K\nrun: { steps: 3 }\n'), /not valid YAML: Unresolved tag: !K at line 1/],
   ];
   for (const [p, re] of bad) {
     const r = cli(['config', '--check', p]);

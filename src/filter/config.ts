@@ -19,6 +19,7 @@ const limits = z
 
 export const rewardPartSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('task'), weight }).strict().describe("the task's own verifier"),
+  z.object({ kind: z.literal('majority_vote'), weight }).strict().describe("test-time RL (TTRL): the group's majority answer, by the task verifier's equivalence, is the pseudo-label; gold answers are not used"),
   z.object({ kind: z.literal('exact'), weight, caseSensitive: z.boolean().default(true), extract }).strict(),
   z.object({ kind: z.literal('numeric'), weight, absTol: z.number().min(0).max(1e6).default(1e-6), relTol: z.number().min(0).max(1).default(1e-6), extract }).strict(),
   z.object({ kind: z.literal('math'), weight, tolerance: z.number().positive().max(1).default(1e-4).describe('relative tolerance of numeric comparison') }).strict(),

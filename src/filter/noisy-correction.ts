@@ -15,6 +15,7 @@ export function noisyCorrectionReward(inner: RewardFunction, options: { falsePos
   if (!(fp >= 0 && fn >= 0 && fp + fn < 1)) throw new ConfigError(`noisy_correction: need falsePositiveRate, falseNegativeRate ≥ 0 with sum < 1 (got ${fp}, ${fn})`, 'reward.falsePositiveRate');
   return {
     name: `${inner.name}_corrected`,
+    ...(inner.prepareGroup ? { prepareGroup: (inputs: Parameters<NonNullable<RewardFunction['prepareGroup']>>[0]) => inner.prepareGroup!(inputs) } : {}),
     async score(input, context) {
       const r = await inner.score(input, context);
       const corrected = correctNoisyReward(r.reward, fp, fn);

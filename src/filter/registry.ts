@@ -12,16 +12,20 @@ import type { noisyCorrectionSchema, RewardPartSpec } from './config.js';
 import { judgeReward } from './judge.js';
 import { extractAnswer, mathReward } from './math/index.js';
 import { noisyCorrectionReward } from './noisy-correction.js';
+import { majorityVoteReward } from './majority.js';
 import { programReward } from './program.js';
 import { composeRewards, type SafeScoreOptions } from './reward.js';
 import type { RewardFunction } from './types.js';
 
-function part(spec: RewardPartSpec, taskReward: RewardFunction | undefined, index: number): RewardFunction {
+function part(spec: RewardPartSpec, taskReward: RewardFunction | undefined, index: number, taskExtract?: (response: string) => string | null): RewardFunction {
   const answerOf = (r: string) => extractAnswer(r) ?? r;
   switch (spec.kind) {
     case 'task':
       if (!taskReward) throw new ConfigError(`reward.parts.${index}: kind "task" needs a task`, `reward.parts.${index}.kind`);
       return taskReward;
+    case 'majority_vote':
+      if (!taskReward) throw new ConfigError(`reward.parts.${index}: kind "majority_vote" needs a task (its verifier decides which answers agree)`, `reward.parts.${index}.kind`);
+      return majorityVoteReward(taskReward, taskExtract ?? ((r) => extractAnswer(r)));
     case 'exact':
       return exactReward({ caseSensitive: spec.caseSensitive, extract: spec.extract ? answerOf : undefined });
     case 'numeric':
@@ -52,10 +56,10 @@ function part(spec: RewardPartSpec, taskReward: RewardFunction | undefined, inde
 /** Build the run's reward from `reward.parts` (and `reward.noisyCorrection`). */
 export function rewardFromConfig(
   spec: { parts: RewardPartSpec[]; noisyCorrection?: z.infer<typeof noisyCorrectionSchema> },
-  context: { taskReward?: RewardFunction; safety?: SafeScoreOptions } = {},
+  context: { taskReward?: RewardFunction; taskExtract?: (response: string) => string | null; safety?: SafeScoreOptions } = {},
 ): RewardFunction {
   if (!spec.parts.length) throw new ConfigError('reward.parts: give at least one reward', 'reward.parts');
-  const fns = spec.parts.map((p, i) => ({ fn: part(p, context.taskReward, i), weight: p.weight }));
+  const fns = spec.parts.map((p, i) => ({ fn: part(p, context.taskReward, i, context.taskExtract), weight: p.weight }));
   let reward = fns.length === 1 && fns[0].weight === 1 ? fns[0].fn : composeRewards(fns, context.safety);
   if (spec.noisyCorrection) {
     const { falsePositiveRate, falseNegativeRate } = spec.noisyCorrection;

@@ -43,8 +43,18 @@ export async function scoreSafely(fn: RewardFunction, input: ScoreInput, options
 /** Weighted sum of rewards; each component keeps its unweighted value under its own name. */
 export function composeRewards(parts: Array<{ fn: RewardFunction; weight: number }>, options: SafeScoreOptions = {}): RewardFunction {
   const name = parts.map((p) => p.fn.name).join('+');
+  const grouped = parts.filter((p) => p.fn.prepareGroup);
   return {
     name,
+    ...(grouped.length
+      ? {
+          async prepareGroup(inputs: ScoreInput[]) {
+            let out = inputs;
+            for (const p of grouped) out = await p.fn.prepareGroup!(out);
+            return out;
+          },
+        }
+      : {}),
     async score(input, context) {
       const results = await Promise.all(parts.map((p) => scoreSafely(p.fn, input, options, context?.signal)));
       const components: Record<string, number> = {};

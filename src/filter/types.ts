@@ -17,6 +17,11 @@ export interface RewardFunction {
   /** Component name used in logs (e.g. "correct", "format"). */
   readonly name: string;
   score(input: ScoreInput, context?: { signal?: AbortSignal }): Promise<RewardResult>;
+  /**
+   * Group-level rewards (majority vote): called once per group (one tree's leaves) before scoring,
+   * returns the inputs to score (e.g. items labelled with the group's majority answer).
+   */
+  prepareGroup?(inputs: ScoreInput[]): Promise<ScoreInput[]>;
 }
 
 /** Build a RewardResult with one component named after the function. */

@@ -71,7 +71,7 @@ export class Producer {
   static async create(config: ArborConfig, sampler: Sampler, tokenizer: TextTokenizer): Promise<Producer> {
     const task = getTask(config.task.name, config.task.options);
     await task.prepare?.();
-    const reward = rewardFromConfig(config.reward, { taskReward: task.reward, safety: { timeoutMs: config.reward.timeoutMs, failureReward: config.reward.failureReward } });
+    const reward = rewardFromConfig(config.reward, { taskReward: task.reward, taskExtract: task.extractAnswer?.bind(task), safety: { timeoutMs: config.reward.timeoutMs, failureReward: config.reward.failureReward } });
     const contextLength = config.engine.kind === 'embedded' ? config.model.contextLength : undefined;
     const { items: pool, skipped } = fitPrompts(task.makeItems('train', config.run.trainItems, config.run.seed), promptEncoder(tokenizer, config.engine.chatTemplate), contextLength, config.task.overlong, 'training');
     if (skipped) console.error(`task.overlong skip: ${skipped} training prompts leave no room for a response and are left out`);

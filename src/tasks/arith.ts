@@ -150,6 +150,7 @@ export function arithTask(options: ArithOptions = {}): Task {
     name: 'arith',
     description: `integer ${ops.join(' ')} with ${minDigits}..${maxDigits}-digit operands and a column scratchpad`,
     reward,
+    extractAnswer: extractArithAnswer,
     demonstration: (item) => item.demonstration ?? '',
     makeItems(split: Split, count: number, seed: number): TaskItem[] {
       // test items: hash bucket 0 of 5; train: the other buckets. Same seed → same items.

@@ -15,6 +15,8 @@ export interface Task {
   makeItems(split: Split, count: number, seed: number): TaskItem[];
   /** The task's verifier. */
   readonly reward: RewardFunction;
+  /** The final answer a response states, as the verifier reads it (majority vote); absent: the math extractor. */
+  extractAnswer?(response: string): string | null;
   /** A correct completion for SFT (ends where the model should stop; EOS is appended by the caller). */
   demonstration(item: TaskItem): string;
   /** Load what the task needs before makeItems (dataset files); callers await it once. */

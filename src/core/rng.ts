@@ -114,3 +114,25 @@ export class Rng {
 function rotl(x: number, k: number): number {
   return ((x << k) | (x >>> (32 - k))) >>> 0;
 }
+
+/** Gamma(shape, 1) by Marsaglia–Tsang (shape < 1 through Gamma(shape + 1)·U^(1/shape)). */
+export function sampleGamma(rng: Rng, shape: number): number {
+  if (!(shape > 0)) throw new RangeError(`gamma shape must be > 0, got ${shape}`);
+  if (shape < 1) return sampleGamma(rng, shape + 1) * Math.max(rng.next(), 1e-300) ** (1 / shape);
+  const d = shape - 1 / 3;
+  const c = 1 / Math.sqrt(9 * d);
+  for (;;) {
+    const x = rng.normal();
+    const v = (1 + c * x) ** 3;
+    if (v <= 0) continue;
+    const u = rng.next();
+    if (Math.log(Math.max(u, 1e-300)) < 0.5 * x * x + d - d * v + d * Math.log(v)) return d * v;
+  }
+}
+
+/** Beta(a, b) as X / (X + Y) with X ~ Gamma(a), Y ~ Gamma(b). */
+export function sampleBeta(rng: Rng, a: number, b: number): number {
+  const x = sampleGamma(rng, a);
+  const y = sampleGamma(rng, b);
+  return x / (x + y);
+}

@@ -12,6 +12,7 @@ import { ConfigError } from '../core/errors.js';
 import { generateOptionsSchema } from '../generate/index.js';
 import { advantageOptionsSchema, aggregationSchema, lossOptionsSchema } from '../optimize/index.js';
 import { engineSchema, modelSchema, sftSchema } from '../engine/config.js';
+import { selectOptionsSchema } from '../replay/select.js';
 import { allocateOptionsSchema, controlOptionsSchema, hintOptionsSchema, promptStatsSchema, pruneOptionsSchema, qualityHeadSchema, skipOptionsSchema } from '../control/index.js';
 import { storeOptionsSchema } from '../replay/store.js';
 
@@ -102,6 +103,7 @@ export const configSchema = z
     control: controlOptionsSchema.default({ kind: 'none' }).describe('how each step spends its rollout budget: none | dynamic_sampling | april'),
     allocate: allocateOptionsSchema.default({ kind: 'uniform' }).describe('per-prompt rollout allocation within the step budget: uniform | knapsack | xrpo | dars'),
     skip: skipOptionsSchema.default({ kind: 'none' }).describe('prompt skipping before rollout: none | greso'),
+    select: selectOptionsSchema.default({ kind: 'sequential' }).describe('which prompts a step draws: sequential | dots | vade (difficulty targeting from each prompt\'s success posterior)'),
     hint: hintOptionsSchema.default({ kind: 'none' }).describe('hint rescue of all-fail prompts: none | gold_prefix | example'),
     prune: pruneOptionsSchema.default({ kind: 'none' }).describe('online pruning of partial rollouts: none | arrol (TreePO)'),
     qualityHead: qualityHeadSchema.default({}).describe('the learned success predictor behind value-guided TreePO and pruning'),

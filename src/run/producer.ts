@@ -26,6 +26,7 @@ import { DataOrder, type DataOrderState } from '../replay/data-order.js';
 import { getTask } from '../tasks/index.js';
 import type { ArborConfig } from './config.js';
 import { fitPrompts, promptEncoder } from './prompts.js';
+import { selectByDifficulty } from '../replay/select.js';
 
 export interface ProduceRequest {
   /** The learner step this batch is for. */
@@ -75,6 +76,7 @@ export class Producer {
     const contextLength = config.engine.kind === 'embedded' ? config.model.contextLength : undefined;
     const { items: pool, skipped } = fitPrompts(task.makeItems('train', config.run.trainItems, config.run.seed), promptEncoder(tokenizer, config.engine.chatTemplate), contextLength, config.task.overlong, 'training');
     if (skipped) console.error(`task.overlong skip: ${skipped} training prompts leave no room for a response and are left out`);
+    if (config.select.kind !== 'sequential' && config.skip.kind !== 'none') throw new ConfigError(`select.kind "${config.select.kind}" and skip.kind "${config.skip.kind}" both choose the step's prompts: use one of them`, 'select.kind');
     if (config.prune.kind !== 'none' && config.generate.kind !== 'treepo') throw new ConfigError(`prune.kind "${config.prune.kind}" prunes TreePO paths: it needs generate.kind "treepo" (got "${config.generate.kind}")`, 'prune.kind');
     const generator = generatorFromConfig(config.generate);
     const control = controlFromConfig(config.control, { allocate: config.allocate, hint: config.hint, groupSize: generator.groupSize });
@@ -142,7 +144,14 @@ export class Producer {
     const skipState = skip.kind === 'greso' ? control.skip ?? { pEasy: skip.start, pHard: skip.start } : undefined;
     info.prompts_skipped = 0;
     const skipRng = rng.fork('skip');
+    const selectRng = rng.fork('select');
+    if (config.select.kind !== 'sequential') info.prompts_passed_over = 0;
     const select = (count: number) => {
+      if (config.select.kind !== 'sequential') {
+        const out = selectByDifficulty(take, count, config.select, (id) => promptStats.posterior(id, request.step), selectRng);
+        info.prompts_passed_over += out.passed;
+        return out.items;
+      }
       if (skip.kind !== 'greso' || !skipState) return take(count);
       const out = selectSkipping(take, count, skip, skipState, (id) => promptStats.record(id), skipRng);
       info.prompts_skipped += out.skipped;

@@ -21,13 +21,13 @@ import { RunDir } from '../src/run/rundir.js';
 import { sftCacheDir } from '../src/run/warm-start.js';
 import { benchOutDir, printTable, trainInChild, writeBenchJson } from './util.js';
 
-type Raw = Record<string, unknown>;
-interface Variant {
+export type Raw = Record<string, unknown>;
+export interface Variant {
   name: string;
-  family: 'allocation' | 'trees';
+  family: string;
   patch: (c: Raw) => Raw;
 }
-interface RunOut {
+export interface RunOut {
   variant: string;
   seed: number;
   metrics: StepMetrics[];
@@ -64,8 +64,8 @@ function arg(args: string[], name: string, fallback: string): string {
   const i = args.indexOf(`--${name}`);
   return i >= 0 ? args[i + 1] : fallback;
 }
-const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN);
-const metricMean = (ms: StepMetrics[], k: string) => mean(ms.filter((m) => typeof m[k] === 'number').map((m) => m[k] as number));
+export const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN);
+export const metricMean = (ms: StepMetrics[], k: string) => mean(ms.filter((m) => typeof m[k] === 'number').map((m) => m[k] as number));
 
 /** Tokens at which the accuracy curve first reaches `target`, interpolated between evaluations (undefined: never). */
 export function tokensToTarget(curve: Array<[number, number]>, target: number): number | undefined {
@@ -79,8 +79,9 @@ export function tokensToTarget(curve: Array<[number, number]>, target: number): 
   return undefined;
 }
 
-function runOnce(base: Raw, v: Variant, seed: number, steps: number): RunOut {
-  const outDir = join(benchOutDir, 'control', `${v.name}-seed${seed}`);
+/** One training run of a variant in a child process, its held-out curve against tokens and against loop seconds. */
+export function runOnce(base: Raw, v: Variant, seed: number, steps: number, bench = 'control'): RunOut {
+  const outDir = join(benchOutDir, bench, `${v.name}-seed${seed}`);
   const run = { ...(base.run as Raw), seed, steps, outDir, evalEvery: 2, evalCount: 300, evalPassK: 0, logTreesEvery: 0, checkpointEvery: 0 };
   const config = v.patch({ ...base, run });
   try {
@@ -103,14 +104,14 @@ function runOnce(base: Raw, v: Variant, seed: number, steps: number): RunOut {
 }
 
 /** Mean curve over seeds at each evaluation index (x and y averaged). */
-function meanCurve(runs: RunOut[], key: 'byTokens' | 'bySeconds'): Array<[number, number]> {
+export function meanCurve(runs: RunOut[], key: 'byTokens' | 'bySeconds'): Array<[number, number]> {
   const ok = runs.filter((r) => !r.error && r[key].length);
   if (!ok.length) return [];
   const n = Math.min(...ok.map((r) => r[key].length));
   return Array.from({ length: n }, (_, i) => [mean(ok.map((r) => r[key][i][0])), mean(ok.map((r) => r[key][i][1]))] as [number, number]);
 }
 
-const COLORS = ['#111827', '#2563eb', '#dc2626', '#16a34a', '#9333ea', '#ea580c'];
+export const COLORS = ['#111827', '#2563eb', '#dc2626', '#16a34a', '#9333ea', '#ea580c'];
 
 function plots(family: string, names: string[], byVariant: Map<string, RunOut[]>): void {
   const series = (key: 'byTokens' | 'bySeconds') => names.map((n, i) => ({ name: n, color: COLORS[i % COLORS.length], points: meanCurve(byVariant.get(n) ?? [], key) }));

@@ -1,0 +1,99 @@
+/**
+ * `npm run bench -- replay [--seeds 3] [--steps 40] [--gain 0.25]`: the replay-stage strategies built
+ * so far against on-policy sequential selection from the same warm start (examples/control-mixed.yaml
+ * with uniform allocation, i.i.d. GRPO): difficulty selection (dots, vade), test-time RL (reward =
+ * the group's majority answer, gold answers unused; held-out accuracy still against gold), and the
+ * export → `arbor sft` round trip. Held-out greedy accuracy every 2 steps (300 problems), tokens to
+ * each seed's start + gain interpolated (bench/control.ts). Writes bench/out/replay.json and an SVG of
+ * accuracy against tokens. Rollout replay itself is not built: `replay_tokens_to_target_gain` is null.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { loadConfig } from '../src/run/config.js';
+import { lineChart } from '../src/run/report.js';
+import { sftCacheDir } from '../src/run/warm-start.js';
+import { COLORS, mean, meanCurve, metricMean, runOnce, tokensToTarget, type Raw, type RunOut, type Variant } from './control.js';
+import { benchOutDir, printTable, writeBenchJson } from './util.js';
+
+const sequential = (c: Raw): Raw => ({ ...c, allocate: { kind: 'uniform' } });
+const VARIANTS: Variant[] = [
+  { name: 'sequential', family: 'replay', patch: (c) => ({ ...sequential(c), run: { ...(c.run as Raw), logTreesEvery: 5 } }) },
+  { name: 'dots', family: 'replay', patch: (c) => ({ ...sequential(c), select: { kind: 'dots' } }) },
+  { name: 'vade', family: 'replay', patch: (c) => ({ ...sequential(c), select: { kind: 'vade' } }) },
+  { name: 'ttrl', family: 'replay', patch: (c) => ({ ...sequential(c), reward: { parts: [{ kind: 'majority_vote' }] } }) },
+];
+
+function arg(args: string[], name: string, fallback: string): string {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? args[i + 1] : fallback;
+}
+
+/** Export the baseline's verified leaves and train a fresh model on them with `arbor sft`. */
+function exportRoundtrip(runDir: string): { ok: boolean; rows: number; detail: string } {
+  const file = join(benchOutDir, 'replay', 'export-sft.jsonl');
+  const run = (args: string[]) => spawnSync(process.execPath, ['bin/arbor.mjs', ...args], { encoding: 'utf8', timeout: 600_000 });
+  const ex = run(['export', runDir, '--to', file, '--force']);
+  if (ex.status !== 0) return { ok: false, rows: 0, detail: ex.stderr.trim().slice(-300) };
+  const rows = readFileSync(file, 'utf8').split('\n').filter(Boolean).length;
+  const out = join(benchOutDir, 'replay', 'export-sft-ckpt');
+  const sft = run(['sft', '--data', file, '--out', out, '--steps', '100', '--context', '64']);
+  const ok = sft.status === 0 && rows > 0 && existsSync(join(out, 'model.safetensors'));
+  return { ok, rows, detail: (ex.stdout + sft.stdout).trim().split('\n').slice(-2).join(' | ') };
+}
+
+export async function main(args: string[]): Promise<void> {
+  const seeds = Number(arg(args, 'seeds', '3'));
+  const steps = Number(arg(args, 'steps', '40'));
+  const gain = Number(arg(args, 'gain', '0.25'));
+  const loaded = loadConfig('examples/control-mixed.yaml');
+  const base = JSON.parse(JSON.stringify({ ...loaded, sft: { ...loaded.sft, checkpoint: loaded.sft.checkpoint ?? sftCacheDir(loaded) } })) as Raw;
+  const byVariant = new Map<string, RunOut[]>();
+  for (let s = 0; s < seeds; s++) {
+    for (const v of VARIANTS) {
+      const r = runOnce(base, v, s, steps, 'replay');
+      byVariant.set(v.name, [...(byVariant.get(v.name) ?? []), r]);
+      console.log(r.error ? `${v.name} seed ${s}: FAILED ${r.error.split('\n').slice(-3).join(' ')}` : `${v.name} seed ${s}: ${(100 * r.start).toFixed(1)}% → ${(100 * r.end).toFixed(1)}%, ${r.tokens} tokens`);
+    }
+  }
+  const summary: Record<string, Record<string, number | null>> = {};
+  for (const v of VARIANTS) {
+    const ok = (byVariant.get(v.name) ?? []).filter((r) => !r.error);
+    const reach = ok.map((r) => tokensToTarget(r.byTokens, r.start + gain));
+    const ms = ok.flatMap((r) => r.metrics);
+    const fin = (x: number) => (Number.isFinite(x) ? x : null);
+    summary[v.name] = {
+      seeds_ok: ok.length,
+      acc_start: fin(mean(ok.map((r) => r.start))),
+      acc_end: fin(mean(ok.map((r) => r.end))),
+      tokens: fin(mean(ok.map((r) => r.tokens))),
+      tokens_to_target: fin(mean(ok.map((r, i) => reach[i] ?? r.tokens))),
+      reached: reach.filter((x) => x !== undefined).length,
+      informative_groups: fin(metricMean(ms, 'informative_groups')),
+      prompts_passed_over: fin(metricMean(ms, 'prompts_passed_over')),
+      reward_mean: fin(metricMean(ms, 'reward_mean')),
+    };
+  }
+  printTable(Object.entries(summary).map(([variant, row]) => ({ variant, ...row })));
+  const ratio = (a: number | null | undefined, b: number | null | undefined) => (a != null && b != null && b !== 0 ? a / b : null);
+  const selection = Object.fromEntries(['dots', 'vade'].map((n) => [n, ratio(summary.sequential.tokens_to_target, summary[n].tokens_to_target)]));
+  const best = Object.entries(selection).reduce<[string, number | null]>((b, [n, x]) => (x !== null && (b[1] === null || x > b[1]) ? [n, x] : b), ['', null]);
+  const roundtrip = exportRoundtrip(join(benchOutDir, 'replay', 'sequential-seed0'));
+  const ttrl = summary.ttrl;
+  const headline = {
+    replay_tokens_to_target_gain: null,
+    selection_tokens_to_target_gain: best[1],
+    ttrl_acc_gain: ttrl.acc_end !== null && ttrl.acc_start !== null ? 100 * (ttrl.acc_end - ttrl.acc_start) : null,
+    export_roundtrip: roundtrip.ok ? 1 : 0,
+  };
+  console.log(JSON.stringify({ best_selection: best[0], headline, export: roundtrip }, null, 2));
+  const series = VARIANTS.map((v, i) => ({ name: v.name, color: COLORS[i % COLORS.length], points: meanCurve(byVariant.get(v.name) ?? [], 'byTokens') }));
+  writeFileSync(join(benchOutDir, 'replay-tokens.svg'), lineChart('replay: held-out greedy accuracy vs tokens decoded (mean of seeds)', 'tokens decoded', series, 760, 380));
+  writeBenchJson('replay', headline, {
+    config: 'examples/control-mixed.yaml (allocate: uniform)', seeds, steps, gain, target: 'each seed: its start accuracy + gain',
+    best_selection: best[0], selection_tokens_to_target_gain_by_strategy: selection,
+    ttrl_vs_gold_final_acc_points: ttrl.acc_end !== null && summary.sequential.acc_end !== null ? 100 * (ttrl.acc_end - summary.sequential.acc_end) : null,
+    export: roundtrip, variants: summary,
+    curves: Object.fromEntries([...byVariant.entries()].map(([n, rs]) => [n, rs.map((r) => ({ seed: r.seed, byTokens: r.byTokens, bySeconds: r.bySeconds }))])),
+  });
+}

@@ -15,6 +15,11 @@ export interface KernelOptions {
   backend?: 'auto' | 'wasm' | 'reference';
   /** WASM build: "auto" (fused multiply-add when the runtime supports relaxed SIMD, unless ARBOR_KERNELS_FMA=0), "fma", "plain". */
   variant?: 'auto' | WasmVariant;
+  /**
+   * Threads for large GEMMs (1 or 2; default ARBOR_KERNEL_THREADS, else 1): with 2, a worker thread
+   * over the same shared memory computes half the rows of big matrix products (bit-identical results).
+   */
+  threads?: number;
 }
 
 const wasmKernels = new Map<string, Promise<Kernels>>();
@@ -23,8 +28,10 @@ export async function loadKernels(options: KernelOptions = {}): Promise<Kernels>
   const backend = options.backend ?? (process.env.ARBOR_KERNELS as KernelOptions['backend']) ?? 'auto';
   if (backend === 'reference') return referenceKernels;
   const variant = options.variant ?? 'auto';
-  let pending = wasmKernels.get(variant);
-  if (!pending) wasmKernels.set(variant, (pending = createWasmKernels({ variant })));
+  const threads = options.threads ?? (Number(process.env.ARBOR_KERNEL_THREADS) || 1);
+  const key = `${variant}:${threads}`;
+  let pending = wasmKernels.get(key);
+  if (!pending) wasmKernels.set(key, (pending = createWasmKernels({ variant, threads })));
   try {
     return await pending;
   } catch (error) {

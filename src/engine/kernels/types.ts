@@ -46,4 +46,10 @@ export interface Kernels<F extends FloatArray = Float32Array> {
   attentionForward(out: F, att: F, q: F, k: F, v: F, B: number, T: number, C: number, NH: number): void;
   /** Accumulates dq, dk, dv [B,T,C] given dout [B,T,C] and att from forward. */
   attentionBackward(dq: F, dk: F, dv: F, dout: F, att: F, q: F, k: F, v: F, B: number, T: number, C: number, NH: number): void;
+  /**
+   * Optional (WASM backends): one query row q [C] attending over T contiguous cached positions
+   * k, v [T, C], all heads, scores scaled by 1/sqrt(hs); writes out [C]. Incremental decoding uses it
+   * when present and its own float64 loop otherwise.
+   */
+  decodeAttention?(out: F, q: F, k: F, v: F, T: number, C: number, NH: number): void;
 }

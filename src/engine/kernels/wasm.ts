@@ -10,6 +10,7 @@ import { readFileSync, existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
+import { Worker } from 'node:worker_threads';
 import type { Kernels } from './types.js';
 import { referenceKernels } from './reference.js';
 
@@ -64,6 +65,7 @@ interface Exports {
   softmaxBackward(dx: number, dout: number, y: number, N: number, C: number, log: number): void;
   attentionForward(out: number, att: number, q: number, k: number, v: number, B: number, T: number, C: number, NH: number): void;
   attentionBackward(dq: number, dk: number, dv: number, dout: number, att: number, q: number, k: number, v: number, B: number, T: number, C: number, NH: number, scratch: number): void;
+  decodeAttention(out: number, q: number, k: number, v: number, T: number, C: number, NH: number, scores: number): void;
   gemm(M: number, N: number, K: number, a: number, sai: number, sak: number, b: number, sbk: number, sbj: number, c: number, accumulate: number, packB: number, packA: number): void;
 }
 
@@ -126,10 +128,80 @@ export class WasmKernelMemory {
   }
 }
 
-export async function createWasmKernels(options: { variant?: 'auto' | WasmVariant } = {}): Promise<Kernels> {
+/**
+ * A helper thread for large GEMMs: a worker instantiates the same module over the same shared memory
+ * and computes the lower rows of C while the calling thread computes the upper rows. Control is an
+ * Int32Array in a SharedArrayBuffer: [state, M, N, K, a, sai, sak, b, sbk, sbj, c, accumulate, packB,
+ * packA]; state 1 = job posted, 0 = done, 3 = the helper failed (the caller resets it and throws).
+ * The caller blocks in Atomics.wait (no event loop round trip), with a time limit so a dead helper
+ * is an error, not a hang. Each output row is computed by the same code in the same order whichever
+ * thread runs it, so results are bit-identical to one thread.
+ */
+const GEMM_WORKER = `
+const { workerData } = require('node:worker_threads');
+const { module, memory, control } = workerData;
+const c = new Int32Array(control);
+let gemm = null;
+try {
+  gemm = new WebAssembly.Instance(module, { env: { memory } }).exports.gemm;
+} catch {}
+for (;;) {
+  Atomics.wait(c, 0, 0);
+  if (Atomics.load(c, 0) !== 1) continue;
+  let state = 0;
+  try {
+    gemm(c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11], c[12], c[13]);
+  } catch {
+    state = 3;
+  }
+  Atomics.store(c, 0, state);
+  Atomics.notify(c, 0);
+}
+`;
+
+/** Longest a GEMM may take on the helper before the caller gives up (a dead worker, not a slow one). */
+const HELPER_TIMEOUT_MS = 120_000;
+
+class GemmHelper {
+  private readonly control = new Int32Array(new SharedArrayBuffer(16 * 4));
+  private readonly worker: Worker;
+
+  constructor(module: WebAssembly.Module, memory: WebAssembly.Memory) {
+    this.worker = new Worker(GEMM_WORKER, { eval: true, workerData: { module, memory, control: this.control.buffer } });
+    this.worker.unref();
+  }
+
+  post(args: number[]): void {
+    for (let i = 0; i < args.length; i++) this.control[i + 1] = args[i];
+    Atomics.store(this.control, 0, 1);
+    Atomics.notify(this.control, 0);
+  }
+
+  wait(): void {
+    const deadline = Date.now() + HELPER_TIMEOUT_MS;
+    while (Atomics.load(this.control, 0) === 1) {
+      if (Atomics.wait(this.control, 0, 1, 1000) === 'timed-out' && Date.now() > deadline) throw new Error('wasm kernels: the GEMM helper thread did not answer');
+    }
+    if (Atomics.load(this.control, 0) === 3) {
+      Atomics.store(this.control, 0, 0);
+      throw new Error('wasm kernels: the GEMM helper thread failed');
+    }
+  }
+}
+
+/**
+ * GEMMs below this many multiply-adds stay on one thread. Measured on this 2-core VM when it was quiet
+ * (bench/engine.ts crossover table, x·Wᵀ with K=128, N=384): two threads were slower at 32 and 64
+ * rows (1.6M, 3.1M multiply-adds: 0.70×, 0.96×) and faster from 128 rows (6.3M: 1.72×; 6144 rows: 1.99×).
+ */
+export const GEMM_THREAD_MIN_WORK = 1 << 22;
+
+export async function createWasmKernels(options: { variant?: 'auto' | WasmVariant; threads?: number } = {}): Promise<Kernels> {
   const { variant, bytes } = chooseVariant(options.variant ?? 'auto');
   const mem = new WasmKernelMemory();
   const module = await WebAssembly.compile(bytes);
+  const threads = Math.max(1, Math.min(2, Math.floor(options.threads ?? 1)));
+  const helper = threads > 1 ? new GemmHelper(module, mem.memory) : undefined;
   const instance = await WebAssembly.instantiate(module, {
     env: {
       memory: mem.memory,
@@ -148,9 +220,19 @@ export async function createWasmKernels(options: { variant?: 'auto' | WasmVarian
     const pb = mem.pointer(b, bFloats);
     const outOwned = mem.owns(out);
     const pc = outOwned ? out.byteOffset : mem.pointer(out, M * N);
-    const packB = mem.scratch(Math.min(KC, Math.max(K, 1)) * (Math.ceil(N / 8) * 8) * 4);
-    const packA = mem.scratch(Math.min(KC, Math.max(K, 1)) * 4 * 4);
-    ex.gemm(M, N, K, pa, sai, sak, pb, sbk, sbj, pc, accumulate ? 1 : 0, packB, packA);
+    const packBytesB = Math.min(KC, Math.max(K, 1)) * (Math.ceil(N / 8) * 8) * 4;
+    const packBytesA = Math.min(KC, Math.max(K, 1)) * 4 * 4 + 4 * 8 * 4; // packed A panel + the 4×8 ragged-edge tile
+    const packB = mem.scratch(packBytesB);
+    const packA = mem.scratch(packBytesA);
+    if (helper && M >= 16 && M * N * K >= GEMM_THREAD_MIN_WORK) {
+      // rows [0, M1) here, [M1, M) on the helper (split on a multiple of the 4-row tile)
+      const M1 = (M >> 3) << 2;
+      helper.post([M - M1, N, K, pa + M1 * sai * 4, sai, sak, pb, sbk, sbj, pc + M1 * N * 4, accumulate ? 1 : 0, mem.scratch(packBytesB), mem.scratch(packBytesA)]);
+      ex.gemm(M1, N, K, pa, sai, sak, pb, sbk, sbj, pc, accumulate ? 1 : 0, packB, packA);
+      helper.wait();
+    } else {
+      ex.gemm(M, N, K, pa, sai, sak, pb, sbk, sbj, pc, accumulate ? 1 : 0, packB, packA);
+    }
     if (!outOwned) out.set(mem.view(pc, M * N));
   }
 
@@ -193,7 +275,9 @@ export async function createWasmKernels(options: { variant?: 'auto' | WasmVarian
       const n = B * T * C;
       withPointers([[dout, n], [att, B * NH * T * T], [q, n], [k, n], [v, n]], [[dq, n], [dk, n], [dv, n]], ([pdq, pdk, pdv, pdo, pa, pq, pk, pv]) => ex.attentionBackward(pdq, pdk, pdv, pdo, pa, pq, pk, pv, B, T, C, NH, mem.scratch(T * 4)));
     },
-    name: variant === 'fma' ? 'wasm-simd-fma' : 'wasm-simd',
+    decodeAttention: (out, q, k, v, T, C, NH) =>
+      withPointers([[q, C], [k, T * C], [v, T * C]], [[out, C]], ([po, pq, pk, pv]) => ex.decodeAttention(po, pq, pk, pv, T, C, NH, mem.scratch(T * 4))),
+    name: (variant === 'fma' ? 'wasm-simd-fma' : 'wasm-simd') + (helper ? '-2t' : ''),
     alloc: (n: number) => mem.alloc(n),
     matmul: (out, a, b, M, K, N, acc) => gemm(out, a, M * K, K, 1, b, K * N, N, 1, M, K, N, acc),
     matmulBT: (out, a, b, M, K, N, acc) => {

@@ -91,3 +91,31 @@ export function attentionBackward(dq: usize, dk: usize, dv: usize, dout: usize, 
     }
   }
 }
+
+/**
+ * One query row attending over T contiguous cached positions (incremental decoding): q, out [C];
+ * k, v [T, C]; all heads. `scores` holds T floats. Same arithmetic as attentionForward's last row.
+ */
+export function decodeAttention(out: usize, q: usize, k: usize, v: usize, T: i32, C: i32, NH: i32, scores: usize): void {
+  const hs = C / NH;
+  const scale = <f32>(1.0 / Math.sqrt(<f64>hs));
+  for (let h = 0; h < NH; h++) {
+    const qo = q + (<usize>(h * hs) << 2);
+    let mx: f32 = -Infinity;
+    for (let s = 0; s < T; s++) {
+      const d = dot(qo, k + (<usize>(s * C + h * hs) << 2), hs) * scale;
+      store<f32>(scores + (<usize>s << 2), d);
+      if (d > mx) mx = d;
+    }
+    let sum: f32 = 0;
+    for (let s = 0; s < T; s++) {
+      const e = Mathf.exp(load<f32>(scores + (<usize>s << 2)) - mx);
+      store<f32>(scores + (<usize>s << 2), e);
+      sum += e;
+    }
+    const inv: f32 = 1 / sum;
+    const oo = out + (<usize>(h * hs) << 2);
+    memory.fill(oo, 0, <usize>hs << 2);
+    for (let s = 0; s < T; s++) axpy(oo, load<f32>(scores + (<usize>s << 2)) * inv, v + (<usize>(s * C + h * hs) << 2), hs);
+  }
+}

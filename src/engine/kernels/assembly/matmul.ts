@@ -51,6 +51,7 @@ function packA(a: usize, sai: i32, sak: i32, i0: i32, k0: i32, kc: i32, M: i32, 
   }
 }
 
+/** packABuf holds min(K, KC)·MR floats of packed A plus MR·NR floats for the ragged-edge tile. */
 export function gemm(M: i32, N: i32, K: i32, a: usize, sai: i32, sak: i32, b: usize, sbk: i32, sbj: i32, c: usize, accumulate: i32, packBuf: usize, packABuf: usize): void {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
@@ -107,8 +108,10 @@ function kernel4x8(pa: usize, pb: usize, kc: i32, c: usize, ldc: i32, h: i32, w:
     storeRow(c + stride * 3, c30, c31, acc);
     return;
   }
-  // ragged tile: spill to a scratch tile then copy the valid part
-  const tile = memory.data(MR * NR * 4, 16);
+  // ragged tile: spill to a scratch tile then copy the valid part. The tile sits right after the
+  // packed A panel in the caller's packA buffer (which has MR·NR floats of room for it), not in static
+  // memory: two threads run this module over one shared memory (kernels/wasm.ts GemmHelper).
+  const tile = pa + (<usize>kc << 4);
   v128.store(tile, c00); v128.store(tile + 16, c01);
   v128.store(tile + 32, c10); v128.store(tile + 48, c11);
   v128.store(tile + 64, c20); v128.store(tile + 80, c21);

@@ -9,7 +9,7 @@
  * page sharing ÷ with sharing. Every tokens/s figure is the median of REPEATS runs (this machine is
  * shared and noisy; the spread is in bench/out/engine.json).
  *
- * PyTorch (test/reference/nano_torch.py through Debian's python3; skipped with a reason when torch is
+ * PyTorch (testkit/reference/nano_torch.py through Debian's python3; skipped with a reason when torch is
  * absent): the same architecture and shapes, batch-64 sampling from one prompt (prefill once, KV
  * cache expanded to the batch: PyTorch's form of prefix sharing) and training (fwd+bwd+AdamW,
  * PPO), at 1 and 2 threads (OMP_NUM_THREADS and OPENBLAS_NUM_THREADS set), median of REPEATS each;
@@ -35,7 +35,7 @@ import { NanoSampler } from '../src/engine/nano/sampler.js';
 import { NanoTrainer } from '../src/engine/nano/trainer.js';
 import type { NanoConfig } from '../src/engine/nano/config.js';
 import type { Datum } from '../src/engine/types.js';
-import { pythonCandidates, runTorchFirst } from '../test/reference/parity.js';
+import { pythonCandidates, runTorchFirst } from '../testkit/reference/parity.js';
 import { printTable, writeBenchJson } from './util.js';
 
 const REPEATS = 3;

@@ -1,11 +1,11 @@
 /**
  * `npm run bench -- parity`: the embedded engine against PyTorch, number for number (the same
- * comparisons as test/nano/pytorch-parity.test.ts, from test/reference/parity.ts). Writes
+ * comparisons as test/nano/pytorch-parity.test.ts, from testkit/reference/parity.ts). Writes
  * bench/out/parity.json with headline `pytorch_parity`: 1 when every comparison passes, 0 when one
  * fails, null when PyTorch is not importable (then `reason` says why). Each comparison row gives the
  * largest |Arbor − PyTorch| and the worst entry as a fraction of its tolerance.
  */
-import { runParity, TOLERANCES } from '../test/reference/parity.js';
+import { runParity, TOLERANCES } from '../testkit/reference/parity.js';
 import { printTable, writeBenchJson } from './util.js';
 
 export async function main(): Promise<void> {

@@ -15,7 +15,7 @@ import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import YAML from 'yaml';
-import { killResumeTrials, trialConfig } from '../test/reliability/kill-resume.js';
+import { killResumeTrials, trialConfig } from '../testkit/reliability/kill-resume.js';
 import { runParserFuzz } from '../test/reliability/parser-fuzz.js';
 import { runServeFuzz } from '../test/reliability/serve-fuzz.js';
 import { printTable, writeBenchJson } from './util.js';

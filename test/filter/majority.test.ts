@@ -18,7 +18,7 @@ import { parseConfig } from '../../src/run/config.js';
 import { train } from '../../src/run/loop.js';
 import { RunDir } from '../../src/run/rundir.js';
 import { getTask } from '../../src/tasks/index.js';
-import { tinyRun } from '../reliability/tiny-run.js';
+import { tinyRun } from '../../testkit/reliability/tiny-run.js';
 
 const arith = getTask('arith', { digits: 1, ops: ['+'] });
 const verifyWith = (reward: typeof arith.reward) => async (response: string, answer: string) => (await reward.score({ response, item: { id: 'q', prompt: 'q', answer } })).reward > 0.5;

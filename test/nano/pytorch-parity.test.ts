@@ -1,17 +1,17 @@
 /**
- * The embedded engine against PyTorch autograd (test/reference/nano_torch.py), number for number:
+ * The embedded engine against PyTorch autograd (testkit/reference/nano_torch.py), number for number:
  * per-token log-probs, every policy loss (cross-entropy, IS with truncateAt/maskAbove, PPO with clips
  * and dual clip, GSPO, k3 KL, entropy bonus) and every parameter's gradient on random models (four
  * shapes, tied and untied heads, ragged batches), in float64 (Arbor's reference kernels vs torch
  * float64: formulas) and float32 (Arbor's WASM kernels vs torch float32: the production path); two
  * AdamW steps vs torch.optim.AdamW; sampler log-probs/entropies under temperature/top-p/top-k vs
- * PyTorch on the same tokens. Tolerances: TOLERANCES in test/reference/parity.ts.
+ * PyTorch on the same tokens. Tolerances: TOLERANCES in testkit/reference/parity.ts.
  *
  * Skipped, with the reason, where no python3 imports torch (`apt-get install python3-torch`).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { collectParity, evaluateParity, LOSS_CASES, MODEL_CASES, type Comparison } from '../reference/parity.js';
+import { collectParity, evaluateParity, LOSS_CASES, MODEL_CASES, type Comparison } from '../../testkit/reference/parity.js';
 
 const run = await collectParity();
 

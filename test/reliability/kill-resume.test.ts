@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { killResumeTrials } from './kill-resume.js';
+import { killResumeTrials } from '../../testkit/reliability/kill-resume.js';
 
 test('killed at 2 random moments and inside 3 checkpoint writes, every resumed run equals the uninterrupted one', { timeout: 600_000 }, async () => {
   const report = await killResumeTrials(mkdtempSync(join(tmpdir(), 'arbor-kill-')), {

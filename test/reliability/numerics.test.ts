@@ -17,7 +17,7 @@ import { NanoTrainer } from '../../src/engine/nano/trainer.js';
 import { parseConfig } from '../../src/run/config.js';
 import { train } from '../../src/run/loop.js';
 import { RunDir } from '../../src/run/rundir.js';
-import { tinyRun } from './tiny-run.js';
+import { tinyRun } from '../../testkit/reliability/tiny-run.js';
 
 test('a NaN gradient is never applied: weights, moments and the step count stay; the next finite step applies', async () => {
   const m = NanoModel.createSync({ vocabSize: 11, dModel: 8, nLayers: 1, nHeads: 2, dFF: 12, contextLength: 16, tieEmbeddings: false, ropeTheta: 10000, normEps: 1e-5 }, referenceKernels, 1);

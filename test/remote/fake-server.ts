@@ -1,6 +1,6 @@
 /**
  * A loopback server that answers like a real vLLM / SGLang / Tinker / SkyRL deployment: each route
- * replays recorded replies (test/remote/fixtures/*.json) exactly — status, body bytes, and content
+ * replays recorded replies (testkit/remote/fixtures/*.json) exactly — status, body bytes, and content
  * type (none for vLLM's plain-text LoRA replies) — and logs every request (method, path, headers,
  * parsed body) so tests assert both what was sent and what was parsed.
  */
@@ -39,7 +39,7 @@ export interface FakeServer {
 
 /** Recorded replies of one server family, by name. */
 export function fixtures(name: 'vllm' | 'sglang' | 'skyrl-tx' | 'tinker'): Record<string, Reply> {
-  return JSON.parse(readFileSync(new URL(`./fixtures/${name}.json`, import.meta.url), 'utf8')) as Record<string, Reply>;
+  return JSON.parse(readFileSync(new URL(`../../testkit/remote/fixtures/${name}.json`, import.meta.url), 'utf8')) as Record<string, Reply>;
 }
 
 /** Replies in order; the last one repeats. */

@@ -14,7 +14,7 @@ import { exportRun } from '../../src/replay/export.js';
 import { parseConfig } from '../../src/run/config.js';
 import { train } from '../../src/run/loop.js';
 import { getTask } from '../../src/tasks/index.js';
-import { tinyRun } from '../reliability/tiny-run.js';
+import { tinyRun } from '../../testkit/reliability/tiny-run.js';
 
 const text = (s: string) => Array.from(s, (c) => c.charCodeAt(0));
 const decode = (t: number[]) => String.fromCharCode(...t);

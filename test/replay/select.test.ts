@@ -17,7 +17,7 @@ import { selectByDifficulty, selectOptionsSchema, softmaxDraw } from '../../src/
 import { parseConfig } from '../../src/run/config.js';
 import { train } from '../../src/run/loop.js';
 import { RunDir } from '../../src/run/rundir.js';
-import { tinyRun } from '../reliability/tiny-run.js';
+import { tinyRun } from '../../testkit/reliability/tiny-run.js';
 
 const items = (n: number): TaskItem[] => Array.from({ length: n }, (_, i) => ({ id: `q${i}`, prompt: `q${i}`, answer: '' }));
 const post = (a: number, b: number): Posterior => ({ a, b, mean: a / (a + b), variance: (a * b) / ((a + b) ** 2 * (a + b + 1)) });

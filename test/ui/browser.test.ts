@@ -13,7 +13,7 @@ import { defaultTokenizer } from '../../src/engine/build.js';
 import { writeReport } from '../../src/run/report.js';
 import { RunDir } from '../../src/run/rundir.js';
 import { startUiServer, type UiServer } from '../../src/ui/server/server.js';
-import { appendMetrics, ARTIFACTS, tempRuns, tok, writeBigRun, writeLiveRun } from './helpers.js';
+import { appendMetrics, ARTIFACTS, tempRuns, tok, writeBigRun, writeLiveRun } from '../../testkit/ui/helpers.js';
 
 const CHROMIUM = [process.env.ARBOR_CHROMIUM, '/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'].find((p): p is string => !!p && existsSync(p));
 const skip = CHROMIUM ? false : 'no chromium found (apt-get install chromium, or set ARBOR_CHROMIUM): browser tests skipped';

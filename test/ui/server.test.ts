@@ -9,7 +9,7 @@ import { reportCommand } from '../../src/cli/report.js';
 import { uiTarget } from '../../src/cli/ui.js';
 import { startUiServer, type UiServer } from '../../src/ui/server/server.js';
 import type { MetricsChunk, RunInfo, TreeStep } from '../../src/ui/types.js';
-import { appendMetrics, tempRuns, tok, writeBigRun, writeLiveRun } from './helpers.js';
+import { appendMetrics, tempRuns, tok, writeBigRun, writeLiveRun } from '../../testkit/ui/helpers.js';
 
 let ui: UiServer;
 let runs: { root: string; cleanup: () => void };

@@ -9,7 +9,7 @@ import { layoutTree } from '../../src/ui/client/tree-layout.js';
 import { treeView } from '../../src/ui/server/tree-model.js';
 import { branchLabel } from '../../src/ui/client/tree-svg.js';
 import { runTokenizer } from '../../src/ui/server/tokenizer.js';
-import { syntheticTree, tempRuns, tok } from './helpers.js';
+import { syntheticTree, tempRuns, tok } from '../../testkit/ui/helpers.js';
 
 test('ticks: round positions, and labels never repeat for a narrow range (0.95, 0.95, 0.95)', () => {
   assert.deepEqual(niceTicks(0, 1, 5), [0, 0.25, 0.5, 0.75, 1]);

@@ -1,5 +1,5 @@
 /**
- * A child entry for fault tests: `node --import tsx test/reliability/kill-on-write.ts <arbor args...>`
+ * A child entry for fault tests: `node --import tsx testkit/reliability/kill-on-write.ts <arbor args...>`
  * runs the `arbor` command, and with ARBOR_KILL_ON=<path suffix> and ARBOR_KILL_AT=<n> it SIGKILLs
  * itself at the n-th atomic write of a matching file, after the temporary file is durable and before
  * the rename: the moment inside a checkpoint or cache write where a crash hurts most. With

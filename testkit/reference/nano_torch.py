@@ -16,8 +16,8 @@ with Arbor's decay rule (no decay on 1-D tensors) and Arbor's clipping rule (sca
 when norm > clip).
 
 Usage (JSON in on stdin, JSON out on stdout):
-  /usr/bin/python3 test/reference/nano_torch.py parity < job.json
-  /usr/bin/python3 test/reference/nano_torch.py bench  < job.json
+  /usr/bin/python3 testkit/reference/nano_torch.py parity < job.json
+  /usr/bin/python3 testkit/reference/nano_torch.py bench  < job.json
 
 parity job: {"threads": 1, "cases": [{"checkpoint": DIR, "dtype": "float32"|"float64",
    "data": [Datum...], "losses": [{"loss": LossSpec, "extras": {klCoef, entropyCoef}}...],

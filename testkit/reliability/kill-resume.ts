@@ -12,7 +12,7 @@ import { Rng } from '../../src/core/rng.js';
 import { RunDir } from '../../src/run/rundir.js';
 import { tinyRun } from './tiny-run.js';
 
-const ENTRY = ['--import', 'tsx', 'test/reliability/kill-on-write.ts'];
+const ENTRY = ['--import', 'tsx', 'testkit/reliability/kill-on-write.ts'];
 export const COMPARED = ['step', 'reward_mean', 'loss', 'tokens_decoded', 'grad_norm', 'eval_greedy_acc'];
 
 /** The trial config: tiny, checkpoints every 2 steps, evaluations every 3 (both are kill targets). */

@@ -1,5 +1,5 @@
 /**
- * Arbor's embedded engine against the PyTorch reference (test/reference/nano_torch.py), number for
+ * Arbor's embedded engine against the PyTorch reference (testkit/reference/nano_torch.py), number for
  * number. Builds random models (several shapes, tied and untied heads, non-unit norm gains), writes
  * each as an Arbor checkpoint (config.json + model.safetensors), runs ragged batches through
  * NanoTrainer for every policy loss, two AdamW steps (PyTorch is fed Arbor's gradients, so the

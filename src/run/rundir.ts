@@ -25,7 +25,7 @@ export class RunDir {
 
   /** Start a fresh run here: files of an earlier run in the same directory are removed first. */
   create(config: ArborConfig): void {
-    for (const name of ['metrics.jsonl', 'summary.json', 'report.html', 'trees', 'checkpoints']) rmSync(join(this.path, name), { recursive: true, force: true });
+    for (const name of RUN_DIR_ENTRIES) if (name !== 'config.resolved.yaml') rmSync(join(this.path, name), { recursive: true, force: true });
     mkdirSync(join(this.path, 'trees'), { recursive: true });
     mkdirSync(join(this.path, 'checkpoints'), { recursive: true });
     writeFileAtomic(join(this.path, 'config.resolved.yaml'), YAML.stringify(config));

@@ -44,18 +44,6 @@ export function resolveWeightsPath(path: unknown, roots: readonly string[]): { d
   }
 }
 
-/** Tensors of `arena` holding NaN or ±Inf, with counts (empty when all values are finite). */
-export function nonFiniteTensors(arena: ParamArena): Array<{ name: string; bad: number; total: number }> {
-  const out: Array<{ name: string; bad: number; total: number }> = [];
-  for (const s of arena.specs) {
-    const v = arena.get(s.name);
-    let bad = 0;
-    for (let i = 0; i < v.length; i++) if (!Number.isFinite(v[i])) bad++;
-    if (bad) out.push({ name: s.name, bad, total: v.length });
-  }
-  return out;
-}
-
 /** Validate decoded tensors against the arena's names and shapes and for finite values (400 naming the tensor). */
 export function validateTensors(arena: ParamArena, tensors: Record<string, Tensor>, shown: string): void {
   const expected = new Set(arena.specs.map((s) => s.name));

@@ -5,7 +5,16 @@
  * the group's majority answer, gold answers unused; held-out accuracy still against gold), and the
  * export → `arbor sft` round trip. Held-out greedy accuracy every 2 steps (300 problems), tokens to
  * each seed's start + gain interpolated (bench/control.ts). Writes bench/out/replay.json and an SVG of
- * accuracy against tokens. Rollout replay itself is not built: `replay_tokens_to_target_gain` is null.
+ * accuracy against tokens.
+ *
+ * Rollout replay (src/replay/replay.ts) from the same warm start, against the same on-policy
+ * `sequential` baseline: `replay-recent` (the previous step's 16 trees replayed, maxAge 2),
+ * `replay-dots` (DOTS: 8 fresh groups per step + 8 drawn from the FIFO buffer, σ = 0.5),
+ * `replay-remix` (ReMix: 10 fresh groups + round(10·0.4/0.6) = 7 stored ones from the last 2
+ * policies, 2 updates per batch, on-policy from step 20). `replay_tokens_to_target_gain` = the
+ * baseline's tokens to target ÷ the best replay variant's (named in `best_replay`); the mean ESS
+ * covers steps that replayed something. `--variants a,b` runs a subset: figures of variants not run
+ * (and the export round trip unless every variant runs) are kept from the previous bench/out/replay.json.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -22,7 +31,17 @@ const VARIANTS: Variant[] = [
   { name: 'dots', family: 'replay', patch: (c) => ({ ...sequential(c), select: { kind: 'dots' } }) },
   { name: 'vade', family: 'replay', patch: (c) => ({ ...sequential(c), select: { kind: 'vade' } }) },
   { name: 'ttrl', family: 'replay', patch: (c) => ({ ...sequential(c), reward: { parts: [{ kind: 'majority_vote' }] } }) },
+  { name: 'replay-recent', family: 'replay', patch: (c) => ({ ...sequential(c), replay: { kind: 'recent', steps: 1, maxAge: 2 } }) },
+  { name: 'replay-dots', family: 'replay', patch: (c) => ({ ...sequential(c), run: { ...(c.run as Raw), promptsPerStep: 8 }, replay: { kind: 'dots', freshFraction: 0.5 } }) },
+  { name: 'replay-remix', family: 'replay', patch: (c) => ({ ...sequential(c), run: { ...(c.run as Raw), promptsPerStep: 10 }, replay: { kind: 'remix', probability: 0.4, utd: 2, maxAge: 2, onPolicyAfter: 20 } }) },
 ];
+const REPLAY = ['replay-recent', 'replay-dots', 'replay-remix'];
+
+/** The previous bench/out/replay.json (its figures stand in for variants this invocation does not run). */
+function previous(): Record<string, any> | undefined {
+  const file = join(benchOutDir, 'replay.json');
+  return existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')) : undefined;
+}
 
 function arg(args: string[], name: string, fallback: string): string {
   const i = args.indexOf(`--${name}`);
@@ -46,18 +65,21 @@ export async function main(args: string[]): Promise<void> {
   const seeds = Number(arg(args, 'seeds', '3'));
   const steps = Number(arg(args, 'steps', '40'));
   const gain = Number(arg(args, 'gain', '0.25'));
+  const only = arg(args, 'variants', '').split(',').filter(Boolean);
+  const variants = VARIANTS.filter((v) => !only.length || only.includes(v.name));
+  const prev = only.length ? previous() : undefined;
   const loaded = loadConfig('examples/control-mixed.yaml');
   const base = JSON.parse(JSON.stringify({ ...loaded, sft: { ...loaded.sft, checkpoint: loaded.sft.checkpoint ?? sftCacheDir(loaded) } })) as Raw;
   const byVariant = new Map<string, RunOut[]>();
   for (let s = 0; s < seeds; s++) {
-    for (const v of VARIANTS) {
+    for (const v of variants) {
       const r = runOnce(base, v, s, steps, 'replay');
       byVariant.set(v.name, [...(byVariant.get(v.name) ?? []), r]);
       console.log(r.error ? `${v.name} seed ${s}: FAILED ${r.error.split('\n').slice(-3).join(' ')}` : `${v.name} seed ${s}: ${(100 * r.start).toFixed(1)}% → ${(100 * r.end).toFixed(1)}%, ${r.tokens} tokens`);
     }
   }
-  const summary: Record<string, Record<string, number | null>> = {};
-  for (const v of VARIANTS) {
+  const summary: Record<string, Record<string, number | null>> = { ...(prev?.variants ?? {}) };
+  for (const v of variants) {
     const ok = (byVariant.get(v.name) ?? []).filter((r) => !r.error);
     const reach = ok.map((r) => tokensToTarget(r.byTokens, r.start + gain));
     const ms = ok.flatMap((r) => r.metrics);
@@ -69,6 +91,11 @@ export async function main(args: string[]): Promise<void> {
       tokens: fin(mean(ok.map((r) => r.tokens))),
       tokens_to_target: fin(mean(ok.map((r, i) => reach[i] ?? r.tokens))),
       reached: reach.filter((x) => x !== undefined).length,
+      // loop seconds (evaluations excluded) to the same target; a seed that never reaches it counts with all its seconds
+      seconds_to_target: fin(mean(ok.map((r) => tokensToTarget(r.bySeconds, r.start + gain) ?? r.bySeconds[r.bySeconds.length - 1]?.[0] ?? NaN))),
+      replay_ess: fin(metricMean(ms.filter((m) => ((m.replay_tokens as number) ?? 0) > 0), 'replay_ess')),
+      replay_trees: fin(metricMean(ms, 'replay_trees')),
+      replay_age_mean: fin(metricMean(ms.filter((m) => ((m.replay_tokens as number) ?? 0) > 0), 'replay_age_mean')),
       informative_groups: fin(metricMean(ms, 'informative_groups')),
       prompts_passed_over: fin(metricMean(ms, 'prompts_passed_over')),
       reward_mean: fin(metricMean(ms, 'reward_mean')),
@@ -78,22 +105,29 @@ export async function main(args: string[]): Promise<void> {
   const ratio = (a: number | null | undefined, b: number | null | undefined) => (a != null && b != null && b !== 0 ? a / b : null);
   const selection = Object.fromEntries(['dots', 'vade'].map((n) => [n, ratio(summary.sequential.tokens_to_target, summary[n].tokens_to_target)]));
   const best = Object.entries(selection).reduce<[string, number | null]>((b, [n, x]) => (x !== null && (b[1] === null || x > b[1]) ? [n, x] : b), ['', null]);
-  const roundtrip = exportRoundtrip(join(benchOutDir, 'replay', 'sequential-seed0'));
+  const replayGain = Object.fromEntries(REPLAY.filter((n) => summary[n]).map((n) => [n, ratio(summary.sequential.tokens_to_target, summary[n].tokens_to_target)]));
+  const replayWallGain = Object.fromEntries(REPLAY.filter((n) => summary[n]).map((n) => [n, ratio(summary.sequential.seconds_to_target, summary[n].seconds_to_target)]));
+  const bestReplay = Object.entries(replayGain).reduce<[string, number | null]>((b, [n, x]) => (x !== null && (b[1] === null || x > b[1]) ? [n, x] : b), ['', null]);
+  const roundtrip = prev ? prev.export : exportRoundtrip(join(benchOutDir, 'replay', 'sequential-seed0'));
   const ttrl = summary.ttrl;
   const headline = {
-    replay_tokens_to_target_gain: null,
+    replay_tokens_to_target_gain: bestReplay[1],
     selection_tokens_to_target_gain: best[1],
     ttrl_acc_gain: ttrl.acc_end !== null && ttrl.acc_start !== null ? 100 * (ttrl.acc_end - ttrl.acc_start) : null,
     export_roundtrip: roundtrip.ok ? 1 : 0,
   };
-  console.log(JSON.stringify({ best_selection: best[0], headline, export: roundtrip }, null, 2));
-  const series = VARIANTS.map((v, i) => ({ name: v.name, color: COLORS[i % COLORS.length], points: meanCurve(byVariant.get(v.name) ?? [], 'byTokens') }));
+  console.log(JSON.stringify({ best_selection: best[0], best_replay: bestReplay[0], replay_tokens_to_target_gain_by_variant: replayGain, replay_seconds_to_target_gain_by_variant: replayWallGain, headline, export: roundtrip }, null, 2));
+  const curves = { ...(prev?.curves ?? {}), ...Object.fromEntries([...byVariant.entries()].map(([n, rs]) => [n, rs.map((r) => ({ seed: r.seed, byTokens: r.byTokens, bySeconds: r.bySeconds }))])) } as Record<string, RunOut[]>;
+  const series = VARIANTS.filter((v) => curves[v.name]).map((v, i) => ({ name: v.name, color: COLORS[i % COLORS.length], points: meanCurve(curves[v.name], 'byTokens') }));
   writeFileSync(join(benchOutDir, 'replay-tokens.svg'), lineChart('replay: held-out greedy accuracy vs tokens decoded (mean of seeds)', 'tokens decoded', series, 760, 380));
   writeBenchJson('replay', headline, {
     config: 'examples/control-mixed.yaml (allocate: uniform)', seeds, steps, gain, target: 'each seed: its start accuracy + gain',
     best_selection: best[0], selection_tokens_to_target_gain_by_strategy: selection,
+    best_replay: bestReplay[0], replay_tokens_to_target_gain_by_variant: replayGain, replay_seconds_to_target_gain_by_variant: replayWallGain,
+    replay_variants: 'replay-recent: previous step\'s trees replayed (16 fresh + 16 stored); replay-dots: 8 fresh + 8 from the DOTS buffer; replay-remix: 10 fresh + 7 stored, 2 updates per batch, on-policy from step 20; all TIS cap 2',
+    variants_rerun: variants.map((v) => v.name),
     ttrl_vs_gold_final_acc_points: ttrl.acc_end !== null && summary.sequential.acc_end !== null ? 100 * (ttrl.acc_end - summary.sequential.acc_end) : null,
     export: roundtrip, variants: summary,
-    curves: Object.fromEntries([...byVariant.entries()].map(([n, rs]) => [n, rs.map((r) => ({ seed: r.seed, byTokens: r.byTokens, bySeconds: r.bySeconds }))])),
+    curves,
   });
 }

@@ -8,6 +8,8 @@ import { Rng } from '../core/rng.js';
 import { buildSamplingEngine } from '../engine/build.js';
 import { loadConfig } from '../run/config.js';
 import { evaluate } from '../run/evaluate.js';
+import { evaluateAgent } from '../run/evaluate-agent.js';
+import { agentRuntime, openAgentEnv } from '../run/agent-runtime.js';
 import { promptEncoder } from '../run/prompts.js';
 import { getTask } from '../tasks/index.js';
 import { parseCommand, printHelp, type CommandSpec } from './args.js';
@@ -65,11 +67,17 @@ export async function evalCommand(argv: string[]): Promise<number> {
   const decode = (t: number[]) => tokenizer.decode(t);
   const stopTokens = [tokenizer.eos];
   const maxTokens = maxTokensFlag ?? config?.sampling.maxResponseTokens ?? Math.min(128, (contextLength ?? 160) - 32);
+  // an agent config evaluates whole episodes in its environment
+  const agentEnv = config ? await openAgentEnv(config) : undefined;
   try {
-    const result = await evaluate(items, k, { sampler, encodePrompt, decode, stopTokens, maxResponseTokens: maxTokens, reward: task.reward, rng: new Rng(seed).fork('eval') });
-    console.log(JSON.stringify({ task: taskName, model: source, count: result.count, greedy_accuracy: result.greedyAccuracy, [`pass_at_${k}`]: result.passAtK, samples: result.samples }, null, 2));
+    const result =
+      agentEnv && config!.generate.kind === 'agent'
+        ? await evaluateAgent(items, k, { sampler, agent: agentRuntime(agentEnv, tokenizer, config!), options: config!.generate, decode, stopTokens, maxResponseTokens: maxTokens, reward: task.reward, rng: new Rng(seed).fork('eval') })
+        : await evaluate(items, k, { sampler, encodePrompt, decode, stopTokens, maxResponseTokens: maxTokens, reward: task.reward, rng: new Rng(seed).fork('eval') });
+    console.log(JSON.stringify({ task: taskName, model: source, count: result.count, greedy_accuracy: result.greedyAccuracy, [`pass_at_${k}`]: result.passAtK, ...(result.extra ?? {}), samples: result.samples }, null, 2));
   } finally {
     await sampler.close?.();
+    await agentEnv?.factory.close();
   }
   return 0;
 }

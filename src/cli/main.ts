@@ -18,6 +18,7 @@ commands:
   serve --checkpoint <dir> [--port P] [--host H]        serve a checkpoint over HTTP (OpenAI/SGLang/Tinker APIs)
   config --print-defaults | --check <config.yaml>       show every option with its default / validate a file
   export <run-dir> --to sft.jsonl [--min-reward R]    verified trajectories as SFT rows (arbor sft --data reads them)
+  select <run-dir> --method limr|s2l --top K | --threshold X --to subset.jsonl   items chosen by reward dynamics (LIMR, S2L)
   report <run-dir>                                      regenerate report.html
   ui [runs-dir] [--port N]                              live dashboard on 127.0.0.1 (default: runs, port 8700)
   bench <name>                                          run bench/<name>.ts (same as npm run bench -- <name>)
@@ -44,6 +45,8 @@ export async function main(argv: string[]): Promise<number> {
         return await (await import('./report.js')).reportCommand(rest);
       case 'export':
         return await (await import('./export.js')).exportCommand(rest);
+      case 'select':
+        return await (await import('./select.js')).selectCommand(rest);
       case 'ui':
         return await (await import('./ui.js')).uiCommand(rest);
       case 'bench': {

@@ -57,6 +57,22 @@ export interface TreeNode {
   hidden?: number[];
   /** Human-readable reason when finishReason is `error`. */
   error?: string;
+  /** Multi-turn episodes (agent generator): what the episode ending at this leaf did. */
+  episode?: EpisodeInfo;
+}
+
+/** A finished agent episode, recorded on its leaf (generate/agent.ts) and read by the Filter stage. */
+export interface EpisodeInfo {
+  /** The final answer the format extracted from the last policy turn ('' when the episode ended without one). */
+  finalAnswer: string;
+  /** Sum of the rewards the environment gave along the path (absent when it gave none). */
+  envReward?: number;
+  /** Policy turns on the path. */
+  turns: number;
+  toolCalls: number;
+  toolErrors: number;
+  /** Why the episode ended: the policy answered, the environment ended it, or a limit was hit. */
+  end: 'answer' | 'env_done' | 'max_turns' | 'max_tokens' | 'timeout';
 }
 
 export interface RolloutTree {

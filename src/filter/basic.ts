@@ -71,3 +71,14 @@ export function lengthPenaltyReward(options: { maxLength: number; cacheLength: n
     },
   };
 }
+
+/** Agent episodes: the environment's summed reward along the path (`missing` when it gave none, or for non-agent responses). */
+export function envReward(missing = 0, name = 'env'): RewardFunction {
+  return {
+    name,
+    async score(input) {
+      const r = input.episode?.envReward;
+      return single(name, r ?? missing, r === undefined ? { note: 'no environment reward' } : {});
+    },
+  };
+}

@@ -19,6 +19,7 @@ const limits = z
 
 export const rewardPartSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('task'), weight }).strict().describe("the task's own verifier"),
+  z.object({ kind: z.literal('env'), weight, missing: z.number().min(-1e6).max(1e6).default(0).describe('reward when the environment gave none') }).strict().describe("agent runs: the reward the environment gave along the episode (OpenEnv, the kv store's goal check)"),
   z.object({ kind: z.literal('majority_vote'), weight }).strict().describe("test-time RL (TTRL): the group's majority answer, by the task verifier's equivalence, is the pseudo-label; gold answers are not used"),
   z.object({ kind: z.literal('exact'), weight, caseSensitive: z.boolean().default(true), extract }).strict(),
   z.object({ kind: z.literal('numeric'), weight, absTol: z.number().min(0).max(1e6).default(1e-6), relTol: z.number().min(0).max(1).default(1e-6), extract }).strict(),

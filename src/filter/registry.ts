@@ -1,12 +1,12 @@
 /**
  * Rewards from configuration: `reward.parts` is a list of `{kind, weight, ...options}` combined by a
  * weighted sum (each part logged as a component), optionally wrapped in a noisy-verifier correction.
- * Kinds: task (the task's own verifier), exact, numeric, math, format, length_penalty, judge, code,
+ * Kinds: task (the task's own verifier), env (an agent environment's reward), exact, numeric, math, format, length_penalty, judge, code,
  * program. Every option is validated (unknown keys are errors naming `reward.parts.N.key`).
  */
 import type { z } from 'zod';
 import { ConfigError } from '../core/errors.js';
-import { exactReward, formatReward, lengthPenaltyReward, numericReward } from './basic.js';
+import { envReward, exactReward, formatReward, lengthPenaltyReward, numericReward } from './basic.js';
 import { codeReward } from './code.js';
 import type { noisyCorrectionSchema, RewardPartSpec } from './config.js';
 import { judgeReward } from './judge.js';
@@ -23,6 +23,8 @@ function part(spec: RewardPartSpec, taskReward: RewardFunction | undefined, inde
     case 'task':
       if (!taskReward) throw new ConfigError(`reward.parts.${index}: kind "task" needs a task`, `reward.parts.${index}.kind`);
       return taskReward;
+    case 'env':
+      return envReward(spec.missing);
     case 'majority_vote':
       if (!taskReward) throw new ConfigError(`reward.parts.${index}: kind "majority_vote" needs a task (its verifier decides which answers agree)`, `reward.parts.${index}.kind`);
       return majorityVoteReward(taskReward, taskExtract ?? ((r) => extractAnswer(r)));

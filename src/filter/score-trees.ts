@@ -25,7 +25,11 @@ export async function scoreTrees(trees: RolloutTree[], items: Map<string, TaskIt
     // a response hint (hint rescue) was the start of this response: the verifier sees all of it
     const hint = treeHint(tree);
     const prefix = hint?.kind === 'response' ? hint.text : '';
-    return { item: items.get(tree.itemId)!, response: prefix + options.decode(tokens), responseTokens: tokens.length };
+    const text = prefix + options.decode(tokens);
+    const e = leaf.episode;
+    if (!e) return { item: items.get(tree.itemId)!, response: text, responseTokens: tokens.length };
+    // an agent episode: the verifier reads the final answer; the transcript and the environment's reward ride along
+    return { item: items.get(tree.itemId)!, response: e.finalAnswer, responseTokens: tokens.length, episode: { transcript: text, envReward: e.envReward, turns: e.turns, toolCalls: e.toolCalls, toolErrors: e.toolErrors } };
   };
   const jobs: Array<{ tree: RolloutTree; leaf: TreeNode; input: ScoreInput }> = [];
   let groupFailures = 0;

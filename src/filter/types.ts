@@ -11,6 +11,19 @@ export interface ScoreInput {
   item: TaskItem;
   /** Response length in tokens (for length penalties). */
   responseTokens?: number;
+  /**
+   * Multi-turn episodes (agent generator): `response` is then the final answer of the last policy
+   * turn (what a task's verifier reads); these are the rest of the episode.
+   */
+  episode?: {
+    /** The whole decoded response: every turn and observation. */
+    transcript: string;
+    /** Sum of the environment's rewards along the path (absent: it gave none). */
+    envReward?: number;
+    turns: number;
+    toolCalls: number;
+    toolErrors: number;
+  };
 }
 
 export interface RewardFunction {

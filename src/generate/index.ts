@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { configErrorFromIssue } from '../core/errors.js';
+import { agentGenerator, agentOptionsSchema } from './agent.js';
 import { iidGenerator } from './iid.js';
 import { latrGenerator } from './latr.js';
 import { treepoGenerator } from './treepo.js';
@@ -15,6 +16,7 @@ export { iidGenerator } from './iid.js';
 export { treepoGenerator, allocate, type TreepoPending } from './treepo.js';
 export { latrGenerator, branchPoint, editDistance } from './latr.js';
 export { siblingStats } from './siblings.js';
+export { agentGenerator, agentOptionsSchema, type AgentOptions, type AgentTreeStats } from './agent.js';
 
 const groupSize = z.number().int().min(1).max(4096).default(8).describe('G: trajectories (leaves) per prompt');
 
@@ -56,7 +58,7 @@ export const latrOptionsSchema = z
   })
   .strict();
 
-export const generateOptionsSchema = z.discriminatedUnion('kind', [iidOptionsSchema, treepoOptionsSchema, latrOptionsSchema]);
+export const generateOptionsSchema = z.discriminatedUnion('kind', [iidOptionsSchema, treepoOptionsSchema, latrOptionsSchema, agentOptionsSchema]);
 export type GenerateOptions = z.infer<typeof generateOptionsSchema>;
 
 export function generatorFromConfig(spec: unknown): Generator {
@@ -65,5 +67,5 @@ export function generatorFromConfig(spec: unknown): Generator {
     throw configErrorFromIssue('generate', parsed.error.issues[0]);
   }
   const o = parsed.data;
-  return o.kind === 'iid' ? iidGenerator(o) : o.kind === 'latr' ? latrGenerator(o) : treepoGenerator(o);
+  return o.kind === 'iid' ? iidGenerator(o) : o.kind === 'latr' ? latrGenerator(o) : o.kind === 'agent' ? agentGenerator(o) : treepoGenerator(o);
 }

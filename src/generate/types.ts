@@ -6,6 +6,7 @@ import type { Rng } from '../core/rng.js';
 import type { RolloutTree } from '../core/tree.js';
 import type { TaskItem } from '../core/types.js';
 import type { Sampler } from '../engine/types.js';
+import type { EnvironmentFactory, TextPiece, ToolCallFormat, ToolSpec } from '../env/types.js';
 
 export interface GenerateInput {
   item: TaskItem;
@@ -45,6 +46,24 @@ export interface GenerateContext {
   stopAfterTrees?: number;
   /** Control's view into growing trees (value-guided branching, online pruning); absent = none. */
   quality?: QualityHook;
+  /** Multi-turn episodes: the environment and chat format (the `agent` generator needs it). */
+  agent?: AgentRuntime;
+}
+
+/** What the `agent` generator needs besides the sampler: environments, the tool format, token I/O. */
+export interface AgentRuntime {
+  factory: EnvironmentFactory;
+  format: ToolCallFormat;
+  /** Tools the environments offer (listed once when the run starts). */
+  tools: ToolSpec[];
+  /** Prompt token ids for an item whose episode starts with `initialObservation` ('' = none). */
+  encodePrompt(item: TaskItem, initialObservation: string): number[];
+  /** Observation pieces → token ids (separators with special-token parsing on, tool text off). */
+  encodePieces(pieces: TextPiece[]): number[];
+  /** A policy turn's text with special tokens kept (what the format parses). */
+  decodeTurn(tokens: number[]): string;
+  /** The model's context in tokens (embedded engine); undefined = unbounded. */
+  contextLength?: number;
 }
 
 /** What a learned success predictor offers a generator (control/quality-head.ts via the producer). */

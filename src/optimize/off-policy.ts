@@ -61,6 +61,17 @@ function behaviourOf(d: Datum, i: number): number[] {
  * Mean over policy tokens (weights ≠ 0) of |samplingLogprobs − current|: how far the behaviour
  * log-probs are from the trainer's. 0 when there are no policy tokens.
  */
+/** max_t |behav − current| over the weighted tokens: 0 up to float rounding when the sampler and the trainer hold the same weights (the token-exactness check). */
+export function logprobMaxGap(datums: Datum[], current: Logprobs): number {
+  checkShapes(datums, current, 'logprobMaxGap');
+  let max = 0;
+  datums.forEach((d, i) => {
+    const behaviour = behaviourOf(d, i);
+    for (let t = 0; t < d.weights.length; t++) if (d.weights[t] !== 0) max = Math.max(max, Math.abs(behaviour[t] - current[i][t]));
+  });
+  return max;
+}
+
 export function logprobGap(datums: Datum[], current: Logprobs): number {
   checkShapes(datums, current, 'logprobGap');
   let sum = 0;

@@ -10,11 +10,14 @@ import { noisyCorrectionSchema, rewardPartSchema } from '../filter/config.js';
 import YAML from 'yaml';
 import { ConfigError } from '../core/errors.js';
 import { generateOptionsSchema } from '../generate/index.js';
+import { envOptionsSchema } from '../env/index.js';
 import { advantageOptionsSchema, aggregationSchema, lossOptionsSchema } from '../optimize/index.js';
 import { engineSchema, modelSchema, sftSchema } from '../engine/config.js';
 import { selectOptionsSchema } from '../replay/select.js';
+import { mixSchema } from '../tasks/mix.js';
 import { allocateOptionsSchema, controlOptionsSchema, hintOptionsSchema, promptStatsSchema, pruneOptionsSchema, qualityHeadSchema, skipOptionsSchema } from '../control/index.js';
 import { storeOptionsSchema } from '../replay/store.js';
+import { replayOptionsSchema } from '../replay/replay.js';
 
 const runSchema = z
   .object({
@@ -37,13 +40,28 @@ const runSchema = z
   .default({});
 
 const taskSchema = z
-  .object({
+  .preprocess(resolveTaskMix, z.object({
     name: z.string().default('arith').describe('built-in task: arith, countdown'),
     options: z.record(z.unknown()).default({}).describe('task options (see README: tasks)'),
+    mix: mixSchema.optional().describe('a task mixture instead of name/options: [{ name, options, weight, label }, ...] (items of every component, ids prefixed by the component; src/tasks/mix.ts)'),
     overlong: z.enum(['error', 'skip']).default('error').describe('a prompt that leaves no room for a response in the model\'s context (embedded engine): fail at load naming its file and line, or leave it out (counted in the run log)'),
   })
   .strict()
+  .transform((t) => (t.mix ? { ...t, options: { components: t.mix } } : t)))
   .default({});
+
+/** `task.mix` is the alternative to `task.name`/`options` (exactly one of the two): it resolves to the task "mix" with the components as options. */
+function resolveTaskMix(raw: unknown, ctx: z.RefinementCtx): unknown {
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) return raw;
+  const t = raw as Record<string, unknown>;
+  const components = t.mix ?? (t.name === 'mix' ? (t.options as Record<string, unknown> | undefined)?.components : undefined);
+  if (components === undefined) return raw;
+  if (t.mix !== undefined && ((t.name !== undefined && t.name !== 'mix') || (t.options !== undefined && t.name !== 'mix'))) {
+    ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['mix'], message: 'give either task.mix or task.name/task.options, not both' });
+    return z.NEVER;
+  }
+  return { ...t, name: 'mix', options: { components }, mix: components };
+}
 
 const samplingSchema = z
   .object({
@@ -99,16 +117,18 @@ export const configSchema = z
     sft: sftSchema.describe('supervised warm-start'),
     engine: engineSchema.describe('engine backend'),
     sampling: samplingSchema.describe('rollout sampling'),
-    generate: generateOptionsSchema.default({ kind: 'treepo' }).describe('rollout topology (iid, treepo or latr)'),
+    generate: generateOptionsSchema.default({ kind: 'treepo' }).describe('rollout topology (iid, treepo, latr or agent)'),
+    env: envOptionsSchema.optional().describe('agent runs (generate.kind agent): the tool environment — calculator | kv | code | tools (a module of TypeScript tools) | mcp | openenv'),
     control: controlOptionsSchema.default({ kind: 'none' }).describe('how each step spends its rollout budget: none | dynamic_sampling | april'),
     allocate: allocateOptionsSchema.default({ kind: 'uniform' }).describe('per-prompt rollout allocation within the step budget: uniform | knapsack | xrpo | dars'),
     skip: skipOptionsSchema.default({ kind: 'none' }).describe('prompt skipping before rollout: none | greso'),
-    select: selectOptionsSchema.default({ kind: 'sequential' }).describe('which prompts a step draws: sequential | dots | vade (difficulty targeting from each prompt\'s success posterior)'),
+    select: selectOptionsSchema.default({ kind: 'sequential' }).describe('which prompts a step draws: sequential | dots | vade (difficulty targeting from each prompt\'s success posterior) | ucb (DUMP: UCB over the components of task.mix)'),
     hint: hintOptionsSchema.default({ kind: 'none' }).describe('hint rescue of all-fail prompts: none | gold_prefix | example'),
     prune: pruneOptionsSchema.default({ kind: 'none' }).describe('online pruning of partial rollouts: none | arrol (TreePO)'),
     qualityHead: qualityHeadSchema.default({}).describe('the learned success predictor behind value-guided TreePO and pruning'),
     promptStats: promptStatsSchema.default({}).describe('per-prompt success statistics kept across steps (allocation, skipping, hints, the quality head)'),
     store: storeOptionsSchema.default({}).describe('the rollout store between producers and the learner'),
+    replay: replayOptionsSchema.default({ kind: 'none' }).describe('rollout replay: reuse stored trees in later updates, importance-corrected: none | recent | dots | remix (+ substituteZeroVariance)'),
     reward: rewardSchema.describe('the Filter stage'),
     optimize: optimizeSchema.describe('advantages and losses'),
     trainer: trainerSchema.describe('optimiser'),
@@ -176,6 +196,11 @@ export function defaultsYaml(): string {
   const defaults = parseConfig({}) as Record<string, unknown>;
   const lines: string[] = ['# Arbor run configuration: every option with its default.'];
   for (const [section, schema] of Object.entries(configSchema.shape as Record<string, z.ZodTypeAny>)) {
+    if (defaults[section] === undefined) {
+      // an optional section with no default (env): shown, commented out
+      lines.push('', `# ${schema.description ?? section}`, `# ${section}: (not set)`);
+      continue;
+    }
     lines.push('', `# ${schema.description ?? section}`, `${section}:`);
     printFields(schema, defaults[section], '  ', lines);
   }

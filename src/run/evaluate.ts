@@ -18,8 +18,18 @@ export interface EvalResult {
   sampleAccuracy: number | null;
   k: number;
   count: number;
+  /** A task mixture's held-out figures per component (`meta.component`); absent for a plain task. */
+  components?: Record<string, ComponentEval>;
   /** A few (prompt, response, reward) examples for the report. */
   samples: Array<{ prompt: string; response: string; reward: number }>;
+  /** More held-out metrics logged with the evaluation (agent runs: eval_tool_call_rate, ...). */
+  extra?: Record<string, number>;
+}
+
+export interface ComponentEval {
+  greedyAccuracy: number;
+  sampleAccuracy: number | null;
+  count: number;
 }
 
 export interface EvalContext {
@@ -43,6 +53,7 @@ export async function evaluate(items: TaskItem[], k: number, ctx: EvalContext): 
   const greedy = await scoreBatch(ctx.reward, greedyInputs, { concurrency: 8 });
   let passAtK: number | null = null;
   let sampleAccuracy: number | null = null;
+  let sampleCorrect: boolean[] = [];
   if (k > 0) {
     const inputs = items.flatMap((item, i) => results[items.length + i].completions.map((c) => ({ item, response: ctx.decode(c.tokens) })));
     const scores = await scoreBatch(ctx.reward, inputs, { concurrency: 8 });
@@ -50,6 +61,7 @@ export async function evaluate(items: TaskItem[], k: number, ctx: EvalContext): 
     for (let i = 0; i < items.length; i++) if (scores.slice(i * k, (i + 1) * k).some((s) => isCorrect(s.reward))) passed++;
     passAtK = passed / items.length;
     sampleAccuracy = scores.filter((s) => isCorrect(s.reward)).length / scores.length;
+    sampleCorrect = scores.map((s) => isCorrect(s.reward));
   }
   const correct = greedy.filter((s) => isCorrect(s.reward)).length;
   return {
@@ -58,6 +70,33 @@ export async function evaluate(items: TaskItem[], k: number, ctx: EvalContext): 
     sampleAccuracy,
     k,
     count: items.length,
+    ...byComponent(items, greedy.map((s) => isCorrect(s.reward)), sampleCorrect, k),
     samples: greedyInputs.slice(0, 5).map((g, i) => ({ prompt: g.item.prompt, response: g.response, reward: greedy[i].reward })),
   };
+}
+
+/** Greedy and sampled accuracy per `meta.component` of a task mixture's items (nothing for a plain task). */
+function byComponent(items: TaskItem[], greedy: boolean[], sampled: boolean[], k: number): { components?: Record<string, ComponentEval> } {
+  const groups = new Map<string, number[]>();
+  items.forEach((item, i) => {
+    const c = item.meta?.component;
+    if (typeof c === 'string') groups.set(c, [...(groups.get(c) ?? []), i]);
+  });
+  if (!groups.size) return {};
+  const components: Record<string, ComponentEval> = {};
+  for (const [label, idx] of groups) {
+    const hits = sampled.length ? idx.reduce((a, i) => a + sampled.slice(i * k, (i + 1) * k).filter(Boolean).length, 0) : 0;
+    components[label] = { greedyAccuracy: idx.filter((i) => greedy[i]).length / idx.length, sampleAccuracy: sampled.length ? hits / (idx.length * k) : null, count: idx.length };
+  }
+  return { components };
+}
+
+/** Metrics-line keys of the per-component figures: `eval_greedy_acc/<component>` (and `eval_sample_acc/<component>`). */
+export function componentEvalMetrics(result: EvalResult): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [label, c] of Object.entries(result.components ?? {})) {
+    out[`eval_greedy_acc/${label}`] = c.greedyAccuracy;
+    if (c.sampleAccuracy !== null) out[`eval_sample_acc/${label}`] = c.sampleAccuracy;
+  }
+  return out;
 }

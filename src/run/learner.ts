@@ -12,9 +12,10 @@ import { NonFiniteLossError, NumericsError } from '../core/errors.js';
 import type { LossExtras, LossSpec, Trainer } from '../engine/types.js';
 import { buildDatums, computeAdvantages, lossFromConfig } from '../optimize/index.js';
 import { splitByTree } from '../optimize/minibatch.js';
-import { applyCorrection, logprobGap, type Correction } from '../optimize/off-policy.js';
+import { applyCorrection, logprobGap, logprobMaxGap, type Correction } from '../optimize/off-policy.js';
 import { learningRateAt } from '../optimize/schedule.js';
 import { RolloutStore } from '../replay/store.js';
+import type { ReplayCorrection } from '../replay/replay.js';
 import type { ArborConfig } from './config.js';
 
 export interface LearnerResult {
@@ -47,8 +48,8 @@ export class Learner {
     ({ loss: this.loss, extras: this.extras, correction: this.correction } = lossFromConfig(config.optimize.loss));
   }
 
-  /** Train on `trees` (error trees dropped) at learner weight version `version`; `optimizerStep` drives the schedule. */
-  async train(trees: RolloutTree[], version: number, optimizerStep: number): Promise<LearnerResult> {
+  /** Train on `trees` (error trees dropped) at learner weight version `version`; `optimizerStep` drives the schedule; `replay` corrects replayed trees. */
+  async train(trees: RolloutTree[], version: number, optimizerStep: number, replay?: ReplayCorrection): Promise<LearnerResult> {
     const { config } = this;
     const usable = trees.filter((t) => !hasError(t));
     const stalenessHistogram = RolloutStore.stalenessHistogram(usable, version);
@@ -62,6 +63,7 @@ export class Learner {
     let updates = 0;
     let nonFinite = 0;
     let nonFiniteDatums = 0;
+    let firstGapMax: number | undefined;
     for (const chunk of chunks) {
       let datums = buildDatums(chunk, { aggregation: config.optimize.aggregation, maxResponseTokens: config.sampling.maxResponseTokens });
       if (!datums.length) continue;
@@ -69,6 +71,8 @@ export class Learner {
         const ref = await this.engine.reference.logprobs(datums);
         datums.forEach((d, i) => (d.referenceLogprobs = ref[i]));
       }
+      // replayed trees (src/replay/replay.ts): importance-weighted against their behaviour log-probs, stale tokens dropped
+      if (replay) datums = await replay.correct(chunk, datums, (d) => this.engine.trainer.logprobs(d));
       const fast = this.correction.kind !== 'none' && chunks.length === 1 && this.engine.embedded !== undefined;
       if (this.correction.kind !== 'none' && !fast) {
         // proximal policy = the learner's policy before this update (one extra forward, no backward)
@@ -99,7 +103,11 @@ export class Learner {
         continue;
       }
       if (fast) for (const [k, v] of Object.entries(applyCorrection(datums, out.logprobs, this.correction).metrics)) add(k, v);
-      else if (this.correction.kind === 'none') add('logprob_gap', logprobGap(datums, out.logprobs));
+      else if (this.correction.kind === 'none') {
+        add('logprob_gap', logprobGap(datums, out.logprobs));
+        // before the first update of the step the trainer holds the weights that sampled a fresh batch
+        if (updates === 0) firstGapMax = logprobMaxGap(datums, out.logprobs);
+      }
       loss += out.loss;
       for (const [k, v] of Object.entries(out.metrics)) add(k, v);
       lr = learningRateAt(optimizerStep + updates, {
@@ -127,6 +135,8 @@ export class Learner {
       staleness_max: Math.max(0, ...Object.keys(stalenessHistogram).map(Number)),
       nonfinite_updates: nonFinite,
       nonfinite_datums: nonFiniteDatums,
+      // largest |sampler − trainer| log-prob of the step's first update (staleness 0: the token-exactness check)
+      ...(firstGapMax !== undefined ? { logprob_gap_max: firstGapMax } : {}),
     };
     delete metrics.tokens;
     return { metrics, stalenessHistogram, updates, nonFiniteUpdates: nonFinite };

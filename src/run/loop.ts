@@ -18,9 +18,13 @@ import { Rng } from '../core/rng.js';
 import { hasError } from '../core/tree.js';
 import { buildEngine, type Engine } from '../engine/build.js';
 import { RolloutStore, type RolloutStoreOptions } from '../replay/store.js';
+import { Replay, replayMetrics } from '../replay/replay.js';
 import { getTask } from '../tasks/index.js';
 import { parseConfig, type ArborConfig } from './config.js';
 import { evaluate, type EvalResult } from './evaluate.js';
+import { evaluateAgent } from './evaluate-agent.js';
+import { agentRuntime, openAgentEnv } from './agent-runtime.js';
+import type { TaskItem } from '../core/types.js';
 import { InProcessHost, WorkerHost } from './hosts.js';
 import { Learner } from './learner.js';
 import { RolloutPipeline, type ProducerHost } from './pipeline.js';
@@ -69,13 +73,17 @@ export async function train(inputConfig: ArborConfig | undefined, options: Train
   const { config, dir, resumeSteps } = openRun(inputConfig, options);
   const task = getTask(config.task.name, config.task.options);
   await task.prepare?.();
-  const engine = await buildEngine(config, { warmStart: warmStartFor(config, task), needReference: config.optimize.loss.klCoef > 0, log: (l) => progress.line(l), update: (l) => progress.update(l) });
-  const encodePrompt = promptEncoder(engine.tokenizer, config.engine.chatTemplate);
+  const agentEnv = await openAgentEnv(config);
+  const engine = await buildEngine(config, { warmStart: warmStartFor(config, task, agentEnv), needReference: config.optimize.loss.klCoef > 0, log: (l) => progress.line(l), update: (l) => progress.update(l) });
+  const agent = agentEnv && agentRuntime(agentEnv, engine.tokenizer, config);
+  const encodePrompt = agent ? (item: TaskItem) => agent.encodePrompt(item, '') : promptEncoder(engine.tokenizer, config.engine.chatTemplate);
   const fitted = fitPrompts(task.makeItems('test', config.run.evalCount, config.run.seed), encodePrompt, engine.embedded ? config.model.contextLength : undefined, config.task.overlong, 'held-out');
   if (fitted.skipped) progress.line(`task.overlong skip: ${fitted.skipped} held-out prompts leave no room for a response and are left out`);
   const testItems = fitted.items;
   const evalAt = (step: number): Promise<EvalResult> =>
-    evaluate(testItems, config.run.evalPassK, { sampler: engine.sampler, encodePrompt, decode: (t) => engine.tokenizer.decode(t), stopTokens: [engine.tokenizer.eos], maxResponseTokens: config.sampling.maxResponseTokens, reward: task.reward, rng: new Rng(config.run.seed).fork(`eval/${step}`) });
+    agent && config.generate.kind === 'agent'
+      ? evaluateAgent(testItems, config.run.evalPassK, { sampler: engine.sampler, agent, options: config.generate, decode: (t) => engine.tokenizer.decode(t), stopTokens: [engine.tokenizer.eos], maxResponseTokens: config.sampling.maxResponseTokens, reward: task.reward, rng: new Rng(config.run.seed).fork(`eval/${step}`) })
+      : evaluate(testItems, config.run.evalPassK, { sampler: engine.sampler, encodePrompt, decode: (t) => engine.tokenizer.decode(t), stopTokens: [engine.tokenizer.eos], maxResponseTokens: config.sampling.maxResponseTokens, reward: task.reward, rng: new Rng(config.run.seed).fork(`eval/${step}`) });
   const storeOptions = { maxInMemory: config.store.maxInMemory, spillFile: join(dir.path, 'store-spill.jsonl') };
   let state: LoopState;
   let store: RolloutStore;
@@ -94,9 +102,11 @@ export async function train(inputConfig: ArborConfig | undefined, options: Train
       pipeline: { nextStep: 1, data: { epoch: 0, cursor: 0 }, control: {}, produced: [] },
     };
     store = new RolloutStore(storeOptions);
-    dir.appendMetrics({ step: 0, eval_greedy_acc: e0.greedyAccuracy, eval_pass_at_k: e0.passAtK, eval_sample_acc: e0.sampleAccuracy, tokens_decoded_total: 0, wall_s: 0 });
+    dir.appendMetrics({ step: 0, eval_greedy_acc: e0.greedyAccuracy, eval_pass_at_k: e0.passAtK, eval_sample_acc: e0.sampleAccuracy, ...(e0.extra ?? {}), tokens_decoded_total: 0, wall_s: 0 });
     progress.line(`step 0: held-out greedy accuracy ${pct(e0.greedyAccuracy)}${e0.passAtK !== null ? `, pass@${e0.k} ${pct(e0.passAtK)}` : ''}`);
   }
+  // rollout replay buffers (src/replay/replay.ts), restored from the checkpoint resumed from
+  const replay = Replay.open(config.replay, config.run.seed, config.trainer.updatesPerStep, resumeSteps.length ? dir.checkpointDir(state.step) : undefined);
   const host = await startHost(config, engine);
   const version = state.baseVersion + state.step;
   const pipeline = new RolloutPipeline(host, store, {
@@ -110,12 +120,17 @@ export async function train(inputConfig: ArborConfig | undefined, options: Train
   }, { nextStep: state.pipeline.nextStep, data: state.pipeline.data, control: state.pipeline.control }, state.pipeline.produced, version);
   let lastEval: EvalResult | undefined;
   try {
-    lastEval = await runSteps({ config, dir, engine, pipeline, state, progress, evalAt });
+    lastEval = await runSteps({ config, dir, engine, pipeline, state, progress, evalAt, replay });
   } finally {
     await pipeline.close();
   }
   const finalEvalStart = Date.now();
-  const end = lastEval ?? (await evalAt(state.step));
+  let end: EvalResult;
+  try {
+    end = lastEval ?? (await evalAt(state.step));
+  } finally {
+    await agent?.factory.close();
+  }
   const summary = summarize(config, dir, engine, state, end, (Date.now() - finalEvalStart) / 1000);
   dir.writeJson('summary.json', summary);
   await engine.close();
@@ -133,6 +148,7 @@ interface StepContext {
   state: LoopState;
   progress: Progress;
   evalAt: (step: number) => Promise<EvalResult>;
+  replay: Replay;
 }
 
 /** The step loop: wait for the batch, train, publish, evaluate, log, checkpoint. */
@@ -150,7 +166,7 @@ async function runSteps(ctx: StepContext): Promise<EvalResult | undefined> {
     const usable = trees.filter((t) => !hasError(t));
     const version = state.baseVersion + step - 1;
     const t = Date.now();
-    const learned = usable.length ? await learner.train(usable, version, state.optimizerSteps) : undefined;
+    const learned = usable.length ? await ctx.replay.train(learner, usable, version, state.optimizerSteps, step) : undefined;
     state.optimizerSteps += learned?.updates ?? 0;
     await engine.trainer.saveForSampler();
     const trainMs = Date.now() - t;
@@ -161,12 +177,13 @@ async function runSteps(ctx: StepContext): Promise<EvalResult | undefined> {
     state.prefixTokensReused += meta.stats.prefixTokensReused;
     state.promptTokensComputed += meta.stats.promptTokensComputed;
     const metrics = stepMetrics(step, trees, meta, learned, trainMs, state);
+    Object.assign(metrics, replayMetrics(learned));
     const isLast = step === config.run.steps;
     if ((config.run.evalEvery > 0 && step % config.run.evalEvery === 0) || isLast) {
       progress.update(`step ${step}: evaluating...`);
       const te = Date.now();
       lastEval = await ctx.evalAt(step);
-      Object.assign(metrics, { eval_greedy_acc: lastEval.greedyAccuracy, eval_pass_at_k: lastEval.passAtK, eval_sample_acc: lastEval.sampleAccuracy, ms_eval: Date.now() - te });
+      Object.assign(metrics, { eval_greedy_acc: lastEval.greedyAccuracy, eval_pass_at_k: lastEval.passAtK, eval_sample_acc: lastEval.sampleAccuracy, ...(lastEval.extra ?? {}), ms_eval: Date.now() - te });
     }
     state.step = step;
     if ((config.run.checkpointEvery > 0 && step % config.run.checkpointEvery === 0) || isLast) await checkpoint(ctx, step);
@@ -201,6 +218,7 @@ async function checkpoint(ctx: StepContext, step: number): Promise<void> {
   await ctx.engine.trainer.saveState(join(ck, 'engine'));
   ctx.engine.writeCheckpointMeta?.(join(ck, 'engine'));
   ctx.state.pipeline = ctx.pipeline.snapshotState();
+  ctx.replay.save(ck);
   saveRunState(ck, ctx.state, ctx.pipeline.store);
   ctx.pipeline.resume();
 }

@@ -27,6 +27,10 @@ import { getTask } from '../tasks/index.js';
 import type { ArborConfig } from './config.js';
 import { fitPrompts, promptEncoder } from './prompts.js';
 import { selectByDifficulty } from '../replay/select.js';
+import type { AgentRuntime } from '../generate/types.js';
+import { agentRuntimeFor } from './agent-runtime.js';
+import { componentPools, UcbCurriculum, type UcbState } from '../replay/ucb.js';
+import { componentOfId, mixLabels } from '../tasks/mix.js';
 
 export interface ProduceRequest {
   /** The learner step this batch is for. */
@@ -67,6 +71,10 @@ export class Producer {
     private readonly reward: RewardFunction,
     private readonly generator: Generator,
     private readonly control: ControlStrategy,
+    /** select.kind ucb: the train pool split by task.mix component. */
+    private readonly components?: Map<string, TaskItem[]>,
+    /** generate.kind agent: environments, tool format and token I/O. */
+    private readonly agent?: AgentRuntime,
   ) {}
 
   static async create(config: ArborConfig, sampler: Sampler, tokenizer: TextTokenizer): Promise<Producer> {
@@ -74,13 +82,17 @@ export class Producer {
     await task.prepare?.();
     const reward = rewardFromConfig(config.reward, { taskReward: task.reward, taskExtract: task.extractAnswer?.bind(task), safety: { timeoutMs: config.reward.timeoutMs, failureReward: config.reward.failureReward } });
     const contextLength = config.engine.kind === 'embedded' ? config.model.contextLength : undefined;
-    const { items: pool, skipped } = fitPrompts(task.makeItems('train', config.run.trainItems, config.run.seed), promptEncoder(tokenizer, config.engine.chatTemplate), contextLength, config.task.overlong, 'training');
+    const agent = await agentRuntimeFor(config, tokenizer);
+    const encodeForFit = agent ? (item: TaskItem) => agent.encodePrompt(item, '') : promptEncoder(tokenizer, config.engine.chatTemplate);
+    const { items: pool, skipped } = fitPrompts(task.makeItems('train', config.run.trainItems, config.run.seed), encodeForFit, contextLength, config.task.overlong, 'training');
     if (skipped) console.error(`task.overlong skip: ${skipped} training prompts leave no room for a response and are left out`);
     if (config.select.kind !== 'sequential' && config.skip.kind !== 'none') throw new ConfigError(`select.kind "${config.select.kind}" and skip.kind "${config.skip.kind}" both choose the step's prompts: use one of them`, 'select.kind');
     if (config.prune.kind !== 'none' && config.generate.kind !== 'treepo') throw new ConfigError(`prune.kind "${config.prune.kind}" prunes TreePO paths: it needs generate.kind "treepo" (got "${config.generate.kind}")`, 'prune.kind');
     const generator = generatorFromConfig(config.generate);
     const control = controlFromConfig(config.control, { allocate: config.allocate, hint: config.hint, groupSize: generator.groupSize });
-    return new Producer(config, sampler, tokenizer, pool, reward, generator, control);
+    if (config.select.kind === 'ucb' && !config.task.mix) throw new ConfigError('select.kind "ucb" (DUMP) chooses among the components of a task mixture: give task.mix', 'select.kind');
+    const components = config.select.kind === 'ucb' && config.task.mix ? componentPools(pool, mixLabels(config.task.mix)) : undefined;
+    return new Producer(config, sampler, tokenizer, pool, reward, generator, control, components, agent);
   }
 
   /**
@@ -119,7 +131,7 @@ export class Producer {
     const info: Record<string, number> = { trees_error: 0, reward_failures: 0 };
     const control: ControlState = structuredClone(request.control ?? {});
     const promptStats = new PromptStats(config.promptStats, control.prompts);
-    const quality = new QualityStep(control.head, { head: config.qualityHead, prune: config.prune, valueAllocation: config.generate.kind === 'treepo' && config.generate.allocation === 'value', maxResponseTokens: config.sampling.maxResponseTokens, samplerHiddenSize: this.sampler.capabilities.hiddenSize ?? 0, samplerEntropy: this.sampler.capabilities.entropy }, (id) => promptStats.posterior(id, request.step).mean, rng.fork('quality'));
+    const quality = new QualityStep(control.head, { head: config.qualityHead, prune: config.prune, valueAllocation: (config.generate.kind === 'treepo' && config.generate.allocation === 'value') || (config.generate.kind === 'agent' && config.generate.branching === 'trace'), maxResponseTokens: config.sampling.maxResponseTokens, samplerHiddenSize: this.sampler.capabilities.hiddenSize ?? 0, samplerEntropy: this.sampler.capabilities.entropy }, (id) => promptStats.posterior(id, request.step).mean, rng.fork('quality'));
     const grow = async (entries: GrowEntry[], round: number, options: { stopAfterTrees?: number } = {}): Promise<RolloutTree[]> => {
       let t = Date.now();
       // a response hint's tokens count against the response budget
@@ -127,7 +139,7 @@ export class Producer {
       const grown = await growSafely(this.generator, entries.map((e) => ({ item: e.item, promptTokens: e.tree ? e.tree.nodes[ROOT_ID].tokens : encodePrompt(e.item), tree: e.tree, groupSize: e.groupSize })), {
         sampler: this.sampler, rng: rng.fork(`generate/${round}`), step: request.step, stopTokens: [this.tokenizer.eos],
         maxResponseTokens: Math.max(1, config.sampling.maxResponseTokens - hintTokens), temperature: config.sampling.temperature, topP: config.sampling.topP, topK: config.sampling.topK,
-        treeIdPrefix: `s${request.step}r${round}p`, stopAfterTrees: options.stopAfterTrees, quality: quality.hook,
+        treeIdPrefix: `s${request.step}r${round}p`, stopAfterTrees: options.stopAfterTrees, quality: quality.hook, agent: this.agent,
       });
       timings.generate += Date.now() - t;
       for (const k of Object.keys(stats) as Array<keyof GenerateStats>) stats[k] += grown.stats[k];
@@ -145,8 +157,10 @@ export class Producer {
     info.prompts_skipped = 0;
     const skipRng = rng.fork('skip');
     const selectRng = rng.fork('select');
-    if (config.select.kind !== 'sequential') info.prompts_passed_over = 0;
+    if (config.select.kind !== 'sequential' && config.select.kind !== 'ucb') info.prompts_passed_over = 0;
+    const ucb = config.select.kind === 'ucb' && this.components ? new UcbCurriculum(config.select, this.components, config.run.seed, (control as { ucb?: UcbState }).ucb) : undefined;
     const select = (count: number) => {
+      if (ucb) return ucb.take(count, selectRng);
       if (config.select.kind !== 'sequential') {
         const out = selectByDifficulty(take, count, config.select, (id) => promptStats.posterior(id, request.step), selectRng);
         info.prompts_passed_over += out.passed;
@@ -169,6 +183,11 @@ export class Producer {
       promptStats.observe(tree.itemId, leaves(tree).map(correctness), request.step);
     }
     control.prompts = promptStats.state;
+    if (ucb) {
+      for (const tree of drawn) if (isComplete(tree) && !hasError(tree) && !tree.meta?.hint) ucb.observe(componentOfId(tree.itemId), leaves(tree).map((l) => l.reward ?? 0));
+      (control as { ucb?: UcbState }).ucb = ucb.state;
+      Object.assign(info, ucb.info());
+    }
     const means = out.batch.filter((b) => !hasError(b.tree)).map((b) => { const ls = leaves(b.tree); return ls.reduce((a, l) => a + correctness(l), 0) / Math.max(1, ls.length); });
     if (skip.kind === 'greso' && skipState) {
       control.skip = adaptSkip(skipState, means, skip);
@@ -209,5 +228,25 @@ function batchInfo(batch: Array<{ tree: RolloutTree }>, drawn: RolloutTree[]): R
   const sum = (key: string, field: string) => drawn.reduce((a, t) => a + (((t.meta?.[key] as Record<string, number> | undefined)?.[field]) ?? 0), 0);
   if (drawn.some((t) => t.meta?.latr)) Object.assign(info, { latr_forks: sum('latr', 'forks'), latr_pruned: sum('latr', 'pruned') });
   if (drawn.some((t) => t.meta?.pruned)) Object.assign(info, { pruned_paths: sum('pruned', 'paths'), pruned_tokens: sum('pruned', 'tokens') });
+  if (drawn.some((t) => t.meta?.agent)) Object.assign(info, agentInfo(drawn));
+  return info;
+}
+
+/** Agent runs: turns per episode, tool calls and errors, tool-call success rate, how episodes ended. */
+function agentInfo(drawn: RolloutTree[]): Record<string, number> {
+  const episodes = drawn.flatMap((t) => leaves(t).map((l) => l.episode).filter((e) => e !== undefined));
+  const calls = episodes.reduce((a, e) => a + e.toolCalls, 0);
+  const errors = episodes.reduce((a, e) => a + e.toolErrors, 0);
+  const n = Math.max(1, episodes.length);
+  const info: Record<string, number> = {
+    agent_episodes: episodes.length,
+    agent_turns_per_episode: episodes.reduce((a, e) => a + e.turns, 0) / n,
+    agent_tool_calls: calls,
+    agent_tool_errors: errors,
+    agent_tool_success_rate: calls ? (calls - errors) / calls : 0,
+    agent_tool_call_rate: episodes.filter((e) => e.toolCalls > 0).length / n,
+    agent_forks: drawn.reduce((a, t) => a + ((t.meta?.agent as { forks?: number } | undefined)?.forks ?? 0), 0),
+  };
+  for (const end of ['answer', 'env_done', 'max_turns', 'max_tokens', 'timeout'] as const) info[`agent_end_${end}`] = episodes.filter((e) => e.end === end).length / n;
   return info;
 }

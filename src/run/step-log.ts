@@ -50,6 +50,7 @@ export function stepMetrics(step: number, batch: RolloutTree[], meta: ProducedMe
     staleness_max: m.staleness_max ?? 0,
     staleness_hist: learned ? JSON.stringify(learned.stalenessHistogram) : null,
     logprob_gap: m.logprob_gap ?? 0,
+    ...(m.logprob_gap_max !== undefined ? { logprob_gap_max: m.logprob_gap_max } : {}),
     ...(m.is_weight_mean !== undefined ? { is_weight_mean: m.is_weight_mean, is_weight_max: m.is_weight_max, is_filtered_fraction: m.is_filtered_fraction } : {}),
     trees_trained: m.trees_trained ?? 0,
     nonfinite_updates: m.nonfinite_updates ?? 0,

@@ -6,18 +6,34 @@
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import type { WarmStart } from '../engine/build.js';
+import type { TaskItem } from '../core/types.js';
 import type { Task } from '../tasks/types.js';
+import type { AgentEnv } from './agent-runtime.js';
 import type { ArborConfig } from './config.js';
 
 export function sftCacheDir(config: ArborConfig, runsRoot = 'runs'): string {
-  const key = JSON.stringify({ task: config.task, model: config.model, sft: { ...config.sft, checkpoint: undefined }, seed: config.run.seed, v: 1 });
+  // agent runs: the environment and the tool format shape the demonstrations' prompts
+  const agent = config.generate.kind === 'agent' ? { env: config.env, format: config.generate.format } : undefined;
+  const key = JSON.stringify({ task: config.task, model: config.model, sft: { ...config.sft, checkpoint: undefined }, seed: config.run.seed, v: 1, ...(agent ? { agent } : {}) });
   return join(runsRoot, '_sft', createHash('sha256').update(key).digest('hex').slice(0, 16));
 }
 
-export function warmStartFor(config: ArborConfig, task: Task): WarmStart {
+/**
+ * The warm start's examples: each item's prompt and demonstration; in agent runs the prompt is rendered
+ * with the tools offered (as the agent generator renders it) and a task with multi-turn demonstrations
+ * gives them as segments, so observations are context, not targets.
+ */
+export function warmStartFor(config: ArborConfig, task: Task, agent?: AgentEnv): WarmStart {
+  const turns = (task as Partial<{ demonstrationTurns(item: TaskItem): Array<{ text: string; role: 'policy' | 'env' }> }>).demonstrationTurns?.bind(task);
   return {
     dir: config.sft.checkpoint ?? sftCacheDir(config),
     seed: config.run.seed,
-    examples: () => task.makeItems('train', config.sft.examples, config.run.seed + 1).map((i) => ({ prompt: i.prompt, completion: task.demonstration(i), source: `${task.name} demonstration for item ${i.id}` })),
+    examples: () =>
+      task.makeItems('train', config.sft.examples, config.run.seed + 1).map((i) => ({
+        prompt: agent ? agent.format.renderPrompt(i.prompt, agent.tools) : i.prompt,
+        completion: task.demonstration(i),
+        ...(agent && turns ? { segments: turns(i) } : {}),
+        source: `${task.name} demonstration for item ${i.id}`,
+      })),
   };
 }

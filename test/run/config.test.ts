@@ -39,7 +39,7 @@ test('config: --print-defaults output is valid YAML that round-trips to the defa
   assert.match(text, /correction:\n      # kind: none \| decoupled \| tis\n/);
   assert.match(text, /      #   maxWeight: 5\n/);
   assert.match(text, /      #   cap: 2\n/);
-  assert.match(text, /  # kind: iid \| treepo \| latr\n/);
+  assert.match(text, /  # kind: iid \| treepo \| latr \| agent\n/);
 });
 
 test('config: run.mode, maxStaleness, control and correction validate with the key named', () => {

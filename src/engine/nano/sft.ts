@@ -17,6 +17,12 @@ import type { NanoConfig } from './config.js';
 export interface SftExample {
   prompt: string;
   completion: string;
+  /**
+   * Multi-turn demonstrations (agent tasks): the completion as segments instead of `completion`.
+   * A `policy` segment is trained on and followed by EOS (a turn ends there, as when sampling); an
+   * `env` segment (an observation) is context only (weight 0), exactly as the RL learner masks it.
+   */
+  segments?: Array<{ text: string; role: 'policy' | 'env' }>;
   /** Where it came from, for error messages (`file:line`). */
   source?: string;
 }
@@ -54,9 +60,17 @@ export interface SftResult {
 /** One SFT datum: loss on completion + EOS tokens. Weights are 1 (scaled per batch later). */
 export function sftDatum(tokenizer: CharTokenizer, example: SftExample): Datum {
   const prompt = [tokenizer.bos, ...tokenizer.encode(example.prompt)];
-  const completion = [...tokenizer.encode(example.completion), tokenizer.eos];
+  const completion: number[] = [];
+  const trained: number[] = [];
+  const segments = example.segments ?? [{ text: example.completion, role: 'policy' as const }];
+  for (const segment of segments) {
+    const ids = segment.role === 'policy' ? [...tokenizer.encode(segment.text), tokenizer.eos] : tokenizer.encode(segment.text);
+    completion.push(...ids);
+    trained.push(...ids.map(() => (segment.role === 'policy' ? 1 : 0)));
+  }
   const seq = prompt.concat(completion);
-  const weights = seq.slice(1).map((_, t) => (t + 1 >= prompt.length ? 1 : 0));
+  // target t is sequence position t + 1: prompt positions get 0, completion positions their segment's weight
+  const weights = seq.slice(1).map((_, t) => (t + 1 >= prompt.length ? trained[t + 1 - prompt.length] : 0));
   return { inputTokens: seq.slice(0, -1), targetTokens: seq.slice(1), weights };
 }
 

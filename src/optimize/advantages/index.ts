@@ -1,7 +1,8 @@
 /**
  * Advantage estimators by name. `computeAdvantages(trees, spec)` turns scored trees (rewards on the
  * leaves) into one AdvantagedTrajectory per leaf. Flat estimators treat each tree's leaves as the
- * group; `tree` uses the tree's structure and whitens over the whole batch's policy tokens.
+ * group; `tree` uses the tree's structure and whitens over the whole batch's policy tokens; `fork`
+ * and `turn_grpo` (turn.ts) give per-turn token advantages on agent trees.
  */
 import { z } from 'zod';
 import { configErrorFromIssue } from '../../core/errors.js';
@@ -9,16 +10,22 @@ import { leaves, trajectory, type RolloutTree } from '../../core/tree.js';
 import type { AdvantagedTrajectory } from '../types.js';
 import { drGrpoAdvantages, grpoAdvantages, mcGrpoAdvantages, rlooAdvantages } from './group.js';
 import { nodeValues, treeLeafAdvantages, whitenTokenWeighted } from './tree.js';
+import { turnAdvantages } from './turn.js';
 
 export * from './group.js';
 export * from './tree.js';
+export * from './turn.js';
 
 export const advantageOptionsSchema = z
   .object({
-    kind: z.enum(['grpo', 'dr_grpo', 'rloo', 'mc_grpo', 'tree']).default('grpo').describe('advantage estimator'),
+    kind: z.enum(['grpo', 'dr_grpo', 'rloo', 'mc_grpo', 'tree', 'fork', 'turn_grpo']).default('grpo').describe('advantage estimator (fork: PORTool fork-relative + trajectory GRPO per turn; turn_grpo: GRPO over each turn\'s siblings)'),
     weighting: z.enum(['average', 'group_size']).default('average').describe('tree: how sub-group terms are combined'),
     level: z.enum(['trajectory', 'segment']).default('trajectory').describe('tree: one scalar per trajectory, or per-segment value differences'),
     whiten: z.boolean().default(true).describe('tree: whiten over all policy tokens of the batch'),
+    forkWeight: z.number().min(0).max(1).default(0.5).describe('fork: weight w of the fork advantage in w·fork + (1 − w)·trajectory GRPO'),
+    forkStd: z.boolean().default(false).describe('fork: divide a fork\'s centred child values by their std (GRPO-style) instead of centring only'),
+    onlyChild: z.enum(['inherit', 'zero']).default('inherit').describe('fork: an only child\'s fork advantage: its parent\'s (inherit; 0 when no ancestor forks) or 0'),
+    turnWhiten: z.boolean().default(false).describe('fork/turn_grpo: whiten the token advantages over all policy tokens of the batch'),
     negativeScale: z.number().min(0).max(100).default(1).describe('multiply negative advantages by this factor (1 = unchanged; < 1 favours reinforcing successes over suppressing failures)'),
   })
   .strict();
@@ -47,6 +54,7 @@ export function computeAdvantages(trees: RolloutTree[], spec: Partial<AdvantageO
 function rawAdvantages(trees: RolloutTree[], o: AdvantageOptions): AdvantagedTrajectory[] {
   const out: AdvantagedTrajectory[] = [];
   if (o.kind === 'tree') return treeAdvantages(trees, o);
+  if (o.kind === 'fork' || o.kind === 'turn_grpo') return turnAdvantages(trees, { ...o, kind: o.kind });
   for (const tree of trees) {
     const ls = leaves(tree);
     const rewards = ls.map((l) => l.reward ?? 0);

@@ -1,0 +1,27 @@
+/** Tool-call formats by name, and the helper that tokenises an observation's pieces. */
+import { ConfigError } from '../../core/errors.js';
+import type { TextPiece, ToolCallFormat } from '../types.js';
+import { arborFormat } from './arbor.js';
+import { qwen3Format, type Qwen3FormatOptions } from './qwen3.js';
+
+export { arborFormat, arborObservationText, resolvePositionalArguments, matchBracket, POSITIONAL_ARGS } from './arbor.js';
+export { qwen3Format, qwen3ToolEntry, pythonJson, type Qwen3FormatOptions } from './qwen3.js';
+
+export type FormatName = 'arbor' | 'qwen3';
+export const FORMAT_NAMES: FormatName[] = ['arbor', 'qwen3'];
+
+export function formatFromName(name: string, options: Qwen3FormatOptions = {}): ToolCallFormat {
+  if (name === 'arbor') return arborFormat();
+  if (name === 'qwen3') return qwen3Format(options);
+  throw new ConfigError(`env.format: unknown tool-call format "${name}" (known: ${FORMAT_NAMES.join(', ')})`, 'env.format');
+}
+
+/**
+ * Token ids of an observation: separators (`special`) encoded with special-token parsing on, tool
+ * output with it off, so a tool that prints "<|im_end|>" cannot forge a template token.
+ */
+export function encodePieces(pieces: TextPiece[], encode: (text: string, special: boolean) => number[]): number[] {
+  const ids: number[] = [];
+  for (const p of pieces) if (p.text) ids.push(...encode(p.text, p.special));
+  return ids;
+}

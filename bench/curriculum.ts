@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- curriculum [--seeds 3] [--steps 30] [--every 5] [--eval 600]`: DUMP's UCB
+ * `npm run bench -- curriculum [--seeds 3] [--steps 40] [--every 5] [--eval 600] [--temperature 1]`: DUMP's UCB
  * curriculum (`select: { kind: ucb }`, src/replay/ucb.ts) against uniform mixing (`sequential`: the
  * shuffled union of the components) on a task mixture of three arith components from one warm start:
  * - `solved`: 1-digit `+`, already right from the warm start (zero-variance groups, no signal);
@@ -133,12 +133,13 @@ function runOnce(base: Raw, variant: (typeof VARIANTS)[number], seed: number, st
 export async function main(args: string[]): Promise<void> {
   if (args[0] === '--eval-child') return evalChild(args[1]);
   const seeds = Number(arg(args, 'seeds', '3'));
-  const steps = Number(arg(args, 'steps', '30'));
+  const steps = Number(arg(args, 'steps', '40'));
   const every = Number(arg(args, 'every', '5'));
   const evalCount = Number(arg(args, 'eval', '600'));
+  const temperature = Number(arg(args, 'temperature', '1'));
   const loaded = parseConfig(BASE);
   const warm = sftCacheDir(loaded);
-  const base = { ...BASE, sft: { ...(BASE.sft as Raw), checkpoint: warm } };
+  const base = { ...BASE, sft: { ...(BASE.sft as Raw), checkpoint: warm }, sampling: { ...(BASE.sampling as Raw), temperature } };
   const runs: RunOut[] = [];
   for (let s = 0; s < seeds; s++) {
     for (const v of VARIANTS) {
@@ -149,7 +150,7 @@ export async function main(args: string[]): Promise<void> {
       console.log(r.error ? `${v.name} seed ${s}: FAILED ${r.error.split('\n').slice(-3).join(' ')}` : `${v.name} seed ${s}: learnable ${(100 * r.curve[0].acc.learnable).toFixed(1)}% → ${(100 * last.acc.learnable).toFixed(1)}%, ${last.tokens} tokens, shares ${COMPONENTS.map((c) => `${c} ${r.shares[c].toFixed(2)}`).join(' ')} (${((Date.now() - t) / 1000).toFixed(0)} s)`);
     }
   }
-  report(runs, { seeds, steps, every, evalCount, warm });
+  report(runs, { seeds, steps, every, evalCount, temperature, warm });
 }
 
 function report(runs: RunOut[], setup: Record<string, unknown>): void {

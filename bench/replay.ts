@@ -101,15 +101,16 @@ export async function main(args: string[]): Promise<void> {
       reward_mean: fin(metricMean(ms, 'reward_mean')),
     };
   }
-  printTable(Object.entries(summary).map(([variant, row]) => ({ variant, ...row })));
+  const columns = [...new Set(Object.values(summary).flatMap((row) => Object.keys(row)))];
+  printTable(Object.entries(summary).map(([variant, row]) => ({ variant, ...Object.fromEntries(columns.map((c) => [c, row[c] ?? null])) })));
   const ratio = (a: number | null | undefined, b: number | null | undefined) => (a != null && b != null && b !== 0 ? a / b : null);
-  const selection = Object.fromEntries(['dots', 'vade'].map((n) => [n, ratio(summary.sequential.tokens_to_target, summary[n].tokens_to_target)]));
+  const selection = Object.fromEntries(['dots', 'vade'].map((n) => [n, ratio(summary.sequential?.tokens_to_target, summary[n]?.tokens_to_target)]));
   const best = Object.entries(selection).reduce<[string, number | null]>((b, [n, x]) => (x !== null && (b[1] === null || x > b[1]) ? [n, x] : b), ['', null]);
-  const replayGain = Object.fromEntries(REPLAY.filter((n) => summary[n]).map((n) => [n, ratio(summary.sequential.tokens_to_target, summary[n].tokens_to_target)]));
-  const replayWallGain = Object.fromEntries(REPLAY.filter((n) => summary[n]).map((n) => [n, ratio(summary.sequential.seconds_to_target, summary[n].seconds_to_target)]));
+  const replayGain = Object.fromEntries(REPLAY.filter((n) => summary[n]).map((n) => [n, ratio(summary.sequential?.tokens_to_target, summary[n].tokens_to_target)]));
+  const replayWallGain = Object.fromEntries(REPLAY.filter((n) => summary[n]).map((n) => [n, ratio(summary.sequential?.seconds_to_target, summary[n].seconds_to_target)]));
   const bestReplay = Object.entries(replayGain).reduce<[string, number | null]>((b, [n, x]) => (x !== null && (b[1] === null || x > b[1]) ? [n, x] : b), ['', null]);
   const roundtrip = prev ? prev.export : exportRoundtrip(join(benchOutDir, 'replay', 'sequential-seed0'));
-  const ttrl = summary.ttrl;
+  const ttrl = summary.ttrl ?? { acc_start: null, acc_end: null };
   const headline = {
     replay_tokens_to_target_gain: bestReplay[1],
     selection_tokens_to_target_gain: best[1],
@@ -126,7 +127,7 @@ export async function main(args: string[]): Promise<void> {
     best_replay: bestReplay[0], replay_tokens_to_target_gain_by_variant: replayGain, replay_seconds_to_target_gain_by_variant: replayWallGain,
     replay_variants: 'replay-recent: previous step\'s trees replayed (16 fresh + 16 stored); replay-dots: 8 fresh + 8 from the DOTS buffer; replay-remix: 10 fresh + 7 stored, 2 updates per batch, on-policy from step 20; all TIS cap 2',
     variants_rerun: variants.map((v) => v.name),
-    ttrl_vs_gold_final_acc_points: ttrl.acc_end !== null && summary.sequential.acc_end !== null ? 100 * (ttrl.acc_end - summary.sequential.acc_end) : null,
+    ttrl_vs_gold_final_acc_points: ttrl.acc_end !== null && summary.sequential?.acc_end != null ? 100 * (ttrl.acc_end - summary.sequential.acc_end) : null,
     export: roundtrip, variants: summary,
     curves,
   });

@@ -296,6 +296,12 @@ export class Replay {
     return r;
   }
 
+  /** Throw the DataError load() would for `checkpointDir`'s replay.jsonl (so resume can fall back to an older checkpoint). */
+  static validate(checkpointDir: string): void {
+    const file = join(checkpointDir, FILE);
+    if (existsSync(file)) new Replay(replayOptionsSchema.parse({ kind: 'none' }), 0).load(file);
+  }
+
   /** Write both buffers as JSONL (`{buffer, step, score, tree}` per line), atomically; nothing when inactive. */
   save(checkpointDir: string): void {
     if (!this.active) return;

@@ -19,7 +19,9 @@ export class InProcessHost implements ProducerHost {
     return this.producer.produce(request);
   }
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    await this.producer.close();
+  }
 }
 
 type Reply = { type: 'ready' } | { type: 'result'; result: ProduceResult } | { type: 'error'; message: string; stack?: string };
@@ -71,6 +73,16 @@ export class WorkerHost implements ProducerHost {
 
   async close(): Promise<void> {
     this.worker.removeAllListeners('exit');
+    // the worker's producer releases its environment (MCP server processes) before it is terminated
+    if (!this.exitError && !this.pending) {
+      const closed = new Promise<void>((resolve) => {
+        const done = (m: { type?: string }) => m?.type === 'closed' && resolve();
+        this.worker.on('message', done);
+        setTimeout(resolve, 5000).unref();
+      });
+      this.worker.postMessage({ type: 'close' } satisfies WorkerRequest);
+      await closed;
+    }
     await this.worker.terminate();
   }
 }

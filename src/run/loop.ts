@@ -234,6 +234,7 @@ async function resumeNewestUsable(dir: RunDir, steps: number[], engine: Engine, 
     try {
       await engine.trainer.loadState(join(ck, 'engine'));
       const loaded = loadRunState(ck, storeOptions);
+      Replay.validate(ck);
       if (loaded.state.step !== step) throw new DataError(`${join(ck, 'state.json')}: holds step ${loaded.state.step}, the directory says ${step}`, join(ck, 'state.json'));
       return loaded;
     } catch (error) {

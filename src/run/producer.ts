@@ -110,6 +110,11 @@ export class Producer {
     return createTree(id, item.id, context, { generator: this.generator.kind, hint: { kind: 'context', text: hint.text, tokens: context.length - plain.length }, trainPrompt: plain });
   }
 
+  /** Release what the producer opened (an agent run's environment: MCP server processes, sessions). */
+  async close(): Promise<void> {
+    await this.agent?.factory.close();
+  }
+
   get generatorKind(): string {
     return this.generator.kind;
   }

@@ -16,7 +16,7 @@ export interface WorkerInit {
   engine: WorkerEngineSpec;
 }
 
-export type WorkerRequest = { type: 'produce'; request: ProduceRequest; weights?: Float32Array; version: number };
+export type WorkerRequest = { type: 'produce'; request: ProduceRequest; weights?: Float32Array; version: number } | { type: 'close' };
 
 async function start(): Promise<void> {
   const port = parentPort!;
@@ -25,6 +25,11 @@ async function start(): Promise<void> {
     const { sampler, tokenizer, setWeights } = await buildWorkerSampler(init.engine);
     const producer = await Producer.create(init.config, sampler, tokenizer);
     port.on('message', async (message: WorkerRequest) => {
+      if (message.type === 'close') {
+        await producer.close().catch(() => {});
+        port.postMessage({ type: 'closed' });
+        return;
+      }
       try {
         if (message.weights) setWeights(message.weights, message.version);
         const result = await producer.produce(message.request);

@@ -200,4 +200,9 @@ test('a tiny run with replay recent trains, logs replay_ess in (0, 1], and resum
   }
   assert.ok(a.slice(1).some((m) => (m.replay_ess as number) < 1), 'the policy moved: replayed weights are not all 1');
   assert.deepEqual(pick(join(root, 'parts')), a);
+  // a damaged replay.jsonl makes its checkpoint unusable: resume falls back to step 2 and redoes steps 3-4 identically
+  writeFileSync(join(root, 'full', 'checkpoints', 'step-4', 'replay.jsonl'), '{"buffer":"main",');
+  await train(undefined, { quiet: true, resume: join(root, 'full'), steps: 4 });
+  assert.notEqual(readFileSync(join(root, 'full', 'checkpoints', 'step-4', 'replay.jsonl'), 'utf8'), '{"buffer":"main",', 'step 4 was trained again and checkpointed anew');
+  assert.deepEqual(pick(join(root, 'full')), a);
 });

@@ -6,16 +6,19 @@
  * - `uniform`: turn trees, 4 episodes from the prompt, each turn boundary branching in 2 within the
  *   budget of 8 leaves, PORTool fork advantages (`optimize.advantage.kind: fork`);
  * - `trace`: the same budget spent on the anchors the quality head predicts nearest p = 0.5.
- * Held-out greedy success every 2 steps (300 problems) against tokens decoded and against loop
- * seconds, tool calls executed, the tool-call rate and success rate of the greedy episodes at the start
+ * Held-out greedy success every 2 steps (300 problems) against tokens decoded, against loop seconds
+ * and against tool calls executed in training, the tool-call rate and success rate of the greedy episodes at the start
  * and the end, and the token-exactness check of every step (sync training: before its first update the
  * trainer holds the weights that sampled the batch, so its log-probs of the sampled tokens must equal
  * the sampler's; `logprob_gap_max`). Writes bench/out/agent.json and SVG curves.
  *
  * Headline: `tree_vs_iid_success_at_equal_tokens` (points: the better tree variant's mean success
- * curve read at the iid runs' final token count, minus iid's final success), `tool_success_rate_end`
+ * curve minus iid's, both read at the smaller of their final token counts), `tool_success_rate_end`
  * (iid's greedy episodes at the end), `heldout_success_gain` (iid: end − start, points), `token_exact`
- * (1 when every step of every run had logprob_gap_max ≤ 1e-5; the measured maximum is in the details).
+ * (1 when every step of every run had logprob_gap_max ≤ 1e-4: float32 rounding between the sampler's
+ * and the trainer's kernels is ~1e-5, a token the sampler did not sample is ~1 nat off; the test suite
+ * checks 1e-5 on the reference kernels, test/generate/agent-token-exact.test.ts; the measured maximum
+ * is in the details).
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -26,7 +29,9 @@ import { sftCacheDir } from '../src/run/warm-start.js';
 import { COLORS, mean, meanCurve, metricMean, runOnce, type Raw, type RunOut, type Variant } from './control.js';
 import { benchOutDir, printTable, writeBenchJson } from './util.js';
 
-const TOLERANCE = 1e-5;
+// float32 log-probs from two kernel paths (the sampler's paged decode, the trainer's batched forward)
+// differ by rounding, ~1e-5 here; a misplaced or retokenised token differs by ~1 nat
+const TOLERANCE = 1e-4;
 const tree = (branching: 'uniform' | 'trace') => (c: Raw): Raw => ({
   ...c,
   generate: { ...(c.generate as Raw), branching, rootCopies: 4, branchFactor: 2 },
@@ -108,15 +113,40 @@ export async function main(args: string[]): Promise<void> {
   const iidRuns = byVariant.get('iid')?.filter((r) => !r.error) ?? [];
   const iidCurve = meanCurve(iidRuns, 'byTokens');
   const iidEnd = iidCurve.length ? iidCurve[iidCurve.length - 1] : undefined;
-  const treeAtIid = Object.fromEntries(['uniform', 'trace'].filter((n) => byVariant.has(n)).map((n) => [n, iidEnd ? at(meanCurve(byVariant.get(n)!.filter((r) => !r.error), 'byTokens'), iidEnd[0]) : null]));
-  const bestTree = Object.entries(treeAtIid).reduce<string | null>((b, [n, y]) => (y !== null && (b === null || y > (treeAtIid[b] ?? -1)) ? n : b), null);
+  // each tree variant against iid at the same tokens: the smaller of the two runs' final token counts,
+  // both mean curves interpolated there (inside both measured ranges)
+  const treeVsIid = Object.fromEntries(['uniform', 'trace'].filter((n) => byVariant.has(n)).map((n) => {
+    const curve = meanCurve(byVariant.get(n)!.filter((r) => !r.error), 'byTokens');
+    if (!curve.length || !iidEnd) return [n, null];
+    const x = Math.min(iidEnd[0], curve[curve.length - 1][0]);
+    const tree = at(curve, x);
+    const iid = at(iidCurve, x);
+    return [n, tree !== null && iid !== null ? { tokens: x, tree, iid, points: 100 * (tree - iid) } : null];
+  })) as Record<string, { tokens: number; tree: number; iid: number; points: number } | null>;
+  const bestTree = Object.entries(treeVsIid).reduce<string | null>((b, [n, v]) => (v !== null && (b === null || v.points > (treeVsIid[b]?.points ?? -Infinity)) ? n : b), null);
   const allOk = [...byVariant.values()].flat().every((r) => !r.error && r.metrics.every((m) => typeof m.logprob_gap_max === 'number'));
   const headline = {
-    tree_vs_iid_success_at_equal_tokens: bestTree && iidEnd ? 100 * (treeAtIid[bestTree]! - iidEnd[1]) : null,
+    tree_vs_iid_success_at_equal_tokens: bestTree ? treeVsIid[bestTree]!.points : null,
     tool_success_rate_end: get('iid', 'tool_success_rate_end'),
     heldout_success_gain: get('iid', 'success_end') !== null && get('iid', 'success_start') !== null ? 100 * (get('iid', 'success_end')! - get('iid', 'success_start')!) : null,
     token_exact: allOk ? (gapMax <= TOLERANCE ? 1 : 0) : null,
   };
+  // held-out success against tool calls executed in training (cumulative), at each evaluation
+  const byCalls = (r: RunOut): Array<[number, number]> => {
+    let calls = 0;
+    const out: Array<[number, number]> = [[0, r.start]];
+    for (const m of r.metrics) {
+      calls += (m.agent_tool_calls as number) ?? 0;
+      if (typeof m.eval_greedy_acc === 'number') out.push([calls, m.eval_greedy_acc]);
+    }
+    return out;
+  };
+  const callCurves = variants.map((v, i) => {
+    const runs = (byVariant.get(v.name) ?? []).filter((r) => !r.error).map(byCalls);
+    const n = runs.length ? Math.min(...runs.map((c) => c.length)) : 0;
+    return { name: v.name, color: COLORS[i % COLORS.length], points: Array.from({ length: n }, (_, k) => [mean(runs.map((c) => c[k][0])), mean(runs.map((c) => c[k][1]))] as [number, number]) };
+  });
+  writeFileSync(join(benchOutDir, 'agent-toolcalls.svg'), lineChart('calculator agent: held-out success vs tool calls executed in training (mean of seeds)', 'tool calls', callCurves, 760, 380));
   const series = (key: 'byTokens' | 'bySeconds') => variants.map((v, i) => ({ name: v.name, color: COLORS[i % COLORS.length], points: meanCurve(byVariant.get(v.name) ?? [], key) }));
   writeFileSync(join(benchOutDir, 'agent-tokens.svg'), lineChart('calculator agent: held-out success vs tokens decoded (mean of seeds)', 'tokens decoded', series('byTokens'), 760, 380));
   writeFileSync(join(benchOutDir, 'agent-wall.svg'), lineChart('calculator agent: held-out success vs seconds (evaluations excluded)', 'seconds of the step loop', series('bySeconds'), 760, 380));
@@ -128,9 +158,9 @@ export async function main(args: string[]): Promise<void> {
   writeFileSync(join(benchOutDir, 'agent-tool-rate.svg'), lineChart('calculator agent: share of training episodes that call the tool', 'step', toolCurves, 760, 380));
   console.log(JSON.stringify({ headline, best_tree: bestTree, logprob_gap_max: gapMax }, null, 2));
   writeBenchJson('agent', headline, {
-    config: 'examples/calculator-agent.yaml', seeds, steps, best_tree: bestTree, tree_success_at_iid_tokens: treeAtIid, iid_final: iidEnd ?? null, logprob_gap_max: gapMax, tolerance: TOLERANCE,
+    config: 'examples/calculator-agent.yaml', seeds, steps, best_tree: bestTree, tree_vs_iid: treeVsIid, iid_final: iidEnd ?? null, logprob_gap_max: gapMax, tolerance: TOLERANCE,
     variants: summary,
-    curves: Object.fromEntries(variants.map((v) => [v.name, { byTokens: meanCurve(byVariant.get(v.name) ?? [], 'byTokens'), bySeconds: meanCurve(byVariant.get(v.name) ?? [], 'bySeconds') }])),
+    curves: Object.fromEntries(variants.map((v, i) => [v.name, { byTokens: meanCurve(byVariant.get(v.name) ?? [], 'byTokens'), bySeconds: meanCurve(byVariant.get(v.name) ?? [], 'bySeconds'), byToolCalls: callCurves[i].points }])),
     runs: [...byVariant.values()].flat().map((r) => ({ variant: r.variant, seed: r.seed, start: r.start, end: r.end, tokens: r.tokens, byTokens: r.byTokens, error: r.error ?? null })),
   });
 }

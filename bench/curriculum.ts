@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- curriculum [--seeds 3] [--steps 40] [--every 5] [--eval 600] [--temperature 1]`: DUMP's UCB
+ * `npm run bench -- curriculum [--seeds 3] [--steps 40] [--every 5] [--eval 600] [--temperature 1] [--reuse]`: DUMP's UCB
  * curriculum (`select: { kind: ucb }`, src/replay/ucb.ts) against uniform mixing (`sequential`: the
  * shuffled union of the components) on a task mixture of three arith components from one warm start:
  * - `solved`: 1-digit `+`, already right from the warm start (zero-variance groups, no signal);
@@ -17,7 +17,7 @@
  * Writes bench/out/curriculum.json and bench/out/curriculum-learnable.svg.
  */
 import { spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Rng } from '../src/core/rng.js';
@@ -111,11 +111,13 @@ function evalInChild(dirs: string[], count: number): Array<Record<string, number
   return JSON.parse(lines[lines.length - 1]);
 }
 
-function runOnce(base: Raw, variant: (typeof VARIANTS)[number], seed: number, steps: number, every: number, evalCount: number, warm: string): RunOut {
+function runOnce(base: Raw, variant: (typeof VARIANTS)[number], seed: number, steps: number, every: number, evalCount: number, warm: string, reuse: boolean): RunOut {
   const outDir = join(benchOutDir, 'curriculum', `${variant.name}-seed${seed}`);
   const config = { ...base, run: { ...(base.run as Raw), seed, steps, outDir, checkpointEvery: every }, select: variant.select };
   try {
-    trainInChild(config, { force: true });
+    // --reuse: a finished run of the same settings in bench/out/curriculum/ is evaluated again, not retrained
+    const done = reuse && existsSync(join(outDir, 'summary.json')) && (JSON.parse(readFileSync(join(outDir, 'summary.json'), 'utf8')) as { steps: number }).steps === steps;
+    if (!done) trainInChild(config, { force: true });
     const metrics = new RunDir(outDir).readMetrics();
     const ckSteps = Array.from({ length: Math.floor(steps / every) }, (_, i) => (i + 1) * every);
     const accs = evalInChild([warm, ...ckSteps.map((s) => join(outDir, 'checkpoints', `step-${s}`, 'engine'))], evalCount);
@@ -144,7 +146,7 @@ export async function main(args: string[]): Promise<void> {
   for (let s = 0; s < seeds; s++) {
     for (const v of VARIANTS) {
       const t = Date.now();
-      const r = runOnce(base, v, s, steps, every, evalCount, warm);
+      const r = runOnce(base, v, s, steps, every, evalCount, warm, args.includes('--reuse'));
       runs.push(r);
       const last = r.curve[r.curve.length - 1];
       console.log(r.error ? `${v.name} seed ${s}: FAILED ${r.error.split('\n').slice(-3).join(' ')}` : `${v.name} seed ${s}: learnable ${(100 * r.curve[0].acc.learnable).toFixed(1)}% → ${(100 * last.acc.learnable).toFixed(1)}%, ${last.tokens} tokens, shares ${COMPONENTS.map((c) => `${c} ${r.shares[c].toFixed(2)}`).join(' ')} (${((Date.now() - t) / 1000).toFixed(0)} s)`);

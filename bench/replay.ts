@@ -8,7 +8,8 @@
  * accuracy against tokens.
  *
  * Rollout replay (src/replay/replay.ts) from the same warm start, against the same on-policy
- * `sequential` baseline: `replay-recent` (the previous step's 16 trees replayed, maxAge 2),
+ * `sequential` baseline, and `sequential-8` / `sequential-10` (on-policy with 8 / 10 prompts per step:
+ * the controls for replay-dots' and replay-remix's smaller fresh batches): `replay-recent` (the previous step's 16 trees replayed, maxAge 2),
  * `replay-dots` (DOTS: 8 fresh groups per step + 8 drawn from the FIFO buffer, σ = 0.5),
  * `replay-remix` (ReMix: 10 fresh groups + round(10·0.4/0.6) = 7 stored ones from the last 2
  * policies, 2 updates per batch, on-policy from step 20). `replay_tokens_to_target_gain` = the
@@ -31,6 +32,9 @@ const VARIANTS: Variant[] = [
   { name: 'dots', family: 'replay', patch: (c) => ({ ...sequential(c), select: { kind: 'dots' } }) },
   { name: 'vade', family: 'replay', patch: (c) => ({ ...sequential(c), select: { kind: 'vade' } }) },
   { name: 'ttrl', family: 'replay', patch: (c) => ({ ...sequential(c), reward: { parts: [{ kind: 'majority_vote' }] } }) },
+  // controls for replay-dots and replay-remix: on-policy with the same 8 or 10 fresh prompts per step and no replay
+  { name: 'sequential-8', family: 'replay', patch: (c) => ({ ...sequential(c), run: { ...(c.run as Raw), promptsPerStep: 8 } }) },
+  { name: 'sequential-10', family: 'replay', patch: (c) => ({ ...sequential(c), run: { ...(c.run as Raw), promptsPerStep: 10 } }) },
   { name: 'replay-recent', family: 'replay', patch: (c) => ({ ...sequential(c), replay: { kind: 'recent', steps: 1, maxAge: 2 } }) },
   { name: 'replay-dots', family: 'replay', patch: (c) => ({ ...sequential(c), run: { ...(c.run as Raw), promptsPerStep: 8 }, replay: { kind: 'dots', freshFraction: 0.5 } }) },
   { name: 'replay-remix', family: 'replay', patch: (c) => ({ ...sequential(c), run: { ...(c.run as Raw), promptsPerStep: 10 }, replay: { kind: 'remix', probability: 0.4, utd: 2, maxAge: 2, onPolicyAfter: 20 } }) },
@@ -127,6 +131,9 @@ export async function main(args: string[]): Promise<void> {
     best_replay: bestReplay[0], replay_tokens_to_target_gain_by_variant: replayGain, replay_seconds_to_target_gain_by_variant: replayWallGain,
     replay_variants: 'replay-recent: previous step\'s trees replayed (16 fresh + 16 stored); replay-dots: 8 fresh + 8 from the DOTS buffer; replay-remix: 10 fresh + 7 stored, 2 updates per batch, on-policy from step 20; all TIS cap 2',
     variants_rerun: variants.map((v) => v.name),
+    // does replay beat simply training on-policy with the smaller fresh batch? (> 1: replay-dots needs fewer tokens)
+    replay_dots_vs_onpolicy_8_prompts: ratio(summary['sequential-8']?.tokens_to_target, summary['replay-dots']?.tokens_to_target),
+    replay_remix_vs_onpolicy_10_prompts: ratio(summary['sequential-10']?.tokens_to_target, summary['replay-remix']?.tokens_to_target),
     ttrl_vs_gold_final_acc_points: ttrl.acc_end !== null && summary.sequential?.acc_end != null ? 100 * (ttrl.acc_end - summary.sequential.acc_end) : null,
     export: roundtrip, variants: summary,
     curves,

@@ -30,7 +30,6 @@ export const toolsEnvOptions = z
   .object({
     kind: z.literal('tools'),
     module: z.string().min(1).describe('module exporting tools made with tool() (a path relative to the working directory, like every path in the config); a `tools` export object, or every export that is a tool'),
-    maxTurns: z.number().int().min(1).max(64).default(8).describe('policy turns with calls before the episode ends'),
     maxObservationChars: z.number().int().min(16).max(1_000_000).default(2000).describe('longest tool output passed back'),
   })
   .strict();
@@ -92,7 +91,7 @@ async function loadToolsEnvironment(options: z.infer<typeof toolsEnvOptions>, co
     throw new ConfigError(`env.module: cannot load ${file}: ${(cause as Error).message}`, 'env.module', undefined, { cause });
   }
   const { tools, state } = toolsOfModule(mod, file);
-  return toolEnvironmentFactory({ kind: 'tools', tools, state, maxTurns: options.maxTurns, maxObservationChars: options.maxObservationChars });
+  return toolEnvironmentFactory({ kind: 'tools', tools, state, maxObservationChars: options.maxObservationChars });
 }
 
 /** The environment factory an `env` config section describes (ConfigError naming the bad key). */

@@ -39,7 +39,7 @@ export interface ToolEnvironmentOptions<S> {
   state?: EpisodeState<S>;
   /** The value of a state (undefined = no environment reward); steps report its changes. */
   reward?: (input: { state: S; item: TaskItem; finalText: string }) => number | undefined;
-  /** Policy turns with calls before the environment ends the episode (default 8). */
+  /** Policy turns with calls before the environment ends the episode (default: no limit here; runs limit turns with generate.maxTurns). */
   maxTurns?: number;
   /** Longest tool output passed back (default 2000 characters). */
   maxObservationChars?: number;
@@ -96,7 +96,7 @@ class ToolEnvironment<S> implements Environment {
       if (timedOut) metrics.toolTimeouts++;
     }
     this.turns++;
-    return this.result(action.text, results, this.turns >= (this.options.maxTurns ?? 8), metrics);
+    return this.result(action.text, results, this.turns >= (this.options.maxTurns ?? Infinity), metrics);
   }
 
   async fork(): Promise<Environment> {

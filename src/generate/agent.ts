@@ -197,17 +197,20 @@ function turnBudget(tree: RolloutTree, p: Path, contextTokens: number, options: 
 
 /**
  * Record the sampled turn as a node (with the observation when the environment answers); returns the
- * path continuing from it, or undefined when the episode ended here.
+ * path continuing from it, or undefined when the episode ended here. The node is created before the
+ * first await, so node ids follow the request order however long each environment takes (runs stay
+ * deterministic with asynchronous tools).
  */
 async function afterTurn(p: Path, c: SampleCompletion, weightVersion: number, s: TreeState, options: AgentOptions, ctx: GenerateContext, agent: AgentRuntime): Promise<Path | undefined> {
   const tree = s.tree;
   s.stats.turns++;
   p.turns++;
-  const sampled = { tokens: c.tokens, logprobs: c.logprobs, entropies: c.entropies, hidden: c.hidden, weightVersion, mask: c.tokens.map(() => 1) };
+  const node = addNode(tree, p.nodeId, { tokens: c.tokens, logprobs: c.logprobs, entropies: c.entropies, hidden: c.hidden, weightVersion, mask: c.tokens.map(() => 1), finishReason: null });
+  const here = { ...p, nodeId: node.id };
   const text = agent.decodeTurn(c.tokens);
   const leaf = async (end: EpisodeInfo['end'], finalAnswer: string, finishReason: 'stop' | 'length' | 'depth') => {
-    const node = addNode(tree, p.nodeId, { ...sampled, finishReason });
-    await endAt(tree, { ...p, nodeId: node.id }, end, finalAnswer);
+    node.finishReason = finishReason;
+    await endAt(tree, here, end, finalAnswer);
   };
   if (c.finishReason !== 'stop') return void (await leaf('max_tokens', '', 'length'));
   // a text environment (no tools: OpenEnv games, echo) reads every turn; a tool environment only calls
@@ -220,28 +223,24 @@ async function afterTurn(p: Path, c: SampleCompletion, weightVersion: number, s:
   // only malformed calls: the errors are the observation, the environment is not stepped
   const step = textEnv || calls.length ? await p.env.step({ text, calls }, { signal: ctx.signal, timeoutMs: Math.min(options.toolTimeoutMs, remaining) }) : { results: [], done: false, metrics: { toolCalls: 0, toolErrors: 0 } };
   const results: ToolResult[] = [...errors, ...step.results];
-  p.toolCalls += step.metrics.toolCalls + errors.length;
-  p.toolErrors += step.metrics.toolErrors + errors.length;
-  s.stats.toolCalls += step.metrics.toolCalls + errors.length;
-  s.stats.toolErrors += step.metrics.toolErrors + errors.length;
+  for (const counter of [here, s.stats]) {
+    counter.toolCalls += step.metrics.toolCalls + errors.length;
+    counter.toolErrors += step.metrics.toolErrors + errors.length;
+  }
   s.stats.toolTimeouts += step.metrics.toolTimeouts ?? 0;
-  if (step.reward !== undefined) p.envReward = (p.envReward ?? 0) + step.reward;
+  if (step.reward !== undefined) here.envReward = (here.envReward ?? 0) + step.reward;
   const observation = agent.encodePieces(agent.format.renderObservation(results));
   // the observation must leave room for another turn in the episode budget and the context
-  const used = responseTokens(tree, p.nodeId).length + c.tokens.length + observation.length;
-  const context = prefixTokens(tree, p.nodeId).length + c.tokens.length + observation.length;
+  const used = responseTokens(tree, node.id).length + observation.length;
+  const context = prefixTokens(tree, node.id).length + observation.length;
   if (!step.done && (used >= ctx.maxResponseTokens || (agent.contextLength !== undefined && context >= agent.contextLength))) return void (await leaf('max_tokens', '', 'length'));
-  const node = addNode(tree, p.nodeId, {
-    tokens: [...c.tokens, ...observation],
-    logprobs: [...c.logprobs, ...observation.map(() => 0)],
-    entropies: c.entropies ? [...c.entropies, ...observation.map(() => 0)] : undefined,
-    mask: [...sampled.mask, ...observation.map(() => 0)],
-    hidden: c.hidden,
-    weightVersion,
-    finishReason: step.done ? 'stop' : null,
-  });
-  if (step.done) return void (await endAt(tree, { ...p, nodeId: node.id }, 'env_done', agent.format.finalAnswer(text)));
-  return { ...p, nodeId: node.id };
+  // the observation joins the turn's node: environment tokens, mask 0, no sampling log-prob
+  node.tokens.push(...observation);
+  node.logprobs.push(...observation.map(() => 0));
+  node.mask.push(...observation.map(() => 0));
+  if (node.entropies) node.entropies.push(...observation.map(() => 0));
+  if (step.done) return void (await leaf('env_done', agent.format.finalAnswer(text), 'stop'));
+  return here;
 }
 
 /** The episode of `p` ends at its node (a leaf): record what it did and close its environment. */

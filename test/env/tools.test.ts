@@ -122,7 +122,7 @@ test('env config: the union over kind, unknown kinds and keys, tools modules rel
   assert.deepEqual(knownEnvKinds(), ['calculator', 'kv', 'code', 'tools', 'mcp', 'openenv']);
   assert.equal(envOptionsSchema.parse({ kind: 'calculator' }).kind, 'calculator');
   await assert.rejects(envFactoryFromConfig({ kind: 'nope' }, { baseDir: '.' }), (e: unknown) => e instanceof ConfigError && e.path === 'env.kind');
-  await assert.rejects(envFactoryFromConfig({ kind: 'kv', maxTurns: 0 }, { baseDir: '.' }), (e: unknown) => e instanceof ConfigError && e.path === 'env.maxTurns');
+  await assert.rejects(envFactoryFromConfig({ kind: 'kv', maxObservationChars: 0 }, { baseDir: '.' }), (e: unknown) => e instanceof ConfigError && e.path === 'env.maxObservationChars');
   await assert.rejects(envFactoryFromConfig({ kind: 'kv', typo: 1 }, { baseDir: '.' }), (e: unknown) => e instanceof ConfigError && e.path === 'env.typo');
   const dir = mkdtempSync(join(tmpdir(), 'arbor-tools-'));
   try {

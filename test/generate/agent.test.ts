@@ -43,7 +43,7 @@ class TextSampler implements Sampler {
   }
 }
 
-const factory = calculatorEnvironmentFactory({ maxTurns: 8 });
+const factory = calculatorEnvironmentFactory();
 const tools = [{ name: 'calc', description: 'evaluate an arithmetic expression', inputSchema: { type: 'object', properties: { expr: { type: 'string' } }, required: ['expr'] } }];
 
 function runtime(contextLength?: number): AgentRuntime {

@@ -25,11 +25,10 @@ export const calcTool: ArborTool<{ expr: string }, string> = tool({
 export const calculatorEnvOptions = z
   .object({
     kind: z.literal('calculator'),
-    maxTurns: z.number().int().min(1).max(32).default(4).describe('policy turns with calls before the episode ends'),
     maxObservationChars: z.number().int().min(16).max(100_000).default(200).describe('longest tool output passed back'),
   })
   .strict();
 
 export function calculatorEnvironmentFactory(options: Partial<z.infer<typeof calculatorEnvOptions>> = {}): EnvironmentFactory {
-  return toolEnvironmentFactory({ kind: 'calculator', tools: { calc: calcTool }, maxTurns: options.maxTurns ?? 4, maxObservationChars: options.maxObservationChars ?? 200 });
+  return toolEnvironmentFactory({ kind: 'calculator', tools: { calc: calcTool }, maxObservationChars: options.maxObservationChars ?? 200 });
 }

@@ -18,7 +18,6 @@ export const codeEnvOptions = z
     cpuSeconds: z.number().int().min(1).max(60).default(2).describe('CPU limit per run (s)'),
     memoryMB: z.number().int().min(16).max(4096).default(256).describe('memory limit per run (MB)'),
     outputBytes: z.number().int().min(64).max(1_048_576).default(16_384).describe('stdout+stderr limit per run (bytes)'),
-    maxTurns: z.number().int().min(1).max(32).default(4).describe('policy turns with calls before the episode ends'),
     maxObservationChars: z.number().int().min(16).max(100_000).default(1000).describe('longest tool output passed back'),
   })
   .strict();
@@ -46,5 +45,5 @@ export function codeEnvironmentFactory(options: Partial<CodeEnvOptions> = {}): E
   const o = { ...defaults, ...options };
   const name = o.language === 'python' ? 'run_python' : 'run_js';
   const limits = { wallMs: o.wallMs, cpuSeconds: o.cpuSeconds, memoryMB: o.memoryMB, outputBytes: o.outputBytes };
-  return toolEnvironmentFactory({ kind: 'code', tools: { [name]: codeTool(o.language, limits) }, maxTurns: o.maxTurns, maxObservationChars: o.maxObservationChars });
+  return toolEnvironmentFactory({ kind: 'code', tools: { [name]: codeTool(o.language, limits) }, maxObservationChars: o.maxObservationChars });
 }

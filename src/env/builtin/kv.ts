@@ -88,7 +88,6 @@ export const kvTools: Record<string, ArborTool<any, string, KvState>> = {
 export const kvEnvOptions = z
   .object({
     kind: z.literal('kv'),
-    maxTurns: z.number().int().min(1).max(32).default(4).describe('policy turns with calls before the episode ends'),
     maxObservationChars: z.number().int().min(16).max(100_000).default(100).describe('longest tool output passed back'),
   })
   .strict();
@@ -105,7 +104,6 @@ export function kvEnvironmentFactory(options: Partial<z.infer<typeof kvEnvOption
       const meta = kvMeta(item);
       return meta.goal ? (kvGoalHolds(meta.store, state.store, meta.goal) ? 1 : 0) : undefined;
     },
-    maxTurns: options.maxTurns ?? 4,
     maxObservationChars: options.maxObservationChars ?? 100,
   });
 }

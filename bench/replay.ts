@@ -12,8 +12,9 @@
  * the controls for replay-dots' and replay-remix's smaller fresh batches): `replay-recent` (the previous step's 16 trees replayed, maxAge 2),
  * `replay-dots` (DOTS: 8 fresh groups per step + 8 drawn from the FIFO buffer, σ = 0.5),
  * `replay-remix` (ReMix: 10 fresh groups + round(10·0.4/0.6) = 7 stored ones from the last 2
- * policies, 2 updates per batch, on-policy from step 20). `replay_tokens_to_target_gain` = the
- * baseline's tokens to target ÷ the best replay variant's (named in `best_replay`); the mean ESS
+ * policies, 2 updates per batch, on-policy from step 20). `replay_tokens_to_target_gain` = a replay
+ * variant's control's tokens to target ÷ its own (control: on-policy with the same fresh prompts per
+ * step: sequential, sequential-8, sequential-10), the best variant's (named in `best_replay`); the mean ESS
  * covers steps that replayed something. `--variants a,b` runs a subset: figures of variants not run
  * (and the export round trip unless every variant runs) are kept from the previous bench/out/replay.json.
  */
@@ -110,8 +111,13 @@ export async function main(args: string[]): Promise<void> {
   const ratio = (a: number | null | undefined, b: number | null | undefined) => (a != null && b != null && b !== 0 ? a / b : null);
   const selection = Object.fromEntries(['dots', 'vade'].map((n) => [n, ratio(summary.sequential?.tokens_to_target, summary[n]?.tokens_to_target)]));
   const best = Object.entries(selection).reduce<[string, number | null]>((b, [n, x]) => (x !== null && (b[1] === null || x > b[1]) ? [n, x] : b), ['', null]);
-  const replayGain = Object.fromEntries(REPLAY.filter((n) => summary[n]).map((n) => [n, ratio(summary.sequential?.tokens_to_target, summary[n].tokens_to_target)]));
-  const replayWallGain = Object.fromEntries(REPLAY.filter((n) => summary[n]).map((n) => [n, ratio(summary.sequential?.seconds_to_target, summary[n].seconds_to_target)]));
+  // each replay variant against on-policy training with the same fresh prompts per step (its control):
+  // a smaller fresh batch alone already needs fewer tokens here, so the 16-prompt baseline would
+  // credit replay with what the batch size did
+  const CONTROL: Record<string, string> = { 'replay-recent': 'sequential', 'replay-dots': 'sequential-8', 'replay-remix': 'sequential-10' };
+  const replayGain = Object.fromEntries(REPLAY.filter((n) => summary[n]).map((n) => [n, ratio(summary[CONTROL[n]]?.tokens_to_target, summary[n].tokens_to_target)]));
+  const replayWallGain = Object.fromEntries(REPLAY.filter((n) => summary[n]).map((n) => [n, ratio(summary[CONTROL[n]]?.seconds_to_target, summary[n].seconds_to_target)]));
+  const replayGainVs16 = Object.fromEntries(REPLAY.filter((n) => summary[n]).map((n) => [n, ratio(summary.sequential?.tokens_to_target, summary[n].tokens_to_target)]));
   const bestReplay = Object.entries(replayGain).reduce<[string, number | null]>((b, [n, x]) => (x !== null && (b[1] === null || x > b[1]) ? [n, x] : b), ['', null]);
   const roundtrip = prev ? prev.export : exportRoundtrip(join(benchOutDir, 'replay', 'sequential-seed0'));
   const ttrl = summary.ttrl ?? { acc_start: null, acc_end: null };
@@ -128,7 +134,8 @@ export async function main(args: string[]): Promise<void> {
   writeBenchJson('replay', headline, {
     config: 'examples/control-mixed.yaml (allocate: uniform)', seeds, steps, gain, target: 'each seed: its start accuracy + gain',
     best_selection: best[0], selection_tokens_to_target_gain_by_strategy: selection,
-    best_replay: bestReplay[0], replay_tokens_to_target_gain_by_variant: replayGain, replay_seconds_to_target_gain_by_variant: replayWallGain,
+    best_replay: bestReplay[0], replay_controls: CONTROL, replay_tokens_to_target_gain_by_variant: replayGain, replay_seconds_to_target_gain_by_variant: replayWallGain,
+    replay_tokens_to_target_gain_vs_16_prompts: replayGainVs16,
     replay_variants: 'replay-recent: previous step\'s trees replayed (16 fresh + 16 stored); replay-dots: 8 fresh + 8 from the DOTS buffer; replay-remix: 10 fresh + 7 stored, 2 updates per batch, on-policy from step 20; all TIS cap 2',
     variants_rerun: variants.map((v) => v.name),
     // does replay beat simply training on-policy with the smaller fresh batch? (> 1: replay-dots needs fewer tokens)

@@ -22,7 +22,7 @@ export interface EvalResult {
   components?: Record<string, ComponentEval>;
   /** A few (prompt, response, reward) examples for the report. */
   samples: Array<{ prompt: string; response: string; reward: number }>;
-  /** More held-out metrics logged with the evaluation (agent runs: eval_tool_call_rate, ...). */
+  /** More held-out metrics logged with the evaluation (agent runs: eval_tool_call_rate, ...; a task mix: eval_greedy_acc/<component>). */
   extra?: Record<string, number>;
 }
 
@@ -64,13 +64,15 @@ export async function evaluate(items: TaskItem[], k: number, ctx: EvalContext): 
     sampleCorrect = scores.map((s) => isCorrect(s.reward));
   }
   const correct = greedy.filter((s) => isCorrect(s.reward)).length;
+  const components = byComponent(items, greedy.map((s) => isCorrect(s.reward)), sampleCorrect, k);
   return {
     greedyAccuracy: correct / items.length,
     passAtK,
     sampleAccuracy,
     k,
     count: items.length,
-    ...byComponent(items, greedy.map((s) => isCorrect(s.reward)), sampleCorrect, k),
+    ...components,
+    extra: componentEvalMetrics(components),
     samples: greedyInputs.slice(0, 5).map((g, i) => ({ prompt: g.item.prompt, response: g.response, reward: greedy[i].reward })),
   };
 }
@@ -92,7 +94,7 @@ function byComponent(items: TaskItem[], greedy: boolean[], sampled: boolean[], k
 }
 
 /** Metrics-line keys of the per-component figures: `eval_greedy_acc/<component>` (and `eval_sample_acc/<component>`). */
-export function componentEvalMetrics(result: EvalResult): Record<string, number> {
+export function componentEvalMetrics(result: Pick<EvalResult, 'components'>): Record<string, number> {
   const out: Record<string, number> = {};
   for (const [label, c] of Object.entries(result.components ?? {})) {
     out[`eval_greedy_acc/${label}`] = c.greedyAccuracy;

@@ -75,6 +75,7 @@ test('held-out evaluation reports each component', async () => {
   assert.equal(r.greedyAccuracy, 2 / 8);
   assert.deepEqual(r.components, { add1: { greedyAccuracy: 1, sampleAccuracy: 1, count: 2 }, mul3: { greedyAccuracy: 0, sampleAccuracy: 0, count: 6 } });
   assert.deepEqual(componentEvalMetrics(r), { 'eval_greedy_acc/add1': 1, 'eval_sample_acc/add1': 1, 'eval_greedy_acc/mul3': 0, 'eval_sample_acc/mul3': 0 });
+  assert.deepEqual(r.extra, componentEvalMetrics(r), 'the loop logs them with the evaluation');
   const plain = getTask('arith', { digits: 1 });
   const p = await evaluate(plain.makeItems('test', 2, 1), 0, { sampler: sampler as never, encodePrompt: () => [0], decode: () => ';0', stopTokens: [0], maxResponseTokens: 8, reward: plain.reward, rng: new Rng(1) });
   assert.equal(p.components, undefined, 'a plain task has no components');

@@ -9,7 +9,7 @@ import { configErrorFromIssue } from '../../core/errors.js';
 import { leaves, trajectory, type RolloutTree } from '../../core/tree.js';
 import type { AdvantagedTrajectory } from '../types.js';
 import { drGrpoAdvantages, grpoAdvantages, mcGrpoAdvantages, rlooAdvantages } from './group.js';
-import { nodeValues, treeLeafAdvantages, whitenTokenWeighted } from './tree.js';
+import { nodeValues, treeLeafAdvantages, whitenTokenAdvantages, whitenTokenWeighted } from './tree.js';
 import { turnAdvantages } from './turn.js';
 
 export * from './group.js';
@@ -97,13 +97,6 @@ function treeAdvantages(trees: RolloutTree[], o: AdvantageOptions): AdvantagedTr
       out.push({ trajectory: tr, advantage: 0, tokenAdvantages, excluded: false });
     }
   }
-  if (o.whiten) {
-    const flat: number[] = [];
-    const w: number[] = [];
-    for (const a of out) a.tokenAdvantages!.forEach((v, t) => (flat.push(v), w.push(a.trajectory.mask[t])));
-    const white = whitenTokenWeighted(flat, w);
-    let k = 0;
-    for (const a of out) a.tokenAdvantages = a.tokenAdvantages!.map(() => white[k++]);
-  }
+  if (o.whiten) whitenTokenAdvantages(out);
   return out;
 }

@@ -8,6 +8,7 @@
  * value(node) − value(parent), with value = mean of children (leaf value = reward), tiled on tokens.
  */
 import { pathTo, type RolloutTree, type TreeNode } from '../../core/tree.js';
+import type { AdvantagedTrajectory } from '../types.js';
 
 /** Leaves under each node (ids), computed once per tree. */
 function leavesUnder(tree: RolloutTree): Map<string, TreeNode[]> {
@@ -59,6 +60,16 @@ export function nodeValues(tree: RolloutTree): Map<string, number> {
 }
 
 /** Whiten values over tokens: each entry counts `weights[i]` times (token-weighted mean, Bessel std). */
+/** Whiten per-token advantages in place over all policy tokens of the batch (mask as weight). */
+export function whitenTokenAdvantages(out: AdvantagedTrajectory[]): void {
+  const flat: number[] = [];
+  const w: number[] = [];
+  for (const a of out) a.tokenAdvantages!.forEach((v, t) => (flat.push(v), w.push(a.trajectory.mask[t])));
+  const white = whitenTokenWeighted(flat, w);
+  let k = 0;
+  for (const a of out) a.tokenAdvantages = a.tokenAdvantages!.map(() => white[k++]);
+}
+
 export function whitenTokenWeighted(values: number[], weights: number[], eps = 1e-8): number[] {
   const n = weights.reduce((a, b) => a + b, 0);
   if (n < 2) return values.map(() => 0);

@@ -33,7 +33,7 @@
 import { leaves, trajectory, type RolloutTree } from '../../core/tree.js';
 import type { AdvantagedTrajectory } from '../types.js';
 import { grpoAdvantages } from './group.js';
-import { whitenTokenWeighted } from './tree.js';
+import { whitenTokenAdvantages } from './tree.js';
 
 export interface TurnAdvantageOptions {
   kind: 'fork' | 'turn_grpo';
@@ -139,15 +139,6 @@ export function turnAdvantages(trees: RolloutTree[], o: TurnAdvantageOptions): A
       out.push({ trajectory: tr, advantage: 0, tokenAdvantages, excluded: false });
     });
   }
-  if (o.turnWhiten) whitenTokens(out);
+  if (o.turnWhiten) whitenTokenAdvantages(out);
   return out;
-}
-
-function whitenTokens(out: AdvantagedTrajectory[]): void {
-  const flat: number[] = [];
-  const w: number[] = [];
-  for (const a of out) a.tokenAdvantages!.forEach((v, t) => (flat.push(v), w.push(a.trajectory.mask[t])));
-  const white = whitenTokenWeighted(flat, w);
-  let k = 0;
-  for (const a of out) a.tokenAdvantages = a.tokenAdvantages!.map(() => white[k++]);
 }

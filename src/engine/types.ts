@@ -223,6 +223,8 @@ export interface TextTokenizer {
   /** Ends a response (used as the stop token). */
   readonly eos: number;
   encode(text: string): number[];
+  /** Encode text whose special-token strings must stay text (tool output); absent = `encode` (no special tokens in the text's alphabet). */
+  encodePlain?(text: string): number[];
   /** Decode ids, dropping special tokens. */
   decode(ids: number[]): string;
   /** Render chat messages with the model's chat template (Hugging Face tokenizers only). */

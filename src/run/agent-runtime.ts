@@ -55,7 +55,8 @@ export function agentRuntime(env: AgentEnv, tokenizer: TextTokenizer, config: Ar
       const prompt = initialObservation ? `${item.prompt}\n${initialObservation}` : item.prompt;
       return [...(tokenizer.bos !== undefined ? [tokenizer.bos] : []), ...tokenizer.encode(format.renderPrompt(prompt, tools))];
     },
-    encodePieces: (pieces) => encodePieces(pieces, (text) => tokenizer.encode(text)),
+    // separators with special-token parsing, tool output without (a tool cannot forge <|im_end|>)
+    encodePieces: (pieces) => encodePieces(pieces, (text, special) => (special || !tokenizer.encodePlain ? tokenizer.encode(text) : tokenizer.encodePlain(text))),
     decodeTurn: (tokens) => decode(tokens, keepSpecial),
   };
 }

@@ -24,7 +24,7 @@ export class HFTokenizer {
   readonly eos: number;
   readonly specialTokens: Record<string, number>;
 
-  private constructor(readonly dir: string, json: Record<string, unknown>, private readonly config: Record<string, unknown>) {
+  private constructor(readonly dir: string, private readonly json: Record<string, unknown>, private readonly config: Record<string, unknown>) {
     this.tokenizer = new Tokenizer(json, config);
     const added = (json.added_tokens ?? []) as Array<{ id: number; content: string; special?: boolean }>;
     this.specialTokens = Object.fromEntries(added.filter((t) => t.special).map((t) => [t.content, t.id]));
@@ -60,6 +60,40 @@ export class HFTokenizer {
 
   encode(text: string): number[] {
     return this.tokenizer.encode(text, { add_special_tokens: false }).ids;
+  }
+
+  /**
+   * Encode text that must not produce special tokens (a tool's output in an agent observation): the
+   * text of any added token in it (`<|im_end|>`, `<tool_response>`...) is encoded as ordinary text,
+   * split before its last character so the added-token matcher cannot see it. Decodes to the same text.
+   */
+  encodePlain(text: string): number[] {
+    const added = this.addedTexts();
+    const ids: number[] = [];
+    let start = 0;
+    for (let i = 0; i < text.length; ) {
+      const hit = added.find((a) => text.startsWith(a, i));
+      if (!hit) {
+        i++;
+        continue;
+      }
+      if (i > start) ids.push(...this.encode(text.slice(start, i)));
+      ids.push(...this.encode(hit.slice(0, -1)), ...this.encode(hit.slice(-1)));
+      i += hit.length;
+      start = i;
+    }
+    if (start < text.length) ids.push(...this.encode(text.slice(start)));
+    return ids;
+  }
+
+  private addedCache: string[] | undefined;
+  /** Every added token's text, longest first. */
+  private addedTexts(): string[] {
+    if (!this.addedCache) {
+      const added = ((this.json.added_tokens ?? []) as Array<{ content: string }>).map((t) => t.content).filter((c) => c.length > 1);
+      this.addedCache = [...new Set(added)].sort((a, b) => b.length - a.length);
+    }
+    return this.addedCache;
   }
 
   /** Decode ids; special tokens are dropped unless `keepSpecial`. */

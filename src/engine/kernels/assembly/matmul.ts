@@ -2,8 +2,13 @@
 // the three layouts: A(i,k) = a[i*sai + k*sak], B(k,j) = b[k*sbk + j*sbj]. B is packed into panels of
 // NR=8 columns and A into panels of MR=4 rows (k-major), per K-block of KC; a 4×8 register tile of
 // f32x4 accumulators does the work (`madd`: a fused multiply-add in the relaxed-SIMD build, mul + add
-// in the plain one). Ragged edges are
-// zero-padded in the packs and written through a bounds-checked store.
+// in the plain one). The micro-kernel walks the packs with two bumped pointers and constant load
+// offsets, so V8's loop body is 6 loads + 8 FMAs + 2 adds and a compare (indexing by k recomputed the
+// addresses, with a multiply, every step). Bigger tiles do not pay under V8: it issues every load of a
+// step before the FMAs, so 5×8 or 6×8 run out of the 15 usable xmm registers and spill accumulators.
+// Packing uses 4×4 SIMD transposes where the source is contiguous along k (A·Bᵀ's B; A·B's and A·Bᵀ's
+// A). Ragged edges are zero-padded in the packs and written through a bounds-checked store. Each
+// output element is the same sum in the same k order whatever tile or thread computes it.
 
 import { madd } from './madd';
 
@@ -22,7 +27,22 @@ function packB(b: usize, sbk: i32, sbj: i32, k0: i32, kc: i32, N: i32, out: usiz
       for (let k = 0; k < kc; k++) {
         const src = b + <usize>((k0 + k) * sbk + j0) * 4;
         v128.store(dst + <usize>(k * NR) * 4, v128.load(src));
-        v128.store(dst + <usize>(k * NR) * 4 + 16, v128.load(src + 16));
+        v128.store(dst + <usize>(k * NR) * 4, v128.load(src, 16), 16);
+      }
+    } else if (sbk == 1 && w == NR) {
+      // B(k, j) = b[j*sbj + k]: the 8 columns are contiguous rows in memory; 4×4 transposes
+      const r = b + <usize>(j0 * sbj + k0) * 4;
+      const rs = <usize>sbj * 4;
+      let k = 0;
+      for (; k + 4 <= kc; k += 4) {
+        const s = r + (<usize>k << 2);
+        const d = dst + <usize>(k * NR) * 4;
+        transposeStore4(v128.load(s), v128.load(s + rs), v128.load(s + rs * 2), v128.load(s + rs * 3), d, NR * 4);
+        transposeStore4(v128.load(s + rs * 4), v128.load(s + rs * 5), v128.load(s + rs * 6), v128.load(s + rs * 7), d + 16, NR * 4);
+      }
+      for (; k < kc; k++) {
+        const row = dst + <usize>(k * NR) * 4;
+        for (let jj = 0; jj < NR; jj++) store<f32>(row + <usize>jj * 4, load<f32>(r + <usize>jj * rs + (<usize>k << 2)));
       }
     } else {
       for (let k = 0; k < kc; k++) {
@@ -35,12 +55,46 @@ function packB(b: usize, sbk: i32, sbj: i32, k0: i32, kc: i32, N: i32, out: usiz
   }
 }
 
+/** Stores the transpose of the 4×4 block with rows r0..r3: column t goes to d + t*stride (16 bytes). */
+// @ts-ignore: decorator
+@inline
+function transposeStore4(r0: v128, r1: v128, r2: v128, r3: v128, d: usize, stride: i32): void {
+  const t0 = v128.shuffle<f32>(r0, r1, 0, 4, 1, 5);
+  const t1 = v128.shuffle<f32>(r0, r1, 2, 6, 3, 7);
+  const t2 = v128.shuffle<f32>(r2, r3, 0, 4, 1, 5);
+  const t3 = v128.shuffle<f32>(r2, r3, 2, 6, 3, 7);
+  const s = <usize>stride;
+  v128.store(d, v128.shuffle<f32>(t0, t2, 0, 1, 4, 5));
+  v128.store(d + s, v128.shuffle<f32>(t0, t2, 2, 3, 6, 7));
+  v128.store(d + s * 2, v128.shuffle<f32>(t1, t3, 0, 1, 4, 5));
+  v128.store(d + s * 3, v128.shuffle<f32>(t1, t3, 2, 3, 6, 7));
+}
+
 /** Pack A(i0..i0+MR, k0..k0+kc) into [kc][MR]. */
 function packA(a: usize, sai: i32, sak: i32, i0: i32, k0: i32, kc: i32, M: i32, out: usize): void {
   const h = min(MR, M - i0);
   if (sai == 1 && h == MR) {
+    // A(i, k) = a[i + k*sak]: the MR rows of one k are contiguous
     for (let k = 0; k < kc; k++) {
-      v128.store(out + <usize>(k * MR) * 4, v128.load(a + <usize>(i0 + (k0 + k) * sak) * 4));
+      const src = a + <usize>(i0 + (k0 + k) * sak) * 4;
+      const dst = out + <usize>(k * MR) * 4;
+      v128.store(dst, v128.load(src));
+    }
+    return;
+  }
+  if (sak == 1 && h == MR) {
+    // A(i, k) = a[i*sai + k]: the MR rows are contiguous along k; 4×4 transposes
+    const r = a + <usize>(i0 * sai + k0) * 4;
+    const rs = <usize>sai * 4;
+    let k = 0;
+    for (; k + 4 <= kc; k += 4) {
+      const s = r + (<usize>k << 2);
+      const d = out + <usize>(k * MR) * 4;
+      transposeStore4(v128.load(s), v128.load(s + rs), v128.load(s + rs * 2), v128.load(s + rs * 3), d, MR * 4);
+    }
+    for (; k < kc; k++) {
+      const d = out + <usize>(k * MR) * 4;
+      for (let ii = 0; ii < MR; ii++) store<f32>(d + <usize>ii * 4, load<f32>(r + <usize>ii * rs + (<usize>k << 2)));
     }
     return;
   }
@@ -82,23 +136,26 @@ function kernel4x8(pa: usize, pb: usize, kc: i32, c: usize, ldc: i32, h: i32, w:
   let c10 = f32x4.splat(0), c11 = f32x4.splat(0);
   let c20 = f32x4.splat(0), c21 = f32x4.splat(0);
   let c30 = f32x4.splat(0), c31 = f32x4.splat(0);
-  for (let k = 0; k < kc; k++) {
-    const bp = pb + <usize>(k << 5);
+  let ap = pa;
+  let bp = pb;
+  const bend = pb + (<usize>kc << 5);
+  while (bp < bend) {
     const b0 = v128.load(bp);
-    const b1 = v128.load(bp + 16);
-    const ap = pa + <usize>(k << 4);
+    const b1 = v128.load(bp, 16);
     let av = v128.load32_splat(ap);
     c00 = madd(av, b0, c00);
     c01 = madd(av, b1, c01);
-    av = v128.load32_splat(ap + 4);
+    av = v128.load32_splat(ap, 4);
     c10 = madd(av, b0, c10);
     c11 = madd(av, b1, c11);
-    av = v128.load32_splat(ap + 8);
+    av = v128.load32_splat(ap, 8);
     c20 = madd(av, b0, c20);
     c21 = madd(av, b1, c21);
-    av = v128.load32_splat(ap + 12);
+    av = v128.load32_splat(ap, 12);
     c30 = madd(av, b0, c30);
     c31 = madd(av, b1, c31);
+    ap += MR * 4;
+    bp += NR * 4;
   }
   const stride = <usize>ldc * 4;
   if (h == MR && w == NR) {
@@ -111,11 +168,11 @@ function kernel4x8(pa: usize, pb: usize, kc: i32, c: usize, ldc: i32, h: i32, w:
   // ragged tile: spill to a scratch tile then copy the valid part. The tile sits right after the
   // packed A panel in the caller's packA buffer (which has MR·NR floats of room for it), not in static
   // memory: two threads run this module over one shared memory (kernels/wasm.ts GemmHelper).
-  const tile = pa + (<usize>kc << 4);
-  v128.store(tile, c00); v128.store(tile + 16, c01);
-  v128.store(tile + 32, c10); v128.store(tile + 48, c11);
-  v128.store(tile + 64, c20); v128.store(tile + 80, c21);
-  v128.store(tile + 96, c30); v128.store(tile + 112, c31);
+  const tile = pa + <usize>(kc * MR) * 4;
+  v128.store(tile, c00); v128.store(tile, c01, 16);
+  v128.store(tile, c10, 32); v128.store(tile, c11, 48);
+  v128.store(tile, c20, 64); v128.store(tile, c21, 80);
+  v128.store(tile, c30, 96); v128.store(tile, c31, 112);
   for (let i = 0; i < h; i++) {
     for (let j = 0; j < w; j++) {
       const dst = c + <usize>i * stride + <usize>j * 4;
@@ -130,10 +187,10 @@ function kernel4x8(pa: usize, pb: usize, kc: i32, c: usize, ldc: i32, h: i32, w:
 function storeRow(p: usize, v0: v128, v1: v128, acc: bool): void {
   if (acc) {
     v128.store(p, f32x4.add(v128.load(p), v0));
-    v128.store(p + 16, f32x4.add(v128.load(p + 16), v1));
+    v128.store(p, f32x4.add(v128.load(p, 16), v1), 16);
   } else {
     v128.store(p, v0);
-    v128.store(p + 16, v1);
+    v128.store(p, v1, 16);
   }
 }
 

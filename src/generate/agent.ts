@@ -118,7 +118,7 @@ async function startTree(input: GenerateInput, index: number, options: AgentOpti
   // the prompt tokens include the environment's initial observation: reset one episode to read it
   const env = await agent.factory.create();
   try {
-    const { observation } = await env.reset(input.item, { seed: episodeSeed(ctx, index, 0), signal: ctx.signal, timeoutMs: options.toolTimeoutMs });
+    const { observation } = await env.reset(input.item, { seed: episodeSeed(ctx, index), signal: ctx.signal, timeoutMs: options.toolTimeoutMs });
     const tree = createTree(`${ctx.treeIdPrefix}${index}`, input.item.id, agent.encodePrompt(input.item, observation), { generator: 'agent', branching: options.branching });
     return { tree, target, started: 0, stats };
   } finally {
@@ -127,7 +127,7 @@ async function startTree(input: GenerateInput, index: number, options: AgentOpti
 }
 
 /** Seeds of episode resets derive from the tree's prompt seed: every episode of a tree sees the same start. */
-function episodeSeed(ctx: GenerateContext, tree: number, _episode: number): number {
+function episodeSeed(ctx: GenerateContext, tree: number): number {
   return (ctx.step * 1_000_003 + tree * 7919) >>> 0;
 }
 
@@ -138,7 +138,7 @@ async function startEpisodes(s: TreeState, index: number, input: GenerateInput, 
   const first = s.started === 0;
   const copies = options.branching === 'iid' || !first ? missing : Math.min(missing, options.rootCopies || Math.ceil(s.target / options.branchFactor));
   const env = await agent.factory.create();
-  await env.reset(input.item, { seed: episodeSeed(ctx, index, s.stats.episodes), signal: ctx.signal, timeoutMs: options.toolTimeoutMs });
+  await env.reset(input.item, { seed: episodeSeed(ctx, index), signal: ctx.signal, timeoutMs: options.toolTimeoutMs });
   const envs = await forkInto(env, copies, s.stats);
   s.started += copies;
   s.stats.episodes += copies;
@@ -156,19 +156,26 @@ async function forkInto(env: Environment, count: number, stats: AgentTreeStats):
 
 /** One policy turn for every open path (one sampler call), then the environment steps; returns the paths still open. */
 async function turn(paths: Path[], states: TreeState[], options: AgentOptions, ctx: GenerateContext, agent: AgentRuntime, stats: GenerateStats): Promise<Path[]> {
-  const requests: SampleRequest[] = [];
-  const live: Path[] = [];
+  // the paths continuing from one node (an anchor's children, the episodes from the prompt) share one
+  // request with n = their count: the engine computes their common context once
+  const groups = new Map<string, Path[]>();
   for (const p of paths) {
-    const tree = states[p.tree].tree;
-    const context = prefixTokens(tree, p.nodeId);
-    const budget = turnBudget(tree, p, context.length, options, ctx, agent);
+    const key = `${p.tree}/${p.nodeId}`;
+    groups.set(key, [...(groups.get(key) ?? []), p]);
+  }
+  const requests: SampleRequest[] = [];
+  const live: Path[][] = [];
+  for (const group of groups.values()) {
+    const tree = states[group[0].tree].tree;
+    const context = prefixTokens(tree, group[0].nodeId);
+    const budget = turnBudget(tree, group[0], context.length, options, ctx, agent);
     if (budget <= 0) {
-      await endAt(tree, p, 'max_tokens', '');
+      for (const p of group) await endAt(tree, p, 'max_tokens', '');
       continue;
     }
-    live.push(p);
+    live.push(group);
     requests.push({
-      tokens: context, n: 1, maxTokens: budget, temperature: ctx.temperature, topP: ctx.topP, topK: ctx.topK, stopTokens: ctx.stopTokens, seed: ctx.rng.nextU32(), affinityKey: tree.id,
+      tokens: context, n: group.length, maxTokens: budget, temperature: ctx.temperature, topP: ctx.topP, topK: ctx.topK, stopTokens: ctx.stopTokens, seed: ctx.rng.nextU32(), affinityKey: tree.id,
       ...(ctx.quality?.wants?.entropy ? { returnEntropy: true } : {}),
       ...(ctx.quality?.wants?.hidden ? { returnHidden: true } : {}),
     });
@@ -177,11 +184,11 @@ async function turn(paths: Path[], states: TreeState[], options: AgentOptions, c
   const results = await ctx.sampler.sample(requests, { signal: ctx.signal });
   stats.samplerCalls++;
   const anchors: Path[] = [];
-  await Promise.all(live.map(async (p, j) => {
-    addUsage(stats, results[j].usage);
-    const next = await afterTurn(p, results[j].completions[0], results[j].weightVersion, states[p.tree], options, ctx, agent);
+  for (const r of results) addUsage(stats, r.usage);
+  await Promise.all(live.flatMap((group, j) => group.map(async (p, k) => {
+    const next = await afterTurn(p, results[j].completions[k], results[j].weightVersion, states[p.tree], options, ctx, agent);
     if (next) anchors.push(next);
-  }));
+  })));
   anchors.sort((a, b) => a.tree - b.tree || (a.nodeId < b.nodeId ? -1 : 1));
   return branch(anchors, states, options, ctx);
 }

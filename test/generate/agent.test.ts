@@ -21,7 +21,7 @@ import { calculatorTask } from '../../src/tasks/calculator.js';
 const tok = new CharTokenizer();
 const format = arborFormat();
 
-/** Turn k of an episode (k = EOS tokens in the response so far) is `script(k, seed)`. */
+/** Turn k of an episode (k = EOS tokens in the response so far) is `script(k, seed)`; n continuations per request. */
 class TextSampler implements Sampler {
   readonly specificationVersion = 'arbor.sampler.v1' as const;
   readonly capabilities = { entropy: false, topLogprobs: false, forcedTokens: false, cacheHandles: false, prefixCaching: false };
@@ -31,10 +31,14 @@ class TextSampler implements Sampler {
     this.requests.push(...requests);
     return requests.map((r) => {
       const turn = r.tokens.slice(this.promptLength(r.tokens)).filter((t) => t === tok.eos).length;
-      let tokens = [...tok.encode(this.script(turn, r.seed ?? 0)), tok.eos];
-      let finishReason: 'stop' | 'length' = 'stop';
-      if (tokens.length > r.maxTokens) [tokens, finishReason] = [tokens.slice(0, r.maxTokens), 'length'];
-      return { completions: [{ tokens, logprobs: tokens.map(() => -0.5), finishReason }], usage: { promptTokensComputed: r.tokens.length, prefixTokensReused: 0, tokensDecoded: tokens.length }, weightVersion: 0 };
+      // continuation i of a request follows the script with seed + i
+      const completions = Array.from({ length: r.n ?? 1 }, (_, i) => {
+        let tokens = [...tok.encode(this.script(turn, (r.seed ?? 0) + i)), tok.eos];
+        let finishReason: 'stop' | 'length' = 'stop';
+        if (tokens.length > r.maxTokens) [tokens, finishReason] = [tokens.slice(0, r.maxTokens), 'length'];
+        return { tokens, logprobs: tokens.map(() => -0.5), finishReason };
+      });
+      return { completions, usage: { promptTokensComputed: r.tokens.length, prefixTokensReused: 0, tokensDecoded: completions.reduce((a, c) => a + c.tokens.length, 0) }, weightVersion: 0 };
     });
   }
   release(): void {}
@@ -127,8 +131,10 @@ test('limits: max turns, an observation that would overflow the episode budget, 
 
 test('uniform branching: root copies, then every anchor branches within the budget of G leaves', async () => {
   const script = (turn: number, seed: number) => (turn < 2 ? `@calc(${seed % 7}+1)` : 'done');
-  const { tree } = await grow(script, { groupSize: 8, branching: 'uniform', branchFactor: 2, rootCopies: 2, maxTurns: 5 });
+  const { tree, sampler } = await grow(script, { groupSize: 8, branching: 'uniform', branchFactor: 2, rootCopies: 2, maxTurns: 5 });
   assert.equal(leaves(tree).length, 8);
+  // the continuations of one node share one request (their context is computed once)
+  assert.deepEqual(sampler.requests.map((r) => r.n), [2, 2, 2, 2, 2, 2, 2]);
   assert.equal(tree.nodes[ROOT_ID].children.length, 2, 'two episodes from the prompt');
   for (const id of tree.nodes[ROOT_ID].children) assert.equal(tree.nodes[id].children.length, 2, `anchor ${id} branches in two`);
   assert.equal((tree.meta!.agent as { forks: number }).forks, 1 + 2 + 4, 'one fork per extra child');

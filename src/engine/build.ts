@@ -82,7 +82,7 @@ export async function buildEngine(spec: EngineSpec, options: BuildOptions = {}):
 async function buildEmbedded(spec: EngineSpec, options: BuildOptions): Promise<Engine> {
   const startDir = await prepareStart(spec, options);
   if (options.needReference && !startDir) throw new ConfigError('optimize.loss.klCoef > 0 needs the embedded engine with a warm-start or model.checkpoint as the reference policy', 'optimize.loss.klCoef');
-  const kernels = await loadKernels({ backend: spec.engine.kernels });
+  const kernels = await loadKernels({ backend: spec.engine.kernels, threads: spec.engine.threads });
   const { model, tokenizer } = startDir ? await loadCheckpoint(startDir, { kernels }) : { model: await randomModel(spec.model, kernels), tokenizer: new CharTokenizer() };
   const sampler = new NanoSampler(model, { pageSize: spec.engine.pageSize });
   const trainer = new NanoTrainer(model);
@@ -118,7 +118,7 @@ async function prepareStart(spec: EngineSpec, options: BuildOptions): Promise<st
     return dir;
   }
   if (existsSync(dir)) options.log?.(`warm-start: ${dir} is incomplete (an interrupted earlier run?); training it again`);
-  const kernels = await loadKernels({ backend: spec.engine.kernels });
+  const kernels = await loadKernels({ backend: spec.engine.kernels, threads: spec.engine.threads });
   const model = await randomModel(spec.model, kernels);
   const tokenizer = new CharTokenizer();
   const data = examples();

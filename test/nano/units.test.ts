@@ -61,11 +61,12 @@ test('ppo_clip token loss: hand-computed cases (unclipped, clipped high, clipped
   close(loss, -0.75, 1e-12);
 });
 
-test('AdamW: two steps equal a hand-written update (bias correction, decoupled decay, no decay on norms, clipping)', () => {
+test('AdamW: two steps equal a hand-written update (bias correction, decoupled decay, no decay on norms, clipping), reference and WASM kernels', async () => {
+  for (const kernels of [referenceKernels, await loadKernels({ backend: 'wasm' })]) {
   const config: NanoConfig = { vocabSize: 7, dModel: 4, nLayers: 1, nHeads: 1, dFF: 4, contextLength: 8, tieEmbeddings: true, ropeTheta: 10000, normEps: 1e-5 };
-  const model = NanoModel.createSync(config, referenceKernels, 3);
+  const model = NanoModel.createSync(config, kernels, 3);
   const arena = model.params;
-  const opt = new AdamW(arena);
+  const opt = new AdamW(arena, kernels);
   const rng = new Rng(9);
   const x = Float64Array.from(arena.data);
   const m = new Float64Array(x.length);
@@ -92,6 +93,7 @@ test('AdamW: two steps equal a hand-written update (bias correction, decoupled d
       x[i] -= p.learningRate * (mh / (Math.sqrt(vh) + p.eps) + (decays[i] ? p.weightDecay * x[i] : 0));
     }
     for (let i = 0; i < x.length; i++) close(arena.data[i], x[i], 1e-6);
+  }
   }
 });
 

@@ -16,8 +16,9 @@ export interface KernelOptions {
   /** WASM build: "auto" (fused multiply-add when the runtime supports relaxed SIMD, unless ARBOR_KERNELS_FMA=0), "fma", "plain". */
   variant?: 'auto' | WasmVariant;
   /**
-   * Threads for large GEMMs (1 or 2; default ARBOR_KERNEL_THREADS, else 1): with 2, a worker thread
-   * over the same shared memory computes half the rows of big matrix products (bit-identical results).
+   * Kernel threads (1 or 2; default ARBOR_KERNEL_THREADS, else 1; runs set it with engine.threads):
+   * with 2, a worker thread over the same shared memory takes one share of each large kernel call
+   * (GEMM rows, attention heads, element and row ranges), with bit-identical results.
    */
   threads?: number;
 }

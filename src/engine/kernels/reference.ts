@@ -5,7 +5,7 @@
  * `referenceKernels` (Float32Array buffers) is float32 and `referenceKernels64` (Float64Array
  * buffers, for gradient checks by finite differences) is float64 end to end.
  */
-import type { FloatArray, Kernels } from './types.js';
+import type { AdamWStep, FloatArray, Kernels } from './types.js';
 
 export function matmulRef(out: FloatArray, a: FloatArray, b: FloatArray, M: number, K: number, N: number, accumulate: boolean): void {
   for (let i = 0; i < M; i++) {
@@ -140,6 +140,9 @@ export function attentionForwardRef(out: FloatArray, att: FloatArray, q: FloatAr
 
 export function attentionBackwardRef(dq: FloatArray, dk: FloatArray, dv: FloatArray, dout: FloatArray, att: FloatArray, q: FloatArray, k: FloatArray, v: FloatArray, B: number, T: number, C: number, NH: number): void {
   const hs = C / NH;
+  dq.fill(0, 0, B * T * C);
+  dk.fill(0, 0, B * T * C);
+  dv.fill(0, 0, B * T * C);
   const scale = 1 / Math.sqrt(hs);
   const datt = new Float64Array(T);
   for (let b = 0; b < B; b++) {
@@ -172,6 +175,63 @@ export function attentionBackwardRef(dq: FloatArray, dk: FloatArray, dv: FloatAr
   }
 }
 
+export function ropeRef(x: FloatArray, positions: Int32Array, N: number, C: number, NH: number, cos: FloatArray, sin: FloatArray, inverse: boolean): void {
+  const hs = C / NH;
+  const half = hs / 2;
+  for (let n = 0; n < N; n++) {
+    const t = positions[n] * half;
+    for (let h = 0; h < NH; h++) {
+      const o = n * C + h * hs;
+      for (let i = 0; i < half; i++) {
+        const c = cos[t + i];
+        const s = inverse ? -sin[t + i] : sin[t + i];
+        const a = x[o + i];
+        const b = x[o + i + half];
+        x[o + i] = a * c - b * s;
+        x[o + i + half] = a * s + b * c;
+      }
+    }
+  }
+}
+
+export function swigluForwardRef(out: FloatArray, gate: FloatArray, up: FloatArray, n: number): void {
+  for (let i = 0; i < n; i++) {
+    const g = gate[i];
+    out[i] = (g / (1 + Math.exp(-g))) * up[i];
+  }
+}
+
+export function swigluBackwardRef(dgate: FloatArray, dup: FloatArray, dout: FloatArray, gate: FloatArray, up: FloatArray, n: number): void {
+  for (let i = 0; i < n; i++) {
+    const g = gate[i];
+    const sig = 1 / (1 + Math.exp(-g));
+    dup[i] = dout[i] * g * sig;
+    dgate[i] = dout[i] * up[i] * sig * (1 + g * (1 - sig));
+  }
+}
+
+export function logitGradRef(dlogits: FloatArray, entropy: FloatArray, lsm: FloatArray, coef: FloatArray, bonus: FloatArray, targets: Int32Array, N: number, V: number): void {
+  for (let n = 0; n < N; n++) {
+    const row = n * V;
+    let H = 0;
+    for (let v = 0; v < V; v++) H -= Math.exp(lsm[row + v]) * lsm[row + v];
+    entropy[n] = H;
+    const c = coef[n];
+    const b = bonus[n];
+    for (let v = 0; v < V; v++) dlogits[row + v] = Math.exp(lsm[row + v]) * (b * (lsm[row + v] + H) - c);
+    dlogits[row + targets[n]] += c;
+  }
+}
+
+export function adamwRef(x: FloatArray, g: FloatArray, m: FloatArray, v: FloatArray, n: number, h: AdamWStep): void {
+  for (let i = 0; i < n; i++) {
+    const gi = g[i] * h.gradScale;
+    const mi = (m[i] = h.beta1 * m[i] + (1 - h.beta1) * gi);
+    const vi = (v[i] = h.beta2 * v[i] + (1 - h.beta2) * gi * gi);
+    x[i] -= h.lr * (mi / h.bc1 / (Math.sqrt(vi / h.bc2) + h.eps) + h.weightDecay * x[i]);
+  }
+}
+
 function referenceBackend<F extends FloatArray>(name: string, alloc: (n: number) => F): Kernels<F> {
   return {
     name,
@@ -185,8 +245,13 @@ function referenceBackend<F extends FloatArray>(name: string, alloc: (n: number)
     logSoftmaxForward: logSoftmaxForwardRef,
     softmaxBackward: softmaxBackwardRef,
     logSoftmaxBackward: logSoftmaxBackwardRef,
+    rope: ropeRef,
+    swigluForward: swigluForwardRef,
+    swigluBackward: swigluBackwardRef,
     attentionForward: attentionForwardRef,
     attentionBackward: attentionBackwardRef,
+    logitGrad: logitGradRef,
+    adamw: adamwRef,
   };
 }
 

@@ -2,12 +2,25 @@
  * The kernel interface shared by the WASM SIMD kernels and their plain-TypeScript reference.
  * Shapes use B (batch), T (time), C (channels), NH (heads), M/K/N (matmul dims); buffers are
  * row-major arrays of element type F (any subarray view is fine). Functions named *Backward
- * ACCUMULATE into their d* outputs (the caller zeroes them); forward outputs are overwritten unless
- * `accumulate`.
+ * ACCUMULATE into their d* outputs (the caller zeroes them), except swigluBackward and
+ * attentionBackward, which WRITE them (each of those gradients has that one source, so a caller
+ * would only zero them first); forward outputs are overwritten unless `accumulate`.
  * `alloc` returns arrays living in kernel memory, which the WASM backend uses without copying.
  * F defaults to Float32Array, the type of every training backend; only the float64 reference used
  * by gradient checks is a Kernels<Float64Array>.
  */
+/** The scalars of one AdamW update (bias corrections bc1 = 1 − β1^t, bc2 = 1 − β2^t). */
+export interface AdamWStep {
+  lr: number;
+  beta1: number;
+  beta2: number;
+  eps: number;
+  weightDecay: number;
+  bc1: number;
+  bc2: number;
+  gradScale: number;
+}
+
 /** The element types a kernel backend may use. */
 export type FloatArray = Float32Array | Float64Array;
 
@@ -39,13 +52,39 @@ export interface Kernels<F extends FloatArray = Float32Array> {
   logSoftmaxBackward(dx: F, dout: F, y: F, N: number, C: number): void;
 
   /**
+   * Rotary positions in place on x [N, C] (C = NH·hs), NeoX half-split: in each head, dimension
+   * i < hs/2 pairs with i + hs/2 and rotates by the angle of (positions[n], i), whose cosine and sine
+   * are cos/sin [maxT, hs/2]. `inverse` applies the transpose rotation (backward: d(in) from d(out)).
+   */
+  rope(x: F, positions: Int32Array, N: number, C: number, NH: number, cos: F, sin: F, inverse: boolean): void;
+
+  /** Gated MLP activation over n elements: out = silu(gate) ⊙ up, silu(g) = g·σ(g). */
+  swigluForward(out: F, gate: F, up: F, n: number): void;
+  /** Writes dgate = dout ⊙ up ⊙ σ(g)·(1 + g·(1 − σ(g))), dup = dout ⊙ silu(g). */
+  swigluBackward(dgate: F, dup: F, dout: F, gate: F, up: F, n: number): void;
+
+  /**
    * Causal multi-head self-attention. q,k,v,out: [B,T,C] with heads interleaved (C = NH·hs);
    * att: [B,NH,T,T] receives the probabilities (row t valid for keys 0..t, rest zero).
    * Scores are scaled by 1/sqrt(hs).
    */
   attentionForward(out: F, att: F, q: F, k: F, v: F, B: number, T: number, C: number, NH: number): void;
-  /** Accumulates dq, dk, dv [B,T,C] given dout [B,T,C] and att from forward. */
+  /** Writes dq, dk, dv [B,T,C] given dout [B,T,C] and att from forward. */
   attentionBackward(dq: F, dk: F, dv: F, dout: F, att: F, q: F, k: F, v: F, B: number, T: number, C: number, NH: number): void;
+  /**
+   * The gradient of a token-level loss w.r.t. the logits, from log-softmax rows lsm [N, V]: per row,
+   * p = exp(lsm), entropy[n] = H = −Σ p·lsm, and dlogits[n] = p ⊙ (bonus[n]·(lsm + H) − coef[n]) with
+   * coef[n] added at targets[n] (overwrites dlogits). coef[n] is d loss / d lsm[n, targets[n]]; bonus[n]
+   * weighs an entropy bonus (loss −= bonus·H).
+   */
+  logitGrad(dlogits: F, entropy: F, lsm: F, coef: F, bonus: F, targets: Int32Array, N: number, V: number): void;
+
+  /**
+   * AdamW on n parameters x with gradients g (times gradScale) and moments m, v:
+   * m = β1·m + (1−β1)·g; v = β2·v + (1−β2)·g²; x −= lr·(m/bc1 / (√(v/bc2) + eps) + wd·x).
+   */
+  adamw(x: F, g: F, m: F, v: F, n: number, h: AdamWStep): void;
+
   /**
    * Optional (WASM backends): one query row q [C] attending over T contiguous cached positions
    * k, v [T, C], all heads, scores scaled by 1/sqrt(hs); writes out [C]. Incremental decoding uses it

@@ -11,7 +11,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { Worker } from 'node:worker_threads';
-import type { Kernels } from './types.js';
+import type { AdamWStep, Kernels } from './types.js';
 import { referenceKernels } from './reference.js';
 
 const PAGE = 65536;
@@ -63,10 +63,16 @@ interface Exports {
   rmsnormBackward(dx: number, dweight: number, dout: number, x: number, weight: number, rstd: number, N: number, C: number): void;
   softmaxForward(out: number, x: number, N: number, C: number, log: number): void;
   softmaxBackward(dx: number, dout: number, y: number, N: number, C: number, log: number): void;
-  attentionForward(out: number, att: number, q: number, k: number, v: number, B: number, T: number, C: number, NH: number): void;
-  attentionBackward(dq: number, dk: number, dv: number, dout: number, att: number, q: number, k: number, v: number, B: number, T: number, C: number, NH: number, scratch: number): void;
+  attentionForward(out: number, att: number, q: number, k: number, v: number, B: number, T: number, C: number, NH: number, h0: number, h1: number, scratch: number): void;
+  attentionBackward(dq: number, dk: number, dv: number, dout: number, att: number, q: number, k: number, v: number, B: number, T: number, C: number, NH: number, h0: number, h1: number, scratch: number): void;
+  attentionScratchBytes(T: number, hs: number): number;
+  swigluForward(out: number, gate: number, up: number, n: number): void;
+  logitGrad(dlogits: number, entropy: number, lsm: number, coef: number, bonus: number, targets: number, N: number, V: number): void;
+  adamw(x: number, g: number, m: number, v: number, n: number, lr: number, beta1: number, beta2: number, eps: number, wd: number, bc1: number, bc2: number, gradScale: number): void;
+  rope(x: number, positions: number, N: number, C: number, NH: number, cos: number, sin: number, half: number, inverse: number): void;
+  swigluBackward(dgate: number, dup: number, dout: number, gate: number, up: number, n: number): void;
   decodeAttention(out: number, q: number, k: number, v: number, T: number, C: number, NH: number, scores: number): void;
-  gemm(M: number, N: number, K: number, a: number, sai: number, sak: number, b: number, sbk: number, sbj: number, c: number, accumulate: number, packB: number, packA: number): void;
+  gemm(M: number, N: number, K: number, a: number, sai: number, sak: number, b: number, sbk: number, sbj: number, c: number, ldc: number, accumulate: number, packB: number, packA: number): void;
 }
 
 export class WasmKernelMemory {
@@ -129,62 +135,112 @@ export class WasmKernelMemory {
 }
 
 /**
- * A helper thread for large GEMMs: a worker instantiates the same module over the same shared memory
- * and computes the lower rows of C while the calling thread computes the upper rows. Control is an
- * Int32Array in a SharedArrayBuffer: [state, M, N, K, a, sai, sak, b, sbk, sbj, c, accumulate, packB,
- * packA]; state 1 = job posted, 0 = done, 3 = the helper failed (the caller resets it and throws).
- * The caller blocks in Atomics.wait (no event loop round trip), with a time limit so a dead helper
- * is an error, not a hang. Each output row is computed by the same code in the same order whichever
- * thread runs it, so results are bit-identical to one thread.
+ * A helper thread: a worker instantiates the same module over the same shared memory and runs one
+ * share of a kernel call (the lower rows of a GEMM, the upper heads of an attention call, the upper
+ * half of an elementwise range) while the calling thread runs the rest. Control is an Int32Array in a
+ * SharedArrayBuffer: [state, op, argc, args...] with op an index into HELPER_OPS; state 1 = job
+ * posted, 0 = done, 3 = the helper failed (the caller resets it and throws). The caller blocks in
+ * Atomics.wait (no event loop round trip), with a time limit so a dead helper is an error, not a
+ * hang. Each output element is computed by the same code in the same order whichever thread runs
+ * it, so results are bit-identical to one thread.
  */
-const GEMM_WORKER = `
+const HELPER_OPS = ['gemm', 'attentionForward', 'attentionBackward', 'swigluForward', 'swigluBackward', 'rope', 'rmsnormForward', 'rmsnormBackward', 'logitGrad', 'adamw'] as const;
+type HelperOp = (typeof HELPER_OPS)[number];
+/** Arguments passed as f32 (read through a Float32Array view of the control words); all others are i32. */
+const FLOAT_ARGS: Partial<Record<HelperOp, number[]>> = { rmsnormForward: [6], adamw: [5, 6, 7, 8, 9, 10, 11, 12] };
+
+/** Byte offset in the control buffer of the helper's finish time (a float64, ms since the epoch). */
+const DONE_OFFSET = 128;
+
+/**
+ * How long each side spins on the control word before sleeping in Atomics.wait. A futex wake on this
+ * 2-core VM took ~100 µs (a 2×80 µs elementwise call took 145 µs on two threads, 82 µs on one), as
+ * long as a whole attention call; spinning hands a job over in well under a microsecond. The helper
+ * spins only this long after its last job, so between steps it sleeps and leaves the core free.
+ */
+const SPIN_MS = 2;
+
+const HELPER_WORKER = `const DONE_OFFSET = ${DONE_OFFSET};
 const { workerData } = require('node:worker_threads');
-const { module, memory, control } = workerData;
+const { module, memory, control, ops, floatArgs, spinMs: SPIN_MS } = workerData;
 const c = new Int32Array(control);
-let gemm = null;
+const f = new Float32Array(control);
+const done = new Float64Array(control, DONE_OFFSET, 1);
+let fns = [];
 try {
-  gemm = new WebAssembly.Instance(module, { env: { memory } }).exports.gemm;
+  const ex = new WebAssembly.Instance(module, { env: { memory } }).exports;
+  fns = ops.map((name) => ex[name]);
 } catch {}
+let last = performance.now();
 for (;;) {
-  Atomics.wait(c, 0, 0);
-  if (Atomics.load(c, 0) !== 1) continue;
+  // spin for a while after a job (calls come back to back while a step runs), then sleep
+  while (Atomics.load(c, 0) !== 1) {
+    if (performance.now() - last > SPIN_MS) {
+      Atomics.wait(c, 0, 0, 1000);
+      last = performance.now();
+      if (Atomics.load(c, 0) !== 1) last -= SPIN_MS;
+    }
+  }
   let state = 0;
   try {
-    gemm(c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11], c[12], c[13]);
+    const args = [];
+    const floats = floatArgs[c[1]];
+    for (let i = 0; i < c[2]; i++) args.push(floats.includes(i) ? f[3 + i] : c[3 + i]);
+    fns[c[1]].apply(null, args);
   } catch {
     state = 3;
   }
+  last = performance.now();
+  done[0] = performance.timeOrigin + last;
   Atomics.store(c, 0, state);
   Atomics.notify(c, 0);
 }
 `;
 
-/** Longest a GEMM may take on the helper before the caller gives up (a dead worker, not a slow one). */
+/** Longest a job may take on the helper before the caller gives up (a dead worker, not a slow one). */
 const HELPER_TIMEOUT_MS = 120_000;
+const HELPER_MAX_ARGS = 20;
 
-class GemmHelper {
-  private readonly control = new Int32Array(new SharedArrayBuffer(16 * 4));
+class KernelHelper {
+  private readonly control = new Int32Array(new SharedArrayBuffer(DONE_OFFSET + 8));
+  private readonly done = new Float64Array(this.control.buffer, DONE_OFFSET, 1);
+  private readonly floats = new Float32Array(this.control.buffer);
   private readonly worker: Worker;
 
-  constructor(module: WebAssembly.Module, memory: WebAssembly.Memory) {
-    this.worker = new Worker(GEMM_WORKER, { eval: true, workerData: { module, memory, control: this.control.buffer } });
+  constructor(module: WebAssembly.Module, memory: WebAssembly.Memory, private readonly spinMs = SPIN_MS) {
+    this.worker = new Worker(HELPER_WORKER, { eval: true, workerData: { module, memory, control: this.control.buffer, ops: [...HELPER_OPS], floatArgs: HELPER_OPS.map((op) => FLOAT_ARGS[op] ?? []), spinMs } });
     this.worker.unref();
   }
 
-  post(args: number[]): void {
-    for (let i = 0; i < args.length; i++) this.control[i + 1] = args[i];
+  /** Start `op(...args)` on the helper (integer arguments only). */
+  post(op: HelperOp, args: number[]): void {
+    if (args.length > HELPER_MAX_ARGS) throw new Error(`wasm kernels: ${op} has ${args.length} arguments, the helper takes ${HELPER_MAX_ARGS}`);
+    this.control[1] = HELPER_OPS.indexOf(op);
+    this.control[2] = args.length;
+    const floats = FLOAT_ARGS[op] ?? [];
+    for (let i = 0; i < args.length; i++) {
+      if (floats.includes(i)) this.floats[i + 3] = args[i];
+      else this.control[i + 3] = args[i];
+    }
     Atomics.store(this.control, 0, 1);
     Atomics.notify(this.control, 0);
   }
 
+  /** When the last job finished, in this thread's performance.now() time. */
+  finishedAt(): number {
+    return this.done[0] - performance.timeOrigin;
+  }
+
   wait(): void {
+    const spinUntil = performance.now() + this.spinMs;
+    while (Atomics.load(this.control, 0) === 1 && performance.now() < spinUntil);
     const deadline = Date.now() + HELPER_TIMEOUT_MS;
     while (Atomics.load(this.control, 0) === 1) {
-      if (Atomics.wait(this.control, 0, 1, 1000) === 'timed-out' && Date.now() > deadline) throw new Error('wasm kernels: the GEMM helper thread did not answer');
+      if (Atomics.wait(this.control, 0, 1, 1000) === 'timed-out' && Date.now() > deadline) throw new Error('wasm kernels: the helper thread did not answer');
     }
     if (Atomics.load(this.control, 0) === 3) {
       Atomics.store(this.control, 0, 0);
-      throw new Error('wasm kernels: the GEMM helper thread failed');
+      throw new Error('wasm kernels: the helper thread failed');
     }
   }
 }
@@ -195,13 +251,36 @@ class GemmHelper {
  * rows (1.6M, 3.1M multiply-adds: 0.70×, 0.96×) and faster from 128 rows (6.3M: 1.72×; 6144 rows: 1.99×).
  */
 export const GEMM_THREAD_MIN_WORK = 1 << 22;
+/** Attention calls below this many multiply-adds (B·T²·C) stay on one thread. */
+export const ATTENTION_THREAD_MIN_WORK = 1 << 18;
+/** Elementwise kernels below this many elements stay on one thread. */
+export const ELEMENTWISE_THREAD_MIN = 1 << 15;
 
-export async function createWasmKernels(options: { variant?: 'auto' | WasmVariant; threads?: number } = {}): Promise<Kernels> {
+/**
+ * The helper's share of a GEMM's rows, following the two threads' measured throughput. Equal halves
+ * left the calling thread waiting ~190 µs per large GEMM on this VM: the helper ran its half ~12%
+ * slower and wakes with a delay (see SPIN_MS). Which thread computes a row does not change its value,
+ * so results stay bit-identical whatever the split.
+ */
+export class AdaptiveSplit {
+  helperShare = 0.5;
+
+  /** One split call: `mainRows` took `mainMs`, `helperRows` were done `helperMs` after the post. */
+  observe(mainRows: number, mainMs: number, helperRows: number, helperMs: number): void {
+    if (!(mainMs > 0.05 && helperMs > 0.05)) return;
+    const main = mainRows / mainMs;
+    const help = helperRows / helperMs;
+    const ideal = help / (main + help);
+    this.helperShare = Math.min(0.65, Math.max(0.35, 0.8 * this.helperShare + 0.2 * ideal));
+  }
+}
+
+export async function createWasmKernels(options: { variant?: 'auto' | WasmVariant; threads?: number; spinMs?: number } = {}): Promise<Kernels> {
   const { variant, bytes } = chooseVariant(options.variant ?? 'auto');
   const mem = new WasmKernelMemory();
   const module = await WebAssembly.compile(bytes);
   const threads = Math.max(1, Math.min(2, Math.floor(options.threads ?? 1)));
-  const helper = threads > 1 ? new GemmHelper(module, mem.memory) : undefined;
+  const helper = threads > 1 ? new KernelHelper(module, mem.memory, options.spinMs) : undefined;
   const instance = await WebAssembly.instantiate(module, {
     env: {
       memory: mem.memory,
@@ -212,6 +291,7 @@ export async function createWasmKernels(options: { variant?: 'auto' | WasmVarian
   });
   const ex = instance.exports as unknown as Exports;
   const KC = 256;
+  const split = new AdaptiveSplit();
 
   /** out[M,N] (+)= A·B with A(i,k)=a[i*sai+k*sak], B(k,j)=b[k*sbk+j*sbj]. */
   function gemm(out: Float32Array, a: Float32Array, aFloats: number, sai: number, sak: number, b: Float32Array, bFloats: number, sbk: number, sbj: number, M: number, K: number, N: number, accumulate: boolean): void {
@@ -225,15 +305,74 @@ export async function createWasmKernels(options: { variant?: 'auto' | WasmVarian
     const packB = mem.scratch(packBytesB);
     const packA = mem.scratch(packBytesA);
     if (helper && M >= 16 && M * N * K >= GEMM_THREAD_MIN_WORK) {
-      // rows [0, M1) here, [M1, M) on the helper (split on a multiple of the 4-row tile)
-      const M1 = (M >> 3) << 2;
-      helper.post([M - M1, N, K, pa + M1 * sai * 4, sai, sak, pb, sbk, sbj, pc + M1 * N * 4, accumulate ? 1 : 0, mem.scratch(packBytesB), mem.scratch(packBytesA)]);
-      ex.gemm(M1, N, K, pa, sai, sak, pb, sbk, sbj, pc, accumulate ? 1 : 0, packB, packA);
+      // rows [0, M1) here, [M1, M) on the helper (split on a multiple of the 4-row tile, in proportion
+      // to the threads' measured speeds)
+      const M1 = Math.min(M - 4, Math.max(4, Math.round((M * (1 - split.helperShare)) / 4) * 4));
+      const t0 = performance.now();
+      helper.post('gemm', [M - M1, N, K, pa + M1 * sai * 4, sai, sak, pb, sbk, sbj, pc + M1 * N * 4, N, accumulate ? 1 : 0, mem.scratch(packBytesB), mem.scratch(packBytesA)]);
+      ex.gemm(M1, N, K, pa, sai, sak, pb, sbk, sbj, pc, N, accumulate ? 1 : 0, packB, packA);
+      const t1 = performance.now();
       helper.wait();
+      split.observe(M1, t1 - t0, M - M1, helper.finishedAt() - t0);
     } else {
-      ex.gemm(M, N, K, pa, sai, sak, pb, sbk, sbj, pc, accumulate ? 1 : 0, packB, packA);
+      ex.gemm(M, N, K, pa, sai, sak, pb, sbk, sbj, pc, N, accumulate ? 1 : 0, packB, packA);
     }
     if (!outOwned) out.set(mem.view(pc, M * N));
+  }
+
+  /** An attention kernel over pointers `p`, heads split between this thread and the helper when large. */
+  function byHeads(op: 'attentionForward' | 'attentionBackward', p: number[], B: number, T: number, C: number, NH: number): void {
+    const bytes = ex.attentionScratchBytes(T, Math.floor(C / NH));
+    const run = (h0: number, h1: number, scratch: number) => (ex[op] as (...a: number[]) => void)(...p, B, T, C, NH, h0, h1, scratch);
+    if (helper && NH >= 2 && B * T * T * C >= ATTENTION_THREAD_MIN_WORK) {
+      const H1 = NH >> 1;
+      helper.post(op, [...p, B, T, C, NH, H1, NH, mem.scratch(bytes)]);
+      run(0, H1, mem.scratch(bytes));
+      helper.wait();
+    } else {
+      run(0, NH, mem.scratch(bytes));
+    }
+  }
+
+  /** An elementwise kernel over n elements: `job(i0, len, run)` runs one range; halves on two threads when large. */
+  function byHalves(n: number, job: (i0: number, len: number, run: (op: HelperOp, args: number[]) => void) => void): void {
+    const here = (op: HelperOp, args: number[]) => (ex[op] as (...a: number[]) => void)(...args);
+    if (helper && n >= ELEMENTWISE_THREAD_MIN) {
+      const n1 = (n >> 3) << 2;
+      job(n1, n - n1, (op, args) => helper.post(op, args));
+      job(0, n1, here);
+      helper.wait();
+    } else {
+      job(0, n, here);
+    }
+  }
+
+  /**
+   * A row-wise kernel over N rows of C: `job(n0, rows, run)` runs one row range; the lower half of the
+   * rows goes to the helper when the call is large. With `alwaysSplit`, one thread also runs it as two
+   * ranges (for kernels whose result depends on the split, like a partial reduction).
+   */
+  function byRows(N: number, C: number, job: (n0: number, rows: number, run: (op: HelperOp, args: number[]) => void) => void, alwaysSplit = false): void {
+    const here = (op: HelperOp, args: number[]) => (ex[op] as (...a: number[]) => void)(...args);
+    const split = N >= 2 && N * C >= ELEMENTWISE_THREAD_MIN;
+    const n1 = N >> 1;
+    if (helper && split) {
+      job(n1, N - n1, (op, args) => helper.post(op, args));
+      job(0, n1, here);
+      helper.wait();
+    } else if (alwaysSplit && split) {
+      job(0, n1, here);
+      job(n1, N - n1, here);
+    } else {
+      job(0, N, here);
+    }
+  }
+
+  /** The first n entries of an Int32Array, copied into scratch; returns their byte offset. */
+  function ints(a: Int32Array, n: number): number {
+    const p = mem.scratch(n * 4);
+    new Int32Array(mem.memory.buffer, p, n).set(a.subarray(0, n));
+    return p;
   }
 
   /** Softmax / log-softmax forward; `out` may alias `x`. */
@@ -258,9 +397,35 @@ export async function createWasmKernels(options: { variant?: 'auto' | WasmVarian
   return {
     ...referenceKernels,
     rmsnormForward: (out, rstd, x, weight, N, C, eps) =>
-      withPointers([[x, N * C], [weight, C]], [[out, N * C], [rstd, N]], ([po, pr, px, pw]) => ex.rmsnormForward(po, pr, px, pw, N, C, eps)),
+      withPointers([[x, N * C], [weight, C]], [[out, N * C], [rstd, N]], ([po, pr, px, pw]) =>
+        byRows(N, C, (n0, rows, run) => run('rmsnormForward', [po + n0 * C * 4, pr + n0 * 4, px + n0 * C * 4, pw, rows, C, eps]))),
     rmsnormBackward: (dx, dweight, dout, x, weight, rstd, N, C) =>
-      withPointers([[dout, N * C], [x, N * C], [weight, C], [rstd, N]], [[dx, N * C], [dweight, C]], ([pdx, pdw, pdo, px, pw, pr]) => ex.rmsnormBackward(pdx, pdw, pdo, px, pw, pr, N, C)),
+      withPointers([[dout, N * C], [x, N * C], [weight, C], [rstd, N]], [[dx, N * C], [dweight, C]], ([pdx, pdw, pdo, px, pw, pr]) => {
+        // rows [0, n1) add into dweight, rows [n1, N) into a zeroed partial added afterwards: the same
+        // sums in the same order on one thread or two
+        const partial = N * C >= ELEMENTWISE_THREAD_MIN ? mem.scratch(C * 4) : 0;
+        if (partial) mem.view(partial, C).fill(0);
+        byRows(N, C, (n0, rows, run) => run('rmsnormBackward', [pdx + n0 * C * 4, n0 ? partial : pdw, pdo + n0 * C * 4, px + n0 * C * 4, pw, pr + n0 * 4, rows, C]), partial !== 0);
+        if (partial) {
+          const dw = mem.view(pdw, C);
+          const pv = mem.view(partial, C);
+          for (let c = 0; c < C; c++) dw[c] += pv[c];
+        }
+      }),
+    logitGrad: (dlogits, entropy, lsm, coef, bonus, targets, N, V) =>
+      withPointers([[lsm, N * V], [coef, N], [bonus, N]], [[dlogits, N * V], [entropy, N]], ([pd, pe, pl, pc, pb]) => {
+        const pt = ints(targets, N);
+        byRows(N, V, (n0, rows, run) => run('logitGrad', [pd + n0 * V * 4, pe + n0 * 4, pl + n0 * V * 4, pc + n0 * 4, pb + n0 * 4, pt + n0 * 4, rows, V]));
+      }),
+    adamw: (x, g, m, v, n, h: AdamWStep) =>
+      withPointers([[g, n]], [[x, n], [m, n], [v, n]], ([px, pm, pv, pg]) =>
+        byHalves(n, (i0, len, run) => run('adamw', [px + i0 * 4, pg + i0 * 4, pm + i0 * 4, pv + i0 * 4, len, h.lr, h.beta1, h.beta2, h.eps, h.weightDecay, h.bc1, h.bc2, h.gradScale]))),
+    rope: (x, positions, N, C, NH, cos, sin, inverse) =>
+      withPointers([[cos, cos.length], [sin, sin.length]], [[x, N * C]], ([px, pc, ps]) => {
+        const pp = ints(positions, N);
+        const half = C / NH / 2;
+        byRows(N, C, (n0, rows, run) => run('rope', [px + n0 * C * 4, pp + n0 * 4, rows, C, NH, pc, ps, half, inverse ? 1 : 0]));
+      }),
     softmaxForward: (out, x, N, C) => softmaxFwd(out, x, N, C, 0),
     logSoftmaxForward: (out, x, N, C) => softmaxFwd(out, x, N, C, 1),
     softmaxBackward: (dx, dout, y, N, C) =>
@@ -269,12 +434,15 @@ export async function createWasmKernels(options: { variant?: 'auto' | WasmVarian
       withPointers([[dout, N * C], [y, N * C]], [[dx, N * C]], ([pdx, pdo, py]) => ex.softmaxBackward(pdx, pdo, py, N, C, 1)),
     attentionForward: (out, att, q, k, v, B, T, C, NH) => {
       const n = B * T * C;
-      withPointers([[q, n], [k, n], [v, n]], [[out, n], [att, B * NH * T * T]], ([po, pa, pq, pk, pv]) => ex.attentionForward(po, pa, pq, pk, pv, B, T, C, NH));
+      withPointers([[q, n], [k, n], [v, n]], [[out, n], [att, B * NH * T * T]], (p) => byHeads('attentionForward', p, B, T, C, NH));
     },
     attentionBackward: (dq, dk, dv, dout, att, q, k, v, B, T, C, NH) => {
       const n = B * T * C;
-      withPointers([[dout, n], [att, B * NH * T * T], [q, n], [k, n], [v, n]], [[dq, n], [dk, n], [dv, n]], ([pdq, pdk, pdv, pdo, pa, pq, pk, pv]) => ex.attentionBackward(pdq, pdk, pdv, pdo, pa, pq, pk, pv, B, T, C, NH, mem.scratch(T * 4)));
+      withPointers([[dout, n], [att, B * NH * T * T], [q, n], [k, n], [v, n]], [[dq, n], [dk, n], [dv, n]], (p) => byHeads('attentionBackward', p, B, T, C, NH));
     },
+    swigluForward: (out, gate, up, n) => withPointers([[gate, n], [up, n]], [[out, n]], ([po, pg, pu]) => byHalves(n, (i0, len, run) => run('swigluForward', [po + i0 * 4, pg + i0 * 4, pu + i0 * 4, len]))),
+    swigluBackward: (dgate, dup, dout, gate, up, n) =>
+      withPointers([[dout, n], [gate, n], [up, n]], [[dgate, n], [dup, n]], ([pdg, pdu, pdo, pg, pu]) => byHalves(n, (i0, len, run) => run('swigluBackward', [pdg + i0 * 4, pdu + i0 * 4, pdo + i0 * 4, pg + i0 * 4, pu + i0 * 4, len]))),
     decodeAttention: (out, q, k, v, T, C, NH) =>
       withPointers([[q, C], [k, T * C], [v, T * C]], [[out, C]], ([po, pq, pk, pv]) => ex.decodeAttention(po, pq, pk, pv, T, C, NH, mem.scratch(T * 4))),
     name: (variant === 'fma' ? 'wasm-simd-fma' : 'wasm-simd') + (helper ? '-2t' : ''),

@@ -4,24 +4,37 @@
  * Moments live in arenas of the same layout so they checkpoint with the model.
  */
 import type { AdamParams } from '../types.js';
+import type { Kernels } from '../kernels/types.js';
 import type { ParamArena } from './params.js';
 
 export class AdamW {
   readonly m: Float32Array;
   readonly v: Float32Array;
   step = 0;
-  /** Float offsets of tensors exempt from weight decay. */
-  private readonly noDecay: Array<[number, number]> = [];
+  /** The arena cut into runs [start, end, decays] in order: 1-D tensors (norm gains) do not decay. */
+  private readonly segments: Array<[number, number, boolean]> = [];
 
-  constructor(readonly params: ParamArena) {
-    this.m = new Float32Array(params.size);
-    this.v = new Float32Array(params.size);
+  constructor(
+    readonly params: ParamArena,
+    private readonly kernels: Kernels,
+  ) {
+    this.m = kernels.alloc(params.size);
+    this.v = kernels.alloc(params.size);
+    const noDecay: Array<[number, number]> = [];
     for (const spec of params.specs) {
       if (spec.shape.length === 1) {
         const o = params.offsets.get(spec.name)!;
-        this.noDecay.push([o, o + spec.shape[0]]);
+        noDecay.push([o, o + spec.shape[0]]);
       }
     }
+    noDecay.sort((a, b) => a[0] - b[0]);
+    let at = 0;
+    for (const [a, b] of noDecay) {
+      if (a > at) this.segments.push([at, a, true]);
+      this.segments.push([a, b, false]);
+      at = b;
+    }
+    if (at < params.size) this.segments.push([at, params.size, true]);
   }
 
   /** Global L2 norm of `grads`. */
@@ -42,17 +55,10 @@ export class AdamW {
     if (!Number.isFinite(norm)) return norm;
     const scale = p.gradClipNorm && p.gradClipNorm > 0 && norm > p.gradClipNorm ? p.gradClipNorm / norm : 1;
     this.step++;
-    const bc1 = 1 - Math.pow(beta1, this.step);
-    const bc2 = 1 - Math.pow(beta2, this.step);
-    const lr = p.learningRate;
+    const step = { lr: p.learningRate, beta1, beta2, eps, weightDecay: 0, bc1: 1 - Math.pow(beta1, this.step), bc2: 1 - Math.pow(beta2, this.step), gradScale: scale };
     const x = this.params.data;
-    const decay = new Uint8Array(x.length).fill(1);
-    for (const [a, b] of this.noDecay) decay.fill(0, a, b);
-    for (let i = 0; i < x.length; i++) {
-      const g = grads[i] * scale;
-      const m = (this.m[i] = beta1 * this.m[i] + (1 - beta1) * g);
-      const v = (this.v[i] = beta2 * this.v[i] + (1 - beta2) * g * g);
-      x[i] -= lr * (m / bc1 / (Math.sqrt(v / bc2) + eps) + (decay[i] ? wd * x[i] : 0));
+    for (const [a, b, decays] of this.segments) {
+      this.kernels.adamw(x.subarray(a, b), grads.subarray(a, b), this.m.subarray(a, b), this.v.subarray(a, b), b - a, { ...step, weightDecay: decays ? wd : 0 });
     }
     return norm;
   }

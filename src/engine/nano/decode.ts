@@ -7,8 +7,6 @@
  */
 import type { NanoModel } from './model.js';
 import type { PagedKVCache } from './kvcache.js';
-import { ropeForward } from './ops/rope.js';
-import { swigluForward } from './ops/swiglu.js';
 import { embeddingForward } from './ops/embedding.js';
 
 export interface DecodeRow {
@@ -90,8 +88,8 @@ export function forwardRows(model: NanoModel, cache: PagedKVCache, ws: DecodeWor
     kern.matmulBT(ws.q, ws.ln, model.param(p + 'wq'), R, C, C, false);
     kern.matmulBT(ws.k, ws.ln, model.param(p + 'wk'), R, C, C, false);
     kern.matmulBT(ws.v, ws.ln, model.param(p + 'wv'), R, C, C, false);
-    ropeForward(ws.q, positions, R, C, NH, model.rope);
-    ropeForward(ws.k, positions, R, C, NH, model.rope);
+    kern.rope(ws.q, positions, R, C, NH, model.rope.cos, model.rope.sin, false);
+    kern.rope(ws.k, positions, R, C, NH, model.rope.cos, model.rope.sin, false);
     const layerOffset = l * P * C;
     for (let r = 0; r < R; r++) {
       cache.k.set(ws.k.subarray(r * C, r * C + C), slot[r] + layerOffset);
@@ -106,7 +104,7 @@ export function forwardRows(model: NanoModel, cache: PagedKVCache, ws: DecodeWor
     kern.rmsnormForward(ws.ln, ws.rstd, x, model.param(p + 'mlp_norm'), R, C, normEps);
     kern.matmulBT(ws.gate, ws.ln, model.param(p + 'w_gate'), R, C, F, false);
     kern.matmulBT(ws.up, ws.ln, model.param(p + 'w_up'), R, C, F, false);
-    swigluForward(ws.act, ws.gate, ws.up, R * F);
+    kern.swigluForward(ws.act, ws.gate, ws.up, R * F);
     kern.matmulBT(x, ws.act, model.param(p + 'w_down'), R, F, C, true);
   }
   // logits only for the rows that want them

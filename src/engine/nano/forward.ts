@@ -7,8 +7,6 @@
  * backward takes d(logits) and ACCUMULATES parameter gradients into model.grads.
  */
 import type { NanoModel } from './model.js';
-import { ropeBackward, ropeForward } from './ops/rope.js';
-import { swigluBackward, swigluForward } from './ops/swiglu.js';
 import { embeddingBackward, embeddingForward } from './ops/embedding.js';
 
 interface LayerCache {
@@ -45,6 +43,12 @@ export class TrainingGraph {
   logprobs!: Float32Array;
   /** [N,V] gradient w.r.t. logits, filled by the loss before backward. */
   dlogits!: Float32Array;
+  /** [N] per-row scratch of the loss (kernels.logitGrad): d loss / d lp(target), entropy-bonus weight, entropy. */
+  rowCoef!: Float32Array;
+  rowBonus!: Float32Array;
+  rowEntropy!: Float32Array;
+  /** [N] target token of each row (set by the loss). */
+  rowTargets: Int32Array = new Int32Array(0);
   // backward scratch
   private dx!: Float32Array;
   private dx2!: Float32Array;
@@ -84,6 +88,7 @@ export class TrainingGraph {
       }));
       this.xF = a(cap * C); this.lnF = a(cap * C); this.rstdF = a(cap);
       this.logprobs = a(cap * V); this.dlogits = a(cap * V);
+      this.rowCoef = a(cap); this.rowBonus = a(cap); this.rowEntropy = a(cap); this.rowTargets = new Int32Array(cap);
       this.dx = a(cap * C); this.dx2 = a(cap * C); this.dln = a(cap * C);
       this.dq = a(cap * C); this.dk = a(cap * C); this.dv = a(cap * C);
       this.dF1 = a(cap * F); this.dF2 = a(cap * F); this.dF3 = a(cap * F);
@@ -138,8 +143,8 @@ export class TrainingGraph {
       k.matmulBT(c.q, c.ln1, m.param(p + 'wq'), N, C, C, false);
       k.matmulBT(c.k, c.ln1, m.param(p + 'wk'), N, C, C, false);
       k.matmulBT(c.v, c.ln1, m.param(p + 'wv'), N, C, C, false);
-      ropeForward(c.q, this.positions, N, C, NH, m.rope);
-      ropeForward(c.k, this.positions, N, C, NH, m.rope);
+      k.rope(c.q, this.positions, N, C, NH, m.rope.cos, m.rope.sin, false);
+      k.rope(c.k, this.positions, N, C, NH, m.rope.cos, m.rope.sin, false);
       for (let b = 0; b < seqs.length; b++) {
         const r0 = this.rowOffset[b] * C;
         const r1 = r0 + this.lengths[b] * C;
@@ -152,7 +157,7 @@ export class TrainingGraph {
       k.rmsnormForward(c.ln2, c.rstd2, xMid, m.param(p + 'mlp_norm'), N, C, normEps);
       k.matmulBT(c.gate, c.ln2, m.param(p + 'w_gate'), N, C, F, false);
       k.matmulBT(c.up, c.ln2, m.param(p + 'w_up'), N, C, F, false);
-      swigluForward(c.act, c.gate, c.up, NF);
+      k.swigluForward(c.act, c.gate, c.up, NF);
       const xOut = l + 1 < L ? this.layers[l + 1].xIn : this.xF;
       xOut.set(xMid.subarray(0, NC));
       k.matmulBT(xOut, c.act, m.param(p + 'w_down'), N, F, C, true);
@@ -189,9 +194,7 @@ export class TrainingGraph {
       k.matmulAT(g.get(p + 'w_down'), dx, c.act, C, N, F, true);
       const dgate = this.dF2.subarray(0, NF);
       const dup = this.dF3.subarray(0, NF);
-      dgate.fill(0);
-      dup.fill(0);
-      swigluBackward(dgate, dup, dact, c.gate, c.up, NF);
+      k.swigluBackward(dgate, dup, dact, c.gate, c.up, NF);
       const dln2 = this.dln.subarray(0, NC);
       k.matmul(dln2, dgate, m.param(p + 'w_gate'), N, F, C, false);
       k.matmul(dln2, dup, m.param(p + 'w_up'), N, F, C, true);
@@ -207,9 +210,6 @@ export class TrainingGraph {
       const dq = this.dq.subarray(0, NC);
       const dk = this.dk.subarray(0, NC);
       const dv = this.dv.subarray(0, NC);
-      dq.fill(0);
-      dk.fill(0);
-      dv.fill(0);
       for (let b = 0; b < this.lengths.length; b++) {
         const r0 = this.rowOffset[b] * C;
         const T = this.lengths[b];
@@ -217,8 +217,8 @@ export class TrainingGraph {
         const att = c.att.subarray(this.attOffset[b], this.attOffset[b] + NH * T * T);
         k.attentionBackward(dq.subarray(r0, r1), dk.subarray(r0, r1), dv.subarray(r0, r1), dattnOut.subarray(r0, r1), att, c.q.subarray(r0, r1), c.k.subarray(r0, r1), c.v.subarray(r0, r1), 1, T, C, NH);
       }
-      ropeBackward(dq, this.positions, N, C, NH, m.rope);
-      ropeBackward(dk, this.positions, N, C, NH, m.rope);
+      k.rope(dq, this.positions, N, C, NH, m.rope.cos, m.rope.sin, true);
+      k.rope(dk, this.positions, N, C, NH, m.rope.cos, m.rope.sin, true);
       const dln1 = this.dln.subarray(0, NC);
       k.matmul(dln1, dq, m.param(p + 'wq'), N, C, C, false);
       k.matmul(dln1, dk, m.param(p + 'wk'), N, C, C, true);

@@ -43,16 +43,17 @@ export function policyTokenLoss(loss: LossSpec, lp: number, behaviour: number, a
 
 export function computeLoss(graph: TrainingGraph, data: Datum[], loss: LossSpec, extras: LossExtras = {}): LossOutput {
   const V = graph.model.config.vocabSize;
+  const N = graph.N;
   const lsm = graph.logprobs;
-  const dlogits = graph.dlogits;
-  dlogits.fill(0, 0, graph.N * V);
+  const coef = graph.rowCoef;
+  const bonus = graph.rowBonus;
+  const targets = graph.rowTargets;
   const klCoef = extras.klCoef ?? 0;
   const entropyCoef = extras.entropyCoef ?? 0;
   let total = 0;
   let weightSum = 0;
   let clippedWeight = 0;
   let klSum = 0;
-  let entropySum = 0;
   const logprobs: number[][] = [];
   data.forEach((d, i) => {
     const T = d.inputTokens.length;
@@ -105,29 +106,22 @@ export function computeLoss(graph: TrainingGraph, data: Datum[], loss: LossSpec,
       }
     }
     for (let t = 0; t < T; t++) {
+      coef[row0 + t] = g[t];
+      bonus[row0 + t] = entropyCoef * d.weights[t];
+      targets[row0 + t] = d.targetTokens[t];
+    }
+  });
+  // per row: entropy H and d(total)/d(logits) = g·(onehot − p) + c·w·p·(log p + H) (the bonus: loss −= c·w·H)
+  graph.model.kernels.logitGrad(graph.dlogits, graph.rowEntropy, lsm, coef, bonus, targets, N, V);
+  let entropySum = 0;
+  data.forEach((d, i) => {
+    const row0 = graph.rowOffset[i];
+    for (let t = 0; t < d.inputTokens.length; t++) {
       const w = d.weights[t];
+      const H = graph.rowEntropy[row0 + t];
       weightSum += w;
-      const row = (row0 + t) * V;
-      // entropy of the row, for metrics and the optional bonus
-      let H = 0;
-      for (let v = 0; v < V; v++) {
-        const l = lsm[row + v];
-        H -= Math.exp(l) * l;
-      }
       entropySum += w * H;
-      const gt = g[t];
-      if (gt !== 0) {
-        for (let v = 0; v < V; v++) dlogits[row + v] -= gt * Math.exp(lsm[row + v]);
-        dlogits[row + d.targetTokens[t]] += gt;
-      }
-      if (entropyCoef !== 0 && w !== 0) {
-        // loss −= c·w·H;  dH/dz_v = −p_v (log p_v + H)
-        total -= entropyCoef * w * H;
-        for (let v = 0; v < V; v++) {
-          const l = lsm[row + v];
-          dlogits[row + v] += entropyCoef * w * Math.exp(l) * (l + H);
-        }
-      }
+      if (entropyCoef !== 0) total -= entropyCoef * w * H;
     }
   });
   if (!Number.isFinite(total)) throw new NonFiniteLossError(`loss is ${total}`);

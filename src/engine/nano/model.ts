@@ -22,7 +22,7 @@ export class NanoModel {
     validateNanoConfig(config);
     this.params = createParams(config, kernels);
     this.grads = createParams(config, kernels);
-    this.rope = ropeTables(config.contextLength, config.dModel / config.nHeads, config.ropeTheta);
+    this.rope = ropeTables(config.contextLength, config.dModel / config.nHeads, config.ropeTheta, (n) => kernels.alloc(n));
   }
 
   /** Build a model with seeded random weights. */

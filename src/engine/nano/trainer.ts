@@ -29,7 +29,7 @@ export class NanoTrainer implements Trainer {
   private readonly maxRows: number;
 
   constructor(readonly model: NanoModel, options: NanoTrainerOptions = {}) {
-    this.optimizer = new AdamW(model.params);
+    this.optimizer = new AdamW(model.params, model.kernels);
     this.graph = new TrainingGraph(model);
     this.maxRows = options.maxRowsPerPass ?? 4096;
   }

@@ -1,8 +1,12 @@
-// Causal multi-head attention forward/backward (AssemblyScript, f32x4 over the head dimension).
+// Causal multi-head attention forward/backward (AssemblyScript). Training-time attention runs through
+// the GEMM micro-kernel (matmul.ts) per (sequence, head); incremental decoding uses dot/axpy over the
+// head dimension.
 // Layout as in kernels/types.ts: q,k,v,out [B,T,C] with heads interleaved (C = NH·hs), att [B,NH,T,T].
 // Head dimension loops use f32x4 for the first hs&~3 lanes and scalars for the rest.
 
 import { madd } from './madd';
+import { expv, exps } from './expv';
+import { gemmCore, CAUSAL_N, CAUSAL_K_LOWER, CAUSAL_K_UPPER, KC, MR, NR } from './matmul';
 
 // @ts-ignore: decorator
 @inline
@@ -31,63 +35,129 @@ function axpy(y: usize, alpha: f32, x: usize, n: i32): void {
   }
 }
 
-export function attentionForward(out: usize, att: usize, q: usize, k: usize, v: usize, B: i32, T: i32, C: i32, NH: i32): void {
+/** Bytes of scratch attentionForward/attentionBackward need for sequences of T and heads of hs. */
+export function attentionScratchBytes(T: i32, hs: i32): i32 {
+  return packBBytes(T, hs) + PACK_A_BYTES + T * T * 4;
+}
+
+const PACK_A_BYTES: i32 = (KC * MR + MR * NR) * 4;
+
+// @ts-ignore: decorator
+@inline
+function packBBytes(T: i32, hs: i32): i32 {
+  // the largest packed B panel set: [min(hs, KC)][T rounded to NR] for scores, [min(T, KC)][hs rounded] for products with V/K/Q
+  const a = min(hs, KC) * (((T + NR - 1) / NR) * NR);
+  const b = min(T, KC) * (((hs + NR - 1) / NR) * NR);
+  return ((max(a, b) * 4 + 15) / 16) * 16;
+}
+
+/**
+ * Row t of P holds scores for s ≤ t: P[t, s] = softmax_s(scale · P[t, s]); entries s > t become 0.
+ */
+function causalSoftmax(P: usize, T: i32, scale: f32): void {
+  const sc = f32x4.splat(scale);
+  for (let t = 0; t < T; t++) {
+    const row = P + (<usize>(t * T) << 2);
+    const n = t + 1;
+    let mv = f32x4.splat(-Infinity);
+    let s = 0;
+    for (; s + 4 <= n; s += 4) mv = f32x4.max(mv, v128.load(row + (<usize>s << 2)));
+    let mx = max(max(f32x4.extract_lane(mv, 0), f32x4.extract_lane(mv, 1)), max(f32x4.extract_lane(mv, 2), f32x4.extract_lane(mv, 3)));
+    for (; s < n; s++) mx = max(mx, load<f32>(row + (<usize>s << 2)));
+    const shift: f32 = -mx * scale;
+    const sh = f32x4.splat(shift);
+    let sv = f32x4.splat(0);
+    s = 0;
+    for (; s + 4 <= n; s += 4) {
+      const p = row + (<usize>s << 2);
+      const e = expv(madd(v128.load(p), sc, sh));
+      v128.store(p, e);
+      sv = f32x4.add(sv, e);
+    }
+    let sum = f32x4.extract_lane(sv, 0) + f32x4.extract_lane(sv, 1) + f32x4.extract_lane(sv, 2) + f32x4.extract_lane(sv, 3);
+    for (; s < n; s++) {
+      const p = row + (<usize>s << 2);
+      const e = exps(load<f32>(p) * scale + shift);
+      store<f32>(p, e);
+      sum += e;
+    }
+    const inv = f32x4.splat(<f32>1 / sum);
+    s = 0;
+    for (; s + 4 <= n; s += 4) {
+      const p = row + (<usize>s << 2);
+      v128.store(p, f32x4.mul(v128.load(p), inv));
+    }
+    for (; s < n; s++) {
+      const p = row + (<usize>s << 2);
+      store<f32>(p, load<f32>(p) * f32x4.extract_lane(inv, 0));
+    }
+    if (n < T) memory.fill(row + (<usize>n << 2), 0, <usize>(T - n) << 2);
+  }
+}
+
+/**
+ * Heads h0..h1 of B sequences: for each (b, h), S = Q_h·K_hᵀ (causal tiles only), P = softmax(S/√hs)
+ * into att, O_h = P·V_h, all through the GEMM micro-kernel with strided operands (heads interleaved
+ * in [T, C]). `scratch` holds attentionScratchBytes(T, hs). Two threads may run disjoint head ranges
+ * over the same buffers (each with its own scratch).
+ */
+export function attentionForward(out: usize, att: usize, q: usize, k: usize, v: usize, B: i32, T: i32, C: i32, NH: i32, h0: i32, h1: i32, scratch: usize): void {
   const hs = C / NH;
   const scale = <f32>(1.0 / Math.sqrt(<f64>hs));
+  const packB = scratch;
+  const packA = scratch + <usize>packBBytes(T, hs);
   for (let b = 0; b < B; b++) {
-    for (let h = 0; h < NH; h++) {
-      for (let t = 0; t < T; t++) {
-        const row = att + (<usize>(((b * NH + h) * T + t) * T) << 2);
-        const qo = q + (<usize>((b * T + t) * C + h * hs) << 2);
-        let mx: f32 = -Infinity;
-        for (let s = 0; s <= t; s++) {
-          const d = dot(qo, k + (<usize>((b * T + s) * C + h * hs) << 2), hs) * scale;
-          store<f32>(row + (<usize>s << 2), d);
-          if (d > mx) mx = d;
-        }
-        let sum: f32 = 0;
-        for (let s = 0; s <= t; s++) {
-          const e = Mathf.exp(load<f32>(row + (<usize>s << 2)) - mx);
-          store<f32>(row + (<usize>s << 2), e);
-          sum += e;
-        }
-        const inv: f32 = 1 / sum;
-        for (let s = 0; s <= t; s++) store<f32>(row + (<usize>s << 2), load<f32>(row + (<usize>s << 2)) * inv);
-        for (let s = t + 1; s < T; s++) store<f32>(row + (<usize>s << 2), 0);
-        const oo = out + (<usize>((b * T + t) * C + h * hs) << 2);
-        memory.fill(oo, 0, <usize>hs << 2);
-        for (let s = 0; s <= t; s++) axpy(oo, load<f32>(row + (<usize>s << 2)), v + (<usize>((b * T + s) * C + h * hs) << 2), hs);
-      }
+    for (let h = h0; h < h1; h++) {
+      const base = <usize>(b * T * C + h * hs) << 2;
+      const P = att + (<usize>((b * NH + h) * T * T) << 2);
+      gemmCore(T, T, hs, q + base, C, 1, k + base, 1, C, P, T, 0, packB, packA, CAUSAL_N);
+      causalSoftmax(P, T, scale);
+      gemmCore(T, hs, T, P, T, 1, v + base, C, 1, out + base, C, 0, packB, packA, CAUSAL_K_LOWER);
     }
   }
 }
 
-/** Accumulates dq, dk, dv. `scratch` holds T floats. */
-export function attentionBackward(dq: usize, dk: usize, dv: usize, dout: usize, att: usize, q: usize, k: usize, v: usize, B: i32, T: i32, C: i32, NH: i32, scratch: usize): void {
+/**
+ * Writes dq, dk, dv for heads h0..h1 given dout and att (P) from forward:
+ * dP = dO·Vᵀ, dV = Pᵀ·dO, dS = P ⊙ (dP − rowsum(P ⊙ dP)) / √hs, dQ = dS·K, dK = dSᵀ·Q.
+ * `scratch` holds attentionScratchBytes(T, hs).
+ */
+export function attentionBackward(dq: usize, dk: usize, dv: usize, dout: usize, att: usize, q: usize, k: usize, v: usize, B: i32, T: i32, C: i32, NH: i32, h0: i32, h1: i32, scratch: usize): void {
   const hs = C / NH;
   const scale = <f32>(1.0 / Math.sqrt(<f64>hs));
+  const packB = scratch;
+  const packA = scratch + <usize>packBBytes(T, hs);
+  const dP = packA + <usize>PACK_A_BYTES;
   for (let b = 0; b < B; b++) {
-    for (let h = 0; h < NH; h++) {
+    for (let h = h0; h < h1; h++) {
+      const base = <usize>(b * T * C + h * hs) << 2;
+      const P = att + (<usize>((b * NH + h) * T * T) << 2);
+      gemmCore(T, T, hs, dout + base, C, 1, v + base, 1, C, dP, T, 0, packB, packA, CAUSAL_N);
+      gemmCore(T, hs, T, P, 1, T, dout + base, C, 1, dv + base, C, 0, packB, packA, CAUSAL_K_UPPER);
       for (let t = 0; t < T; t++) {
-        const row = att + (<usize>(((b * NH + h) * T + t) * T) << 2);
-        const off = <usize>((b * T + t) * C + h * hs) << 2;
-        let dotSum: f32 = 0;
-        for (let s = 0; s <= t; s++) {
-          const vo = <usize>((b * T + s) * C + h * hs) << 2;
-          const a = load<f32>(row + (<usize>s << 2));
-          const d = dot(dout + off, v + vo, hs);
-          axpy(dv + vo, a, dout + off, hs);
-          store<f32>(scratch + (<usize>s << 2), d);
-          dotSum += d * a;
+        const pr = P + (<usize>(t * T) << 2);
+        const dr = dP + (<usize>(t * T) << 2);
+        const n = t + 1;
+        let dv4 = f32x4.splat(0);
+        let s = 0;
+        for (; s + 4 <= n; s += 4) dv4 = madd(v128.load(pr + (<usize>s << 2)), v128.load(dr + (<usize>s << 2)), dv4);
+        let rowdot = f32x4.extract_lane(dv4, 0) + f32x4.extract_lane(dv4, 1) + f32x4.extract_lane(dv4, 2) + f32x4.extract_lane(dv4, 3);
+        for (; s < n; s++) rowdot += load<f32>(pr + (<usize>s << 2)) * load<f32>(dr + (<usize>s << 2));
+        const rd = f32x4.splat(rowdot);
+        const sc = f32x4.splat(scale);
+        s = 0;
+        for (; s + 4 <= n; s += 4) {
+          const o = <usize>s << 2;
+          v128.store(dr + o, f32x4.mul(f32x4.mul(v128.load(pr + o), f32x4.sub(v128.load(dr + o), rd)), sc));
         }
-        for (let s = 0; s <= t; s++) {
-          const a = load<f32>(row + (<usize>s << 2));
-          const dpre = a * (load<f32>(scratch + (<usize>s << 2)) - dotSum) * scale;
-          const ko = <usize>((b * T + s) * C + h * hs) << 2;
-          axpy(dq + off, dpre, k + ko, hs);
-          axpy(dk + ko, dpre, q + off, hs);
+        for (; s < n; s++) {
+          const o = <usize>s << 2;
+          store<f32>(dr + o, load<f32>(pr + o) * (load<f32>(dr + o) - rowdot) * scale);
         }
+        if (n < T) memory.fill(dr + (<usize>n << 2), 0, <usize>(T - n) << 2);
       }
+      gemmCore(T, hs, T, dP, T, 1, k + base, C, 1, dq + base, C, 0, packB, packA, CAUSAL_K_LOWER);
+      gemmCore(T, hs, T, dP, 1, T, q + base, C, 1, dk + base, C, 0, packB, packA, CAUSAL_K_UPPER);
     }
   }
 }

@@ -1,4 +1,7 @@
 // Entry point of the WASM kernel module: re-exports every kernel.
 export { gemm, gemmSmallBT } from './matmul';
-export { attentionForward, attentionBackward, decodeAttention } from './attention';
+export { attentionForward, attentionBackward, attentionScratchBytes, decodeAttention } from './attention';
+export { swigluForward, swigluBackward } from './swiglu';
 export { rmsnormForward, rmsnormBackward, softmaxForward, softmaxBackward } from './norm';
+export { rope } from './rope';
+export { logitGrad, adamw } from './optim';

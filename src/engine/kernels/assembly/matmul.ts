@@ -12,9 +12,9 @@
 
 import { madd } from './madd';
 
-const MR: i32 = 4;
-const NR: i32 = 8;
-const KC: i32 = 256;
+export const MR: i32 = 4;
+export const NR: i32 = 8;
+export const KC: i32 = 256;
 
 /** Pack B(k0..k0+kc, 0..N) into ceil(N/NR) panels of [kc][NR]. */
 function packB(b: usize, sbk: i32, sbj: i32, k0: i32, kc: i32, N: i32, out: usize): void {
@@ -106,10 +106,28 @@ function packA(a: usize, sai: i32, sak: i32, i0: i32, k0: i32, kc: i32, M: i32, 
 }
 
 /** packABuf holds min(K, KC)·MR floats of packed A plus MR·NR floats for the ragged-edge tile. */
-export function gemm(M: i32, N: i32, K: i32, a: usize, sai: i32, sak: i32, b: usize, sbk: i32, sbj: i32, c: usize, accumulate: i32, packBuf: usize, packABuf: usize): void {
+export function gemm(M: i32, N: i32, K: i32, a: usize, sai: i32, sak: i32, b: usize, sbk: i32, sbj: i32, c: usize, ldc: i32, accumulate: i32, packBuf: usize, packABuf: usize): void {
+  gemmCore(M, N, K, a, sai, sak, b, sbk, sbj, c, ldc, accumulate, packBuf, packABuf, FULL);
+}
+
+/** Every output entry, every k. */
+export const FULL: i32 = 0;
+/** Only outputs with j ≤ i are needed (causal scores): tiles wholly above the diagonal are skipped and left unwritten. */
+export const CAUSAL_N: i32 = 1;
+/** A(i, k) is zero for k > i (A lower-triangular: P·V, dS·K): those terms are skipped. */
+export const CAUSAL_K_LOWER: i32 = 2;
+/** A(i, k) is zero for k < i (A upper-triangular: Pᵀ·dO, dSᵀ·Q): those terms are skipped. */
+export const CAUSAL_K_UPPER: i32 = 3;
+
+/**
+ * C (+)= A·B with C(i, j) at c[i*ldc + j]. `mode` skips work that a triangular structure makes
+ * zero or unneeded (see FULL, CAUSAL_*). Skipped k terms are exact zeros (0·x adds nothing), so the
+ * computed entries equal the FULL ones bit for bit.
+ */
+export function gemmCore(M: i32, N: i32, K: i32, a: usize, sai: i32, sak: i32, b: usize, sbk: i32, sbj: i32, c: usize, ldc: i32, accumulate: i32, packBuf: usize, packABuf: usize, mode: i32): void {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
-    if (!accumulate) memory.fill(c, 0, <usize>(M * N) * 4);
+    if (!accumulate) for (let i = 0; i < M; i++) memory.fill(c + <usize>(i * ldc) * 4, 0, <usize>N * 4);
     return;
   }
   const panels = (N + NR - 1) / NR;
@@ -118,12 +136,22 @@ export function gemm(M: i32, N: i32, K: i32, a: usize, sai: i32, sak: i32, b: us
     const acc = accumulate != 0 || k0 > 0;
     packB(b, sbk, sbj, k0, kc, N, packBuf);
     for (let i0 = 0; i0 < M; i0 += MR) {
-      packA(a, sai, sak, i0, k0, kc, M, packABuf);
       const h = min(MR, M - i0);
-      for (let p = 0; p < panels; p++) {
+      // the k range [ks, ke) of this block that can be nonzero for rows i0..i0+h-1
+      let ks = 0;
+      let ke = kc;
+      if (mode == CAUSAL_K_LOWER) ke = min(kc, i0 + h - k0);
+      else if (mode == CAUSAL_K_UPPER) ks = max(0, i0 - k0);
+      const pEnd = mode == CAUSAL_N ? min(panels, (i0 + h - 1) / NR + 1) : panels;
+      if (ke <= ks) {
+        if (!acc) for (let i = 0; i < h; i++) memory.fill(c + <usize>((i0 + i) * ldc) * 4, 0, <usize>N * 4);
+        continue;
+      }
+      packA(a, sai, sak, i0, k0 + ks, ke - ks, M, packABuf);
+      for (let p = 0; p < pEnd; p++) {
         const j0 = p * NR;
         const w = min(NR, N - j0);
-        kernel4x8(packABuf, packBuf + <usize>(p * kc * NR) * 4, kc, c + <usize>(i0 * N + j0) * 4, N, h, w, acc);
+        kernel4x8(packABuf, packBuf + <usize>(p * kc * NR + ks * NR) * 4, ke - ks, c + <usize>(i0 * ldc + j0) * 4, ldc, h, w, acc);
       }
     }
   }
@@ -167,7 +195,7 @@ function kernel4x8(pa: usize, pb: usize, kc: i32, c: usize, ldc: i32, h: i32, w:
   }
   // ragged tile: spill to a scratch tile then copy the valid part. The tile sits right after the
   // packed A panel in the caller's packA buffer (which has MR·NR floats of room for it), not in static
-  // memory: two threads run this module over one shared memory (kernels/wasm.ts GemmHelper).
+  // memory: two threads run this module over one shared memory (kernels/wasm.ts KernelHelper).
   const tile = pa + <usize>(kc * MR) * 4;
   v128.store(tile, c00); v128.store(tile, c01, 16);
   v128.store(tile, c10, 32); v128.store(tile, c11, 48);

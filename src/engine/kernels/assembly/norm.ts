@@ -38,27 +38,43 @@ export function rmsnormForward(out: usize, rstd: usize, x: usize, weight: usize,
   }
 }
 
+/** dx += ..., dweight += Σ_rows dout·x·rstd (rows in order, so a row range gives a partial sum). */
 export function rmsnormBackward(dx: usize, dweight: usize, dout: usize, x: usize, weight: usize, rstd: usize, N: i32, C: i32): void {
   for (let n = 0; n < N; n++) {
     const row = <usize>(n * C) << 2;
     const r = load<f32>(rstd + (<usize>n << 2));
-    let dot: f32 = 0;
-    for (let c = 0; c < C; c++) {
+    let dv = f32x4.splat(0);
+    let c = 0;
+    for (; c + 4 <= C; c += 4) {
+      const o = <usize>c << 2;
+      dv = madd(f32x4.mul(v128.load(dout + row + o), v128.load(weight + o)), v128.load(x + row + o), dv);
+    }
+    let dot = f32x4.extract_lane(dv, 0) + f32x4.extract_lane(dv, 1) + f32x4.extract_lane(dv, 2) + f32x4.extract_lane(dv, 3);
+    for (; c < C; c++) {
       const o = <usize>c << 2;
       dot += load<f32>(dout + row + o) * load<f32>(weight + o) * load<f32>(x + row + o);
     }
     const k = (r * r * r) / <f32>C;
-    for (let c = 0; c < C; c++) {
+    const rv = f32x4.splat(r);
+    const kd = f32x4.splat(k * dot);
+    c = 0;
+    for (; c + 4 <= C; c += 4) {
+      const o = <usize>c << 2;
+      const g = v128.load(dout + row + o);
+      const xv = v128.load(x + row + o);
+      v128.store(dweight + o, madd(f32x4.mul(g, xv), rv, v128.load(dweight + o)));
+      v128.store(dx + row + o, f32x4.sub(madd(f32x4.mul(rv, v128.load(weight + o)), g, v128.load(dx + row + o)), f32x4.mul(kd, xv)));
+    }
+    for (; c < C; c++) {
       const o = <usize>c << 2;
       const g = load<f32>(dout + row + o);
       const xv = load<f32>(x + row + o);
       store<f32>(dweight + o, load<f32>(dweight + o) + g * xv * r);
-      store<f32>(dx + row + o, load<f32>(dx + row + o) + r * load<f32>(weight + o) * g - k * xv * dot);
+      store<f32>(dx + row + o, load<f32>(dx + row + o) + r * load<f32>(weight + o) * g - k * dot * xv);
     }
   }
 }
 
-/** out = softmax(x) (log = 0) or log_softmax(x) (log = 1), row-wise; out may alias x. */
 export function softmaxForward(out: usize, x: usize, N: i32, C: i32, log: i32): void {
   for (let n = 0; n < N; n++) {
     const row = <usize>(n * C) << 2;

@@ -1,7 +1,8 @@
 /**
- * Rotary positions, "NeoX" half-split: within each head (size hs), dimension i < hs/2 pairs with
- * i + hs/2 and rotates by angle pos · theta^(-2i/hs). Tables hold cos/sin [maxT, hs/2].
- * Forward rotates in place; backward applies the inverse rotation to the gradient in place.
+ * Rotary position tables, "NeoX" half-split: within each head (size hs), dimension i < hs/2 pairs with
+ * i + hs/2 and rotates by angle pos · theta^(-2i/hs). Tables hold cos/sin [maxT, hs/2], allocated by
+ * `alloc` (the kernels' memory, so the rotation kernel reads them in place); the rotation itself is
+ * the `rope` kernel (kernels/types.ts).
  */
 
 export interface RopeTables {
@@ -13,58 +14,17 @@ export interface RopeTables {
   sin: Float32Array;
 }
 
-export function ropeTables(maxT: number, headSize: number, theta: number): RopeTables {
+export function ropeTables(maxT: number, headSize: number, theta: number, alloc: (n: number) => Float32Array = (n) => new Float32Array(n)): RopeTables {
   const half = headSize / 2;
-  const cos = new Float32Array(maxT * half);
-  const sin = new Float32Array(maxT * half);
+  const cos = alloc(maxT * half);
+  const sin = alloc(maxT * half);
   for (let p = 0; p < maxT; p++) {
     for (let i = 0; i < half; i++) {
       const angle = p * Math.pow(theta, (-2 * i) / headSize);
-      cos[p * half + i] = Math.cos(angle);
-      sin[p * half + i] = Math.sin(angle);
+      // float32 values whatever the array type (the float64 reference backend must see the same table)
+      cos[p * half + i] = Math.fround(Math.cos(angle));
+      sin[p * half + i] = Math.fround(Math.sin(angle));
     }
   }
   return { half, cos, sin };
-}
-
-/**
- * Rotate rows of x [N, C] (C = NH·hs) in place; row n sits at position positions[n].
- */
-export function ropeForward(x: Float32Array, positions: ArrayLike<number>, N: number, C: number, NH: number, tables: RopeTables): void {
-  const hs = C / NH;
-  const half = tables.half;
-  for (let n = 0; n < N; n++) {
-    const t = positions[n] * half;
-    for (let h = 0; h < NH; h++) {
-      const o = n * C + h * hs;
-      for (let i = 0; i < half; i++) {
-        const c = tables.cos[t + i];
-        const s = tables.sin[t + i];
-        const a = x[o + i];
-        const b = x[o + i + half];
-        x[o + i] = a * c - b * s;
-        x[o + i + half] = a * s + b * c;
-      }
-    }
-  }
-}
-
-/** Given d(out) in dx, replace it with d(in) (the transpose rotation), in place. */
-export function ropeBackward(dx: Float32Array, positions: ArrayLike<number>, N: number, C: number, NH: number, tables: RopeTables): void {
-  const hs = C / NH;
-  const half = tables.half;
-  for (let n = 0; n < N; n++) {
-    const t = positions[n] * half;
-    for (let h = 0; h < NH; h++) {
-      const o = n * C + h * hs;
-      for (let i = 0; i < half; i++) {
-        const c = tables.cos[t + i];
-        const s = tables.sin[t + i];
-        const ga = dx[o + i];
-        const gb = dx[o + i + half];
-        dx[o + i] = ga * c + gb * s;
-        dx[o + i + half] = -ga * s + gb * c;
-      }
-    }
-  }
 }

@@ -6,7 +6,7 @@
 
 import { madd } from './madd';
 import { expv, exps } from './expv';
-import { gemmCore, CAUSAL_N, CAUSAL_K_LOWER, CAUSAL_K_UPPER, KC, MR, NR } from './matmul';
+import { gemmCore, zeroFloats, CAUSAL_N, CAUSAL_K_LOWER, CAUSAL_K_UPPER, KC, MR, NR } from './matmul';
 
 // @ts-ignore: decorator
 @inline
@@ -61,7 +61,7 @@ function causalSoftmax(P: usize, T: i32, scale: f32): void {
     const n = t + 1;
     let mv = f32x4.splat(-Infinity);
     let s = 0;
-    for (; s + 4 <= n; s += 4) mv = f32x4.max(mv, v128.load(row + (<usize>s << 2)));
+    for (; s + 4 <= n; s += 4) mv = f32x4.pmax(mv, v128.load(row + (<usize>s << 2)));
     let mx = max(max(f32x4.extract_lane(mv, 0), f32x4.extract_lane(mv, 1)), max(f32x4.extract_lane(mv, 2), f32x4.extract_lane(mv, 3)));
     for (; s < n; s++) mx = max(mx, load<f32>(row + (<usize>s << 2)));
     const shift: f32 = -mx * scale;
@@ -91,7 +91,7 @@ function causalSoftmax(P: usize, T: i32, scale: f32): void {
       const p = row + (<usize>s << 2);
       store<f32>(p, load<f32>(p) * f32x4.extract_lane(inv, 0));
     }
-    if (n < T) memory.fill(row + (<usize>n << 2), 0, <usize>(T - n) << 2);
+    if (n < T) zeroFloats(row + (<usize>n << 2), T - n);
   }
 }
 
@@ -154,7 +154,7 @@ export function attentionBackward(dq: usize, dk: usize, dv: usize, dout: usize, 
           const o = <usize>s << 2;
           store<f32>(dr + o, load<f32>(pr + o) * (load<f32>(dr + o) - rowdot) * scale);
         }
-        if (n < T) memory.fill(dr + (<usize>n << 2), 0, <usize>(T - n) << 2);
+        if (n < T) zeroFloats(dr + (<usize>n << 2), T - n);
       }
       gemmCore(T, hs, T, dP, T, 1, k + base, C, 1, dq + base, C, 0, packB, packA, CAUSAL_K_LOWER);
       gemmCore(T, hs, T, dP, 1, T, q + base, C, 1, dk + base, C, 0, packB, packA, CAUSAL_K_UPPER);
@@ -185,7 +185,7 @@ export function decodeAttention(out: usize, q: usize, k: usize, v: usize, T: i32
     }
     const inv: f32 = 1 / sum;
     const oo = out + (<usize>(h * hs) << 2);
-    memory.fill(oo, 0, <usize>hs << 2);
+    zeroFloats(oo, hs);
     for (let s = 0; s < T; s++) axpy(oo, load<f32>(scores + (<usize>s << 2)) * inv, v + (<usize>(s * C + h * hs) << 2), hs);
   }
 }

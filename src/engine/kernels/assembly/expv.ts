@@ -8,8 +8,13 @@ import { madd } from './madd';
 // @ts-ignore: decorator
 @inline
 export function expv(x: v128): v128 {
-  x = f32x4.min(f32x4.max(x, f32x4.splat(-87.3)), f32x4.splat(88.7));
-  const n = f32x4.nearest(f32x4.mul(x, f32x4.splat(1.44269504088896341)));
+  // pmin/pmax are one instruction each on x86 (min/max need NaN and ±0 fix-ups); inputs are finite
+  x = f32x4.pmin(f32x4.pmax(x, f32x4.splat(-87.3)), f32x4.splat(88.7));
+  // n = round(x·log2 e) by the 1.5·2^23 trick: adding it leaves n in the low mantissa bits, so n
+  // and 2^n come from integer ops (no float rounding or float-to-int conversion instruction)
+  const magic = f32x4.splat(12582912.0);
+  const t = madd(x, f32x4.splat(1.44269504088896341), magic);
+  const n = f32x4.sub(t, magic);
   let r = madd(n, f32x4.splat(-0.693359375), x);
   r = madd(n, f32x4.splat(2.12194440e-4), r);
   let y = f32x4.splat(1.9875691500e-4);
@@ -19,7 +24,7 @@ export function expv(x: v128): v128 {
   y = madd(y, r, f32x4.splat(1.6666665459e-1));
   y = madd(y, r, f32x4.splat(5.0000001201e-1));
   y = madd(y, f32x4.mul(r, r), f32x4.add(r, f32x4.splat(1)));
-  const scale = i32x4.shl(i32x4.add(i32x4.trunc_sat_f32x4_s(n), i32x4.splat(127)), 23);
+  const scale = i32x4.shl(i32x4.add(i32x4.sub(t, magic), i32x4.splat(127)), 23);
   return f32x4.mul(y, scale);
 }
 

@@ -2,6 +2,7 @@
 // Shapes as in kernels/types.ts: x, out, dout, dx [N,C]; weight, dweight [C]; rstd [N].
 
 import { madd } from './madd';
+import { expv, exps } from './expv';
 
 // @ts-ignore: decorator
 @inline
@@ -78,22 +79,40 @@ export function rmsnormBackward(dx: usize, dweight: usize, dout: usize, x: usize
 export function softmaxForward(out: usize, x: usize, N: i32, C: i32, log: i32): void {
   for (let n = 0; n < N; n++) {
     const row = <usize>(n * C) << 2;
-    let mx: f32 = -Infinity;
-    for (let c = 0; c < C; c++) mx = max(mx, load<f32>(x + row + (<usize>c << 2)));
-    let sum: f32 = 0;
-    for (let c = 0; c < C; c++) sum += Mathf.exp(load<f32>(x + row + (<usize>c << 2)) - mx);
-    if (log) {
-      const lse = mx + Mathf.log(sum);
-      for (let c = 0; c < C; c++) {
-        const o = row + (<usize>c << 2);
-        store<f32>(out + o, load<f32>(x + o) - lse);
-      }
-    } else {
-      const inv: f32 = 1 / sum;
-      for (let c = 0; c < C; c++) {
-        const o = row + (<usize>c << 2);
-        store<f32>(out + o, Mathf.exp(load<f32>(x + o) - mx) * inv);
-      }
+    const xr = x + row;
+    const orow = out + row;
+    let mv = f32x4.splat(-Infinity);
+    let c = 0;
+    for (; c + 4 <= C; c += 4) mv = f32x4.pmax(mv, v128.load(xr + (<usize>c << 2)));
+    let mx = max(max(f32x4.extract_lane(mv, 0), f32x4.extract_lane(mv, 1)), max(f32x4.extract_lane(mv, 2), f32x4.extract_lane(mv, 3)));
+    for (; c < C; c++) mx = max(mx, load<f32>(xr + (<usize>c << 2)));
+    const m = f32x4.splat(mx);
+    let sv = f32x4.splat(0);
+    c = 0;
+    // softmax: the exponentials go to out (x may alias out; it is not read again then)
+    for (; c + 4 <= C; c += 4) {
+      const o = <usize>c << 2;
+      const e = expv(f32x4.sub(v128.load(xr + o), m));
+      if (!log) v128.store(orow + o, e);
+      sv = f32x4.add(sv, e);
+    }
+    let sum = f32x4.extract_lane(sv, 0) + f32x4.extract_lane(sv, 1) + f32x4.extract_lane(sv, 2) + f32x4.extract_lane(sv, 3);
+    for (; c < C; c++) {
+      const o = <usize>c << 2;
+      const e = exps(load<f32>(xr + o) - mx);
+      if (!log) store<f32>(orow + o, e);
+      sum += e;
+    }
+    const k = log ? f32x4.splat(mx + Mathf.log(sum)) : f32x4.splat(<f32>1 / sum);
+    c = 0;
+    for (; c + 4 <= C; c += 4) {
+      const o = <usize>c << 2;
+      v128.store(orow + o, log ? f32x4.sub(v128.load(xr + o), k) : f32x4.mul(v128.load(orow + o), k));
+    }
+    const ks = f32x4.extract_lane(k, 0);
+    for (; c < C; c++) {
+      const o = <usize>c << 2;
+      store<f32>(orow + o, log ? load<f32>(xr + o) - ks : load<f32>(orow + o) * ks);
     }
   }
 }

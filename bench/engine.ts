@@ -29,6 +29,7 @@
  * two-thread figures need an idle second core: on a shared 2-core VM they partly measure the other
  * tenants.
  */
+import { readFileSync } from 'node:fs';
 import asc from 'assemblyscript/asc';
 import { loadKernels, type Kernels } from '../src/engine/kernels/index.js';
 import { createWasmKernels, GEMM_THREAD_MIN_WORK, relaxedSimdSupported } from '../src/engine/kernels/wasm.js';
@@ -222,7 +223,25 @@ function torchFigures(): { figures: TorchFigures[]; python?: string; reason?: st
 
 // ------------------------------------------------------------------------------------------------
 
+/** CPU time stolen by the hypervisor (other tenants) as a fraction of all CPU time since `from`; null off Linux. */
+function cpuTicks(): number[] | null {
+  try {
+    return readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+  } catch {
+    return null;
+  }
+}
+
+function stealFraction(from: number[] | null): number | null {
+  const to = cpuTicks();
+  if (!from || !to || to.length < 8) return null;
+  const d = to.map((x, i) => x - (from[i] ?? 0));
+  const total = d.reduce((a, b) => a + b, 0);
+  return total > 0 ? d[7] / total : null;
+}
+
 export async function main(): Promise<void> {
+  const ticks0 = cpuTicks();
   const base = await loadKernels();
   const rows: Array<Record<string, string | number | null>> = [];
   const spread: Record<string, number[]> = {};
@@ -374,11 +393,14 @@ export async function main(): Promise<void> {
   console.log('\ntwo-thread GEMM crossover (worker thread over the shared memory) ...');
   printTable(ceiling.crossover);
   headline.matmul_vs_wasm_peak_1t = ceiling.ratio;
-  console.log('\nnote: this machine is shared (other jobs run at the same time), so single figures are noisy; tokens/s are medians of 3 (all runs in bench/out/engine.json).');
+  const steal = stealFraction(ticks0);
+  console.log(`\nnote: this machine is shared (other jobs run at the same time), so single figures are noisy; tokens/s are medians of 3 (all runs in bench/out/engine.json)${steal === null ? '' : `; ${(100 * steal).toFixed(1)}% of CPU time went to other tenants during this run (steal)`}.`);
   console.log(JSON.stringify(headline));
   writeBenchJson('engine', headline, {
     kernels: base.name,
     repeats: REPEATS,
+    // the share of CPU time the hypervisor gave to other tenants during the run: noise indicator
+    steal_fraction: steal,
     rows,
     versus_pytorch: versus,
     pytorch: torchInfo,

@@ -149,7 +149,7 @@ type HelperOp = (typeof HELPER_OPS)[number];
 /** Arguments passed as f32 (read through a Float32Array view of the control words); all others are i32. */
 const FLOAT_ARGS: Partial<Record<HelperOp, number[]>> = { rmsnormForward: [6], adamw: [5, 6, 7, 8, 9, 10, 11, 12] };
 
-/** Byte offset in the control buffer of the helper's finish time (a float64, ms since the epoch). */
+/** Byte offset in the control buffer of the helper's last job duration (a float64, ms, its own clock). */
 const DONE_OFFSET = 128;
 
 /**
@@ -182,6 +182,7 @@ for (;;) {
     }
   }
   let state = 0;
+  const started = performance.now();
   try {
     const args = [];
     const floats = floatArgs[c[1]];
@@ -191,7 +192,7 @@ for (;;) {
     state = 3;
   }
   last = performance.now();
-  done[0] = performance.timeOrigin + last;
+  done[0] = last - started;
   Atomics.store(c, 0, state);
   Atomics.notify(c, 0);
 }
@@ -226,9 +227,9 @@ class KernelHelper {
     Atomics.notify(this.control, 0);
   }
 
-  /** When the last job finished, in this thread's performance.now() time. */
-  finishedAt(): number {
-    return this.done[0] - performance.timeOrigin;
+  /** How long the last job ran on the helper (its own clock: the threads' time origins differ). */
+  lastJobMs(): number {
+    return this.done[0];
   }
 
   wait(): void {
@@ -265,7 +266,7 @@ export const ELEMENTWISE_THREAD_MIN = 1 << 15;
 export class AdaptiveSplit {
   helperShare = 0.5;
 
-  /** One split call: `mainRows` took `mainMs`, `helperRows` were done `helperMs` after the post. */
+  /** One split call: `mainRows` took `mainMs` on this thread, `helperRows` took `helperMs` on the helper. */
   observe(mainRows: number, mainMs: number, helperRows: number, helperMs: number): void {
     if (!(mainMs > 0.05 && helperMs > 0.05)) return;
     const main = mainRows / mainMs;
@@ -313,7 +314,10 @@ export async function createWasmKernels(options: { variant?: 'auto' | WasmVarian
       ex.gemm(M1, N, K, pa, sai, sak, pb, sbk, sbj, pc, N, accumulate ? 1 : 0, packB, packA);
       const t1 = performance.now();
       helper.wait();
-      split.observe(M1, t1 - t0, M - M1, helper.finishedAt() - t0);
+      // the helper's time: from the post until it was seen done when this thread waited for it
+      // (start latency included), else its own run time
+      const end = performance.now();
+      split.observe(M1, t1 - t0, M - M1, end - t1 > 0.02 ? end - t0 : helper.lastJobMs());
     } else {
       ex.gemm(M, N, K, pa, sai, sak, pb, sbk, sbj, pc, N, accumulate ? 1 : 0, packB, packA);
     }

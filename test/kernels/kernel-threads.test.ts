@@ -8,9 +8,13 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ATTENTION_THREAD_MIN_WORK, createWasmKernels, ELEMENTWISE_THREAD_MIN, GEMM_THREAD_MIN_WORK } from '../../src/engine/kernels/wasm.js';
+import { AdaptiveSplit, ATTENTION_THREAD_MIN_WORK, createWasmKernels, ELEMENTWISE_THREAD_MIN, GEMM_THREAD_MIN_WORK } from '../../src/engine/kernels/wasm.js';
 import { referenceKernels } from '../../src/engine/kernels/reference.js';
 import type { Kernels } from '../../src/engine/kernels/types.js';
+import { buildEngine } from '../../src/engine/build.js';
+import { NanoTrainer } from '../../src/engine/nano/trainer.js';
+import { parseConfig } from '../../src/run/config.js';
+import { ConfigError } from '../../src/core/errors.js';
 import { Rng } from '../../src/core/rng.js';
 
 test('two-thread GEMM is bit-identical to one thread in every layout', async () => {
@@ -123,4 +127,33 @@ for (const variant of ['fma', 'plain'] as const) test(`attention, SwiGLU, RoPE, 
   const v = Float32Array.from(rand(n, 0.01), (a) => a * a);
   const step = { lr: 0.01, beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.1, bc1: 0.19, bc2: 0.0975, gradScale: 0.5 };
   assertSame('adamw', runBoth(k1, k2, [rand(n)], [rand(n), m, v], (k, [g], [p, mm, vv]) => k.adamw(p, g, mm, vv, n, step)), 1e-6, 1e-5);
+});
+
+test('engine.threads: 2 gives the embedded engine two-thread kernels; 3 is a config error naming the key', async () => {
+  for (const threads of [1, 2]) {
+    const c = parseConfig({ engine: { threads }, model: { dModel: 16, nLayers: 1, nHeads: 2, dFF: 32, contextLength: 16 }, sft: { enabled: false } });
+    const engine = await buildEngine({ engine: c.engine, model: c.model, sft: c.sft });
+    assert.ok(engine.trainer instanceof NanoTrainer);
+    assert.equal(/-2t$/.test((engine.trainer as NanoTrainer).model.kernels.name), threads === 2, `threads ${threads}`);
+    await engine.close();
+  }
+  assert.throws(() => parseConfig({ engine: { threads: 3 } }), (e: unknown) => e instanceof ConfigError && /engine\.threads/.test(e.message));
+});
+
+test('the adaptive GEMM split follows the threads measured speeds within its bounds', () => {
+  const s = new AdaptiveSplit();
+  assert.equal(s.helperShare, 0.5);
+  // the helper takes twice as long per row: its share moves towards 1/3, and stops at the 0.35 bound
+  for (let i = 0; i < 50; i++) s.observe(100, 1, 100, 2);
+  assert.ok(Math.abs(s.helperShare - 0.35) < 1e-9, `share ${s.helperShare}`);
+  // equal speeds bring it back to one half
+  for (let i = 0; i < 100; i++) s.observe(100, 1, 100, 1);
+  assert.ok(Math.abs(s.helperShare - 0.5) < 1e-3, `share ${s.helperShare}`);
+  // a helper 1.2x faster per row: the ideal share is 1.2/2.2
+  for (let i = 0; i < 100; i++) s.observe(100, 1.2, 100, 1);
+  assert.ok(Math.abs(s.helperShare - 1.2 / 2.2) < 1e-3, `share ${s.helperShare}`);
+  // timings too short to mean anything are ignored
+  const before = s.helperShare;
+  s.observe(4, 0.001, 4, 0.01);
+  assert.equal(s.helperShare, before);
 });

@@ -24,7 +24,7 @@ test('decodeAttention = the last row of causal attention (fma and plain builds, 
       const k = Float32Array.from({ length: T * C }, () => rng.normal());
       const v = Float32Array.from({ length: T * C }, () => rng.normal());
       const ref = new Float32Array(T * C);
-      referenceKernels.attentionForward(ref, new Float32Array(NH * T * T), q, k, v, 1, T, C, NH);
+      referenceKernels.attentionForward(ref, new Float32Array(NH * T * T), q, k, v, [T], C, NH);
       const out = new Float32Array(C);
       kernels.decodeAttention!(out, q.subarray((T - 1) * C), k, v, T, C, NH);
       for (let c = 0; c < C; c++) {

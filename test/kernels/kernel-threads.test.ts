@@ -9,7 +9,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { AdaptiveSplit, ATTENTION_THREAD_MIN_WORK, createWasmKernels, ELEMENTWISE_THREAD_MIN, GEMM_THREAD_MIN_WORK } from '../../src/engine/kernels/wasm.js';
-import { referenceKernels } from '../../src/engine/kernels/reference.js';
+import { attentionLayout, referenceKernels } from '../../src/engine/kernels/reference.js';
 import type { Kernels } from '../../src/engine/kernels/types.js';
 import { buildEngine } from '../../src/engine/build.js';
 import { NanoTrainer } from '../../src/engine/nano/trainer.js';
@@ -85,15 +85,19 @@ for (const variant of ['fma', 'plain'] as const) test(`attention, SwiGLU, RoPE, 
   const k2 = await createWasmKernels({ variant, threads: 2 });
   const rng = new Rng(11);
   const rand = (n: number, scale = 1) => Float32Array.from({ length: n }, () => rng.normal() * scale);
-  // attention: one sequence long enough to split by heads, and T > 256 so the GEMM's K blocking meets the causal modes
-  for (const [B, T, C, NH] of [[1, 96, 128, 4], [2, 300, 24, 3]]) {
-    assert.ok(B * T * T * C >= ATTENTION_THREAD_MIN_WORK, 'above the attention threshold');
-    const n = B * T * C;
+  // attention: one sequence (split by heads), a batch of ragged sequences (split by sequences), and
+  // T > 256 so the GEMM's K blocking meets the causal modes
+  const attentionCases: Array<[number[], number, number]> = [[[96], 128, 4], [[96, 40, 96, 7, 96, 96, 61, 96], 128, 4], [[300, 57], 24, 3]];
+  for (const [lengths, C, NH] of attentionCases) {
+    const { rows, attSize } = attentionLayout(lengths, NH);
+    assert.ok(lengths.reduce((a, T) => a + T * T * C, 0) >= ATTENTION_THREAD_MIN_WORK, 'above the attention threshold');
+    const n = rows * C;
     const qkv = [rand(n, 0.5), rand(n, 0.5), rand(n, 0.5)];
-    const fwd = runBoth(k1, k2, qkv, [rand(n), rand(B * NH * T * T)], (k, [q, kk, v], [out, att]) => k.attentionForward(out, att, q, kk, v, B, T, C, NH));
-    assertSame(`attentionForward ${B}x${T}x${C}/${NH}`, fwd, 1e-5, 1e-4);
-    const bwd = runBoth(k1, k2, [rand(n), fwd.ref[1], ...qkv], [rand(n), rand(n), rand(n)], (k, [dout, att, q, kk, v], [dq, dk, dv]) => k.attentionBackward(dq, dk, dv, dout, att, q, kk, v, B, T, C, NH));
-    assertSame(`attentionBackward ${B}x${T}x${C}/${NH}`, bwd, 1e-4, 1e-3);
+    const tag = `[${lengths}]x${C}/${NH}`;
+    const fwd = runBoth(k1, k2, qkv, [rand(n), rand(attSize)], (k, [q, kk, v], [out, att]) => k.attentionForward(out, att, q, kk, v, lengths, C, NH));
+    assertSame(`attentionForward ${tag}`, fwd, 1e-5, 1e-4);
+    const bwd = runBoth(k1, k2, [rand(n), fwd.ref[1], ...qkv], [rand(n), rand(n), rand(n)], (k, [dout, att, q, kk, v], [dq, dk, dv]) => k.attentionBackward(dq, dk, dv, dout, att, q, kk, v, lengths, C, NH));
+    assertSame(`attentionBackward ${tag}`, bwd, 1e-4, 1e-3);
   }
   // elementwise and row-wise kernels, sizes above the threshold with ragged tails
   const n = ELEMENTWISE_THREAD_MIN * 2 + 3;

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { loadKernels, referenceKernels, type Kernels } from '../../src/engine/kernels/index.js';
-import { referenceKernels64 } from '../../src/engine/kernels/reference.js';
+import { attentionLayout, referenceKernels64 } from '../../src/engine/kernels/reference.js';
 import { Rng } from '../../src/core/rng.js';
 
 const rng = new Rng(123);
@@ -60,22 +60,25 @@ for (const variant of ['fma', 'plain'] as const) {
     assert.ok(cases > 200);
   });
 
-  test(`attention forward/backward match the reference (odd head sizes too) [${variant}]`, async () => {
+  test(`attention forward/backward match the reference on packed ragged batches (odd head sizes too) [${variant}]`, async () => {
     const k = await loadKernels({ backend: 'wasm', variant });
-    for (const [B, T, C, NH] of [[1, 1, 4, 1], [2, 7, 12, 2], [1, 33, 32, 4], [3, 5, 10, 2], [1, 290, 8, 2]]) {
-      const n = B * T * C;
+    const cases: Array<[number[], number, number]> = [[[1], 4, 1], [[7, 7], 12, 2], [[33], 32, 4], [[5, 5, 5], 10, 2], [[290], 8, 2], [[7, 1, 33, 12], 24, 3], [[1, 300, 2], 8, 2]];
+    for (const [lengths, C, NH] of cases) {
+      const { rows, attSize } = attentionLayout(lengths, NH);
+      const n = rows * C;
       const q = rand(n), kk = rand(n), v = rand(n), dout = rand(n);
-      const outR = new Float32Array(n), attR = new Float32Array(B * NH * T * T);
-      referenceKernels.attentionForward(outR, attR, q, kk, v, B, T, C, NH);
-      const out = k.alloc(n), att = new Float32Array(B * NH * T * T).fill(7);
-      k.attentionForward(out, att, place(k, q, 0), place(k, kk, 1), place(k, v, 2), B, T, C, NH);
-      close(`attn fwd ${B},${T},${C},${NH}`, out, outR, n);
-      close(`attn probs ${B},${T},${C},${NH}`, att, attR, att.length);
+      const outR = new Float32Array(n), attR = new Float32Array(attSize);
+      referenceKernels.attentionForward(outR, attR, q, kk, v, lengths, C, NH);
+      const out = k.alloc(n), att = new Float32Array(attSize).fill(7);
+      k.attentionForward(out, att, place(k, q, 0), place(k, kk, 1), place(k, v, 2), lengths, C, NH);
+      const tag = `[${lengths}],${C},${NH}`;
+      close(`attn fwd ${tag}`, out, outR, n);
+      close(`attn probs ${tag}`, att, attR, att.length);
       const gR = [rand(n), rand(n), rand(n)];
       const g = gR.map((x, i) => place(k, x, i));
-      referenceKernels.attentionBackward(gR[0], gR[1], gR[2], dout, attR, q, kk, v, B, T, C, NH);
-      k.attentionBackward(g[0], g[1], g[2], dout, att, q, kk, v, B, T, C, NH);
-      for (let i = 0; i < 3; i++) close(`attn bwd d${'qkv'[i]} ${B},${T},${C},${NH}`, g[i], gR[i], n);
+      referenceKernels.attentionBackward(gR[0], gR[1], gR[2], dout, attR, q, kk, v, lengths, C, NH);
+      k.attentionBackward(g[0], g[1], g[2], dout, att, q, kk, v, lengths, C, NH);
+      for (let i = 0; i < 3; i++) close(`attn bwd d${'qkv'[i]} ${tag}`, g[i], gR[i], n);
     }
   });
 
@@ -154,19 +157,19 @@ test('reference backward kernels match finite differences in float64 (|error| â‰
     for (let i = 0; i < N * C; i++) assert.ok(near(d[i], fd(f, x, i)), `${kind} dx[${i}]: ${d[i]} vs ${fd(f, x, i)}`);
   }
   // attention
-  const B = 1, T = 4, NH = 2, Ca = 4, n = B * T * Ca;
+  const lengths = [4, 2], NH = 2, Ca = 4, n = 6 * Ca, attSize = NH * (16 + 4);
   const q = rand64(n), k = rand64(n), v = rand64(n), ga = rand64(n);
   const attLoss = () => {
     const out = new Float64Array(n);
-    k64.attentionForward(out, new Float64Array(B * NH * T * T), q, k, v, B, T, Ca, NH);
+    k64.attentionForward(out, new Float64Array(attSize), q, k, v, lengths, Ca, NH);
     let s = 0;
     for (let i = 0; i < n; i++) s += out[i] * ga[i];
     return s;
   };
-  const att = new Float64Array(B * NH * T * T);
-  k64.attentionForward(new Float64Array(n), att, q, k, v, B, T, Ca, NH);
+  const att = new Float64Array(attSize);
+  k64.attentionForward(new Float64Array(n), att, q, k, v, lengths, Ca, NH);
   const dq = new Float64Array(n), dk = new Float64Array(n), dv = new Float64Array(n);
-  k64.attentionBackward(dq, dk, dv, ga, att, q, k, v, B, T, Ca, NH);
+  k64.attentionBackward(dq, dk, dv, ga, att, q, k, v, lengths, Ca, NH);
   for (const [name, grad, x0] of [['q', dq, q], ['k', dk, k], ['v', dv, v]] as const) {
     for (let i = 0; i < n; i++) assert.ok(near(grad[i], fd(attLoss, x0, i)), `attention d${name}[${i}]`);
   }

@@ -103,17 +103,34 @@ export function logSoftmaxBackwardRef(dx: FloatArray, dout: FloatArray, y: Float
   }
 }
 
-export function attentionForwardRef(out: FloatArray, att: FloatArray, q: FloatArray, k: FloatArray, v: FloatArray, B: number, T: number, C: number, NH: number): void {
+/** Row offset, probability offset and length of each sequence of a packed attention batch. */
+export function attentionLayout(lengths: readonly number[], NH: number): { rowOffset: number[]; attOffset: number[]; rows: number; attSize: number } {
+  const rowOffset: number[] = [];
+  const attOffset: number[] = [];
+  let rows = 0;
+  let attSize = 0;
+  for (const T of lengths) {
+    rowOffset.push(rows);
+    attOffset.push(attSize);
+    rows += T;
+    attSize += NH * T * T;
+  }
+  return { rowOffset, attOffset, rows, attSize };
+}
+
+export function attentionForwardRef(out: FloatArray, att: FloatArray, q: FloatArray, k: FloatArray, v: FloatArray, lengths: readonly number[], C: number, NH: number): void {
   const hs = C / NH;
   const scale = 1 / Math.sqrt(hs);
-  for (let b = 0; b < B; b++) {
+  const { rowOffset, attOffset } = attentionLayout(lengths, NH);
+  lengths.forEach((T, b) => {
+    const r0 = rowOffset[b];
     for (let h = 0; h < NH; h++) {
       for (let t = 0; t < T; t++) {
-        const row = ((b * NH + h) * T + t) * T;
-        const qo = (b * T + t) * C + h * hs;
+        const row = attOffset[b] + (h * T + t) * T;
+        const qo = (r0 + t) * C + h * hs;
         let mx = -Infinity;
         for (let s = 0; s <= t; s++) {
-          const ko = (b * T + s) * C + h * hs;
+          const ko = (r0 + s) * C + h * hs;
           let d = 0;
           for (let i = 0; i < hs; i++) d += q[qo + i] * k[ko + i];
           d *= scale;
@@ -130,30 +147,32 @@ export function attentionForwardRef(out: FloatArray, att: FloatArray, q: FloatAr
         for (let s = t + 1; s < T; s++) att[row + s] = 0;
         for (let i = 0; i < hs; i++) {
           let acc = 0;
-          for (let s = 0; s <= t; s++) acc += att[row + s] * v[(b * T + s) * C + h * hs + i];
+          for (let s = 0; s <= t; s++) acc += att[row + s] * v[(r0 + s) * C + h * hs + i];
           out[qo + i] = acc;
         }
       }
     }
-  }
+  });
 }
 
-export function attentionBackwardRef(dq: FloatArray, dk: FloatArray, dv: FloatArray, dout: FloatArray, att: FloatArray, q: FloatArray, k: FloatArray, v: FloatArray, B: number, T: number, C: number, NH: number): void {
+export function attentionBackwardRef(dq: FloatArray, dk: FloatArray, dv: FloatArray, dout: FloatArray, att: FloatArray, q: FloatArray, k: FloatArray, v: FloatArray, lengths: readonly number[], C: number, NH: number): void {
   const hs = C / NH;
-  dq.fill(0, 0, B * T * C);
-  dk.fill(0, 0, B * T * C);
-  dv.fill(0, 0, B * T * C);
+  const { rowOffset, attOffset, rows } = attentionLayout(lengths, NH);
+  dq.fill(0, 0, rows * C);
+  dk.fill(0, 0, rows * C);
+  dv.fill(0, 0, rows * C);
   const scale = 1 / Math.sqrt(hs);
-  const datt = new Float64Array(T);
-  for (let b = 0; b < B; b++) {
+  lengths.forEach((T, b) => {
+    const r0 = rowOffset[b];
+    const datt = new Float64Array(T);
     for (let h = 0; h < NH; h++) {
       for (let t = 0; t < T; t++) {
-        const row = ((b * NH + h) * T + t) * T;
-        const qo = (b * T + t) * C + h * hs;
+        const row = attOffset[b] + (h * T + t) * T;
+        const qo = (r0 + t) * C + h * hs;
         // out_t = Σ_s att[t,s] v_s
         let dot = 0;
         for (let s = 0; s <= t; s++) {
-          const vo = (b * T + s) * C + h * hs;
+          const vo = (r0 + s) * C + h * hs;
           let d = 0;
           for (let i = 0; i < hs; i++) {
             d += dout[qo + i] * v[vo + i];
@@ -164,7 +183,7 @@ export function attentionBackwardRef(dq: FloatArray, dk: FloatArray, dv: FloatAr
         }
         for (let s = 0; s <= t; s++) {
           const dpre = att[row + s] * (datt[s] - dot) * scale;
-          const ko = (b * T + s) * C + h * hs;
+          const ko = (r0 + s) * C + h * hs;
           for (let i = 0; i < hs; i++) {
             dq[qo + i] += dpre * k[ko + i];
             dk[ko + i] += dpre * q[qo + i];
@@ -172,7 +191,7 @@ export function attentionBackwardRef(dq: FloatArray, dk: FloatArray, dv: FloatAr
         }
       }
     }
-  }
+  });
 }
 
 export function ropeRef(x: FloatArray, positions: Int32Array, N: number, C: number, NH: number, cos: FloatArray, sin: FloatArray, inverse: boolean): void {

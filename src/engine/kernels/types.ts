@@ -64,13 +64,15 @@ export interface Kernels<F extends FloatArray = Float32Array> {
   swigluBackward(dgate: F, dup: F, dout: F, gate: F, up: F, n: number): void;
 
   /**
-   * Causal multi-head self-attention. q,k,v,out: [B,T,C] with heads interleaved (C = NH·hs);
-   * att: [B,NH,T,T] receives the probabilities (row t valid for keys 0..t, rest zero).
-   * Scores are scaled by 1/sqrt(hs).
+   * Causal multi-head self-attention over a packed batch: sequence b has lengths[b] rows, the
+   * sequences back to back in q, k, v, out [Σ T_b, C] (heads interleaved, C = NH·hs); att holds each
+   * sequence's probabilities [NH, T_b, T_b], back to back in the same order (row t valid for keys
+   * 0..t, the rest zero). Scores are scaled by 1/sqrt(hs). `attentionLayout` (reference.ts) gives
+   * the offsets.
    */
-  attentionForward(out: F, att: F, q: F, k: F, v: F, B: number, T: number, C: number, NH: number): void;
-  /** Writes dq, dk, dv [B,T,C] given dout [B,T,C] and att from forward. */
-  attentionBackward(dq: F, dk: F, dv: F, dout: F, att: F, q: F, k: F, v: F, B: number, T: number, C: number, NH: number): void;
+  attentionForward(out: F, att: F, q: F, k: F, v: F, lengths: readonly number[], C: number, NH: number): void;
+  /** Writes dq, dk, dv [Σ T_b, C] given dout and att from forward (same packing). */
+  attentionBackward(dq: F, dk: F, dv: F, dout: F, att: F, q: F, k: F, v: F, lengths: readonly number[], C: number, NH: number): void;
   /**
    * The gradient of a token-level loss w.r.t. the logits, from log-softmax rows lsm [N, V]: per row,
    * p = exp(lsm), entropy[n] = H = −Σ p·lsm, and dlogits[n] = p ⊙ (bonus[n]·(lsm + H) − coef[n]) with

@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { Worker } from 'node:worker_threads';
 import type { AdamWStep, Kernels } from './types.js';
-import { referenceKernels } from './reference.js';
+import { attentionLayout, referenceKernels } from './reference.js';
 
 const PAGE = 65536;
 /** Start of the JS-managed heap (the module's static data sits below). */
@@ -63,8 +63,8 @@ interface Exports {
   rmsnormBackward(dx: number, dweight: number, dout: number, x: number, weight: number, rstd: number, N: number, C: number): void;
   softmaxForward(out: number, x: number, N: number, C: number, log: number): void;
   softmaxBackward(dx: number, dout: number, y: number, N: number, C: number, log: number): void;
-  attentionForward(out: number, att: number, q: number, k: number, v: number, B: number, T: number, C: number, NH: number, h0: number, h1: number, scratch: number): void;
-  attentionBackward(dq: number, dk: number, dv: number, dout: number, att: number, q: number, k: number, v: number, B: number, T: number, C: number, NH: number, h0: number, h1: number, scratch: number): void;
+  attentionForward(out: number, att: number, q: number, k: number, v: number, seqs: number, b0: number, b1: number, C: number, NH: number, h0: number, h1: number, scratch: number): void;
+  attentionBackward(dq: number, dk: number, dv: number, dout: number, att: number, q: number, k: number, v: number, seqs: number, b0: number, b1: number, C: number, NH: number, h0: number, h1: number, scratch: number): void;
   attentionScratchBytes(T: number, hs: number): number;
   swigluForward(out: number, gate: number, up: number, n: number): void;
   logitGrad(dlogits: number, entropy: number, lsm: number, coef: number, bonus: number, targets: number, N: number, V: number): void;
@@ -252,7 +252,7 @@ class KernelHelper {
  * rows (1.6M, 3.1M multiply-adds: 0.70×, 0.96×) and faster from 128 rows (6.3M: 1.72×; 6144 rows: 1.99×).
  */
 export const GEMM_THREAD_MIN_WORK = 1 << 22;
-/** Attention calls below this many multiply-adds (B·T²·C) stay on one thread. */
+/** Attention calls below this much work (Σ T²·C over the sequences) stay on one thread. */
 export const ATTENTION_THREAD_MIN_WORK = 1 << 18;
 /** Elementwise kernels below this many elements stay on one thread. */
 export const ELEMENTWISE_THREAD_MIN = 1 << 15;
@@ -324,17 +324,50 @@ export async function createWasmKernels(options: { variant?: 'auto' | WasmVarian
     if (!outOwned) out.set(mem.view(pc, M * N));
   }
 
-  /** An attention kernel over pointers `p`, heads split between this thread and the helper when large. */
-  function byHeads(op: 'attentionForward' | 'attentionBackward', p: number[], B: number, T: number, C: number, NH: number): void {
-    const bytes = ex.attentionScratchBytes(T, Math.floor(C / NH));
-    const run = (h0: number, h1: number, scratch: number) => (ex[op] as (...a: number[]) => void)(...p, B, T, C, NH, h0, h1, scratch);
-    if (helper && NH >= 2 && B * T * T * C >= ATTENTION_THREAD_MIN_WORK) {
-      const H1 = NH >> 1;
-      helper.post(op, [...p, B, T, C, NH, H1, NH, mem.scratch(bytes)]);
-      run(0, H1, mem.scratch(bytes));
+  /**
+   * An attention kernel over pointers `p` for a packed batch of `lengths`: with the helper, a large
+   * call is split by sequences (at half the work, Σ T²) or, for one sequence, by heads.
+   */
+  function attention(op: 'attentionForward' | 'attentionBackward', p: number[], lengths: readonly number[], C: number, NH: number): void {
+    const B = lengths.length;
+    const seqs = mem.scratch(Math.max(1, B) * 12);
+    const table = new Int32Array(mem.memory.buffer, seqs, B * 3);
+    let rows = 0;
+    let att = 0;
+    let maxT = 0;
+    let work = 0;
+    lengths.forEach((T, b) => {
+      table[b * 3] = rows;
+      table[b * 3 + 1] = att;
+      table[b * 3 + 2] = T;
+      rows += T;
+      att += NH * T * T;
+      maxT = Math.max(maxT, T);
+      work += T * T * C;
+    });
+    const bytes = ex.attentionScratchBytes(maxT, Math.floor(C / NH));
+    const run = (b0: number, b1: number, h0: number, h1: number, scratch: number) => (ex[op] as (...a: number[]) => void)(...p, seqs, b0, b1, C, NH, h0, h1, scratch);
+    if (helper && work >= ATTENTION_THREAD_MIN_WORK && (B >= 2 || NH >= 2)) {
+      let s = B;
+      if (B >= 2) {
+        // the first sequence index where the work done so far reaches half
+        let acc = 0;
+        s = 1;
+        for (let b = 0; b < B - 1; b++) {
+          acc += lengths[b] * lengths[b];
+          s = b + 1;
+          if (2 * acc * C >= work) break;
+        }
+        helper.post(op, [...p, seqs, s, B, C, NH, 0, NH, mem.scratch(bytes)]);
+        run(0, s, 0, NH, mem.scratch(bytes));
+      } else {
+        const H1 = NH >> 1;
+        helper.post(op, [...p, seqs, 0, 1, C, NH, H1, NH, mem.scratch(bytes)]);
+        run(0, 1, 0, H1, mem.scratch(bytes));
+      }
       helper.wait();
     } else {
-      run(0, NH, mem.scratch(bytes));
+      run(0, B, 0, NH, mem.scratch(bytes));
     }
   }
 
@@ -436,13 +469,15 @@ export async function createWasmKernels(options: { variant?: 'auto' | WasmVarian
       withPointers([[dout, N * C], [y, N * C]], [[dx, N * C]], ([pdx, pdo, py]) => ex.softmaxBackward(pdx, pdo, py, N, C, 0)),
     logSoftmaxBackward: (dx, dout, y, N, C) =>
       withPointers([[dout, N * C], [y, N * C]], [[dx, N * C]], ([pdx, pdo, py]) => ex.softmaxBackward(pdx, pdo, py, N, C, 1)),
-    attentionForward: (out, att, q, k, v, B, T, C, NH) => {
-      const n = B * T * C;
-      withPointers([[q, n], [k, n], [v, n]], [[out, n], [att, B * NH * T * T]], (p) => byHeads('attentionForward', p, B, T, C, NH));
+    attentionForward: (out, att, q, k, v, lengths, C, NH) => {
+      const { rows, attSize } = attentionLayout(lengths, NH);
+      const n = rows * C;
+      withPointers([[q, n], [k, n], [v, n]], [[out, n], [att, attSize]], (p) => attention('attentionForward', p, lengths, C, NH));
     },
-    attentionBackward: (dq, dk, dv, dout, att, q, k, v, B, T, C, NH) => {
-      const n = B * T * C;
-      withPointers([[dout, n], [att, B * NH * T * T], [q, n], [k, n], [v, n]], [[dq, n], [dk, n], [dv, n]], (p) => byHeads('attentionBackward', p, B, T, C, NH));
+    attentionBackward: (dq, dk, dv, dout, att, q, k, v, lengths, C, NH) => {
+      const { rows, attSize } = attentionLayout(lengths, NH);
+      const n = rows * C;
+      withPointers([[dout, n], [att, attSize], [q, n], [k, n], [v, n]], [[dq, n], [dk, n], [dv, n]], (p) => attention('attentionBackward', p, lengths, C, NH));
     },
     swigluForward: (out, gate, up, n) => withPointers([[gate, n], [up, n]], [[out, n]], ([po, pg, pu]) => byHalves(n, (i0, len, run) => run('swigluForward', [po + i0 * 4, pg + i0 * 4, pu + i0 * 4, len]))),
     swigluBackward: (dgate, dup, dout, gate, up, n) =>

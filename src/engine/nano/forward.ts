@@ -145,12 +145,7 @@ export class TrainingGraph {
       k.matmulBT(c.v, c.ln1, m.param(p + 'wv'), N, C, C, false);
       k.rope(c.q, this.positions, N, C, NH, m.rope.cos, m.rope.sin, false);
       k.rope(c.k, this.positions, N, C, NH, m.rope.cos, m.rope.sin, false);
-      for (let b = 0; b < seqs.length; b++) {
-        const r0 = this.rowOffset[b] * C;
-        const r1 = r0 + this.lengths[b] * C;
-        const T = this.lengths[b];
-        k.attentionForward(c.attnOut.subarray(r0, r1), c.att.subarray(this.attOffset[b], this.attOffset[b] + NH * T * T), c.q.subarray(r0, r1), c.k.subarray(r0, r1), c.v.subarray(r0, r1), 1, T, C, NH);
-      }
+      k.attentionForward(c.attnOut.subarray(0, NC), c.att, c.q.subarray(0, NC), c.k.subarray(0, NC), c.v.subarray(0, NC), this.lengths, C, NH);
       const xMid = c.xMid;
       xMid.set(c.xIn.subarray(0, NC));
       k.matmulBT(xMid, c.attnOut, m.param(p + 'wo'), N, C, C, true);
@@ -210,13 +205,7 @@ export class TrainingGraph {
       const dq = this.dq.subarray(0, NC);
       const dk = this.dk.subarray(0, NC);
       const dv = this.dv.subarray(0, NC);
-      for (let b = 0; b < this.lengths.length; b++) {
-        const r0 = this.rowOffset[b] * C;
-        const T = this.lengths[b];
-        const r1 = r0 + T * C;
-        const att = c.att.subarray(this.attOffset[b], this.attOffset[b] + NH * T * T);
-        k.attentionBackward(dq.subarray(r0, r1), dk.subarray(r0, r1), dv.subarray(r0, r1), dattnOut.subarray(r0, r1), att, c.q.subarray(r0, r1), c.k.subarray(r0, r1), c.v.subarray(r0, r1), 1, T, C, NH);
-      }
+      k.attentionBackward(dq, dk, dv, dattnOut, c.att, c.q.subarray(0, NC), c.k.subarray(0, NC), c.v.subarray(0, NC), this.lengths, C, NH);
       k.rope(dq, this.positions, N, C, NH, m.rope.cos, m.rope.sin, true);
       k.rope(dk, this.positions, N, C, NH, m.rope.cos, m.rope.sin, true);
       const dln1 = this.dln.subarray(0, NC);

@@ -96,20 +96,25 @@ function causalSoftmax(P: usize, T: i32, scale: f32): void {
 }
 
 /**
- * Heads h0..h1 of B sequences: for each (b, h), S = Q_h·K_hᵀ (causal tiles only), P = softmax(S/√hs)
- * into att, O_h = P·V_h, all through the GEMM micro-kernel with strided operands (heads interleaved
- * in [T, C]). `scratch` holds attentionScratchBytes(T, hs). Two threads may run disjoint head ranges
- * over the same buffers (each with its own scratch).
+ * Sequences b0..b1 of a packed batch, heads h0..h1: `seqs` holds an i32 triple per sequence (row
+ * offset, attention-probability offset, length T). For each (sequence, head): S = Q_h·K_hᵀ (causal
+ * tiles only), P = softmax(S/√hs) into att, O_h = P·V_h, all through the GEMM micro-kernel with
+ * strided operands (heads interleaved in [rows, C]). `scratch` holds attentionScratchBytes(max T, hs).
+ * Two threads may run disjoint sequence or head ranges over the same buffers (each with its own scratch).
  */
-export function attentionForward(out: usize, att: usize, q: usize, k: usize, v: usize, B: i32, T: i32, C: i32, NH: i32, h0: i32, h1: i32, scratch: usize): void {
+export function attentionForward(out: usize, att: usize, q: usize, k: usize, v: usize, seqs: usize, b0: i32, b1: i32, C: i32, NH: i32, h0: i32, h1: i32, scratch: usize): void {
   const hs = C / NH;
   const scale = <f32>(1.0 / Math.sqrt(<f64>hs));
-  const packB = scratch;
-  const packA = scratch + <usize>packBBytes(T, hs);
-  for (let b = 0; b < B; b++) {
+  for (let b = b0; b < b1; b++) {
+    const d = seqs + (<usize>(b * 3) << 2);
+    const r0 = load<i32>(d);
+    const a0 = load<i32>(d, 4);
+    const T = load<i32>(d, 8);
+    const packB = scratch;
+    const packA = scratch + <usize>packBBytes(T, hs);
     for (let h = h0; h < h1; h++) {
-      const base = <usize>(b * T * C + h * hs) << 2;
-      const P = att + (<usize>((b * NH + h) * T * T) << 2);
+      const base = <usize>(r0 * C + h * hs) << 2;
+      const P = att + (<usize>(a0 + h * T * T) << 2);
       gemmCore(T, T, hs, q + base, C, 1, k + base, 1, C, P, T, 0, packB, packA, CAUSAL_N);
       causalSoftmax(P, T, scale);
       gemmCore(T, hs, T, P, T, 1, v + base, C, 1, out + base, C, 0, packB, packA, CAUSAL_K_LOWER);
@@ -118,20 +123,24 @@ export function attentionForward(out: usize, att: usize, q: usize, k: usize, v: 
 }
 
 /**
- * Writes dq, dk, dv for heads h0..h1 given dout and att (P) from forward:
- * dP = dO·Vᵀ, dV = Pᵀ·dO, dS = P ⊙ (dP − rowsum(P ⊙ dP)) / √hs, dQ = dS·K, dK = dSᵀ·Q.
- * `scratch` holds attentionScratchBytes(T, hs).
+ * Writes dq, dk, dv for sequences b0..b1 (see attentionForward for `seqs`), heads h0..h1, given
+ * dout and att (P) from forward: dP = dO·Vᵀ, dV = Pᵀ·dO, dS = P ⊙ (dP − rowsum(P ⊙ dP)) / √hs,
+ * dQ = dS·K, dK = dSᵀ·Q. `scratch` holds attentionScratchBytes(max T, hs).
  */
-export function attentionBackward(dq: usize, dk: usize, dv: usize, dout: usize, att: usize, q: usize, k: usize, v: usize, B: i32, T: i32, C: i32, NH: i32, h0: i32, h1: i32, scratch: usize): void {
+export function attentionBackward(dq: usize, dk: usize, dv: usize, dout: usize, att: usize, q: usize, k: usize, v: usize, seqs: usize, b0: i32, b1: i32, C: i32, NH: i32, h0: i32, h1: i32, scratch: usize): void {
   const hs = C / NH;
   const scale = <f32>(1.0 / Math.sqrt(<f64>hs));
-  const packB = scratch;
-  const packA = scratch + <usize>packBBytes(T, hs);
-  const dP = packA + <usize>PACK_A_BYTES;
-  for (let b = 0; b < B; b++) {
+  for (let b = b0; b < b1; b++) {
+    const d = seqs + (<usize>(b * 3) << 2);
+    const r0 = load<i32>(d);
+    const a0 = load<i32>(d, 4);
+    const T = load<i32>(d, 8);
+    const packB = scratch;
+    const packA = scratch + <usize>packBBytes(T, hs);
+    const dP = packA + <usize>PACK_A_BYTES;
     for (let h = h0; h < h1; h++) {
-      const base = <usize>(b * T * C + h * hs) << 2;
-      const P = att + (<usize>((b * NH + h) * T * T) << 2);
+      const base = <usize>(r0 * C + h * hs) << 2;
+      const P = att + (<usize>(a0 + h * T * T) << 2);
       gemmCore(T, T, hs, dout + base, C, 1, v + base, 1, C, dP, T, 0, packB, packA, CAUSAL_N);
       gemmCore(T, hs, T, P, 1, T, dout + base, C, 1, dv + base, C, 0, packB, packA, CAUSAL_K_UPPER);
       for (let t = 0; t < T; t++) {
@@ -164,7 +173,8 @@ export function attentionBackward(dq: usize, dk: usize, dv: usize, dout: usize, 
 
 /**
  * One query row attending over T contiguous cached positions (incremental decoding): q, out [C];
- * k, v [T, C]; all heads. `scores` holds T floats. Same arithmetic as attentionForward's last row.
+ * k, v [T, C]; all heads. `scores` holds T floats. The math of attentionForward's last row, summed in
+ * another order with Mathf.exp (sampler and trainer log-probs agree to ~1e-6, tested).
  */
 export function decodeAttention(out: usize, q: usize, k: usize, v: usize, T: i32, C: i32, NH: i32, scores: usize): void {
   const hs = C / NH;

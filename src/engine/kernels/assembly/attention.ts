@@ -103,23 +103,7 @@ function causalSoftmax(P: usize, T: i32, scale: f32): void {
  * Two threads may run disjoint sequence or head ranges over the same buffers (each with its own scratch).
  */
 export function attentionForward(out: usize, att: usize, q: usize, k: usize, v: usize, seqs: usize, b0: i32, b1: i32, C: i32, NH: i32, h0: i32, h1: i32, scratch: usize): void {
-  const hs = C / NH;
-  const scale = <f32>(1.0 / Math.sqrt(<f64>hs));
-  for (let b = b0; b < b1; b++) {
-    const d = seqs + (<usize>(b * 3) << 2);
-    const r0 = load<i32>(d);
-    const a0 = load<i32>(d, 4);
-    const T = load<i32>(d, 8);
-    const packB = scratch;
-    const packA = scratch + <usize>packBBytes(T, hs);
-    for (let h = h0; h < h1; h++) {
-      const base = <usize>(r0 * C + h * hs) << 2;
-      const P = att + (<usize>(a0 + h * T * T) << 2);
-      gemmCore(T, T, hs, q + base, C, 1, k + base, 1, C, P, T, 0, packB, packA, CAUSAL_N);
-      causalSoftmax(P, T, scale);
-      gemmCore(T, hs, T, P, T, 1, v + base, C, 1, out + base, C, 0, packB, packA, CAUSAL_K_LOWER);
-    }
-  }
+  eachHead(false, out, 0, 0, 0, att, q, k, v, seqs, b0, b1, C, NH, h0, h1, scratch);
 }
 
 /**
@@ -128,47 +112,61 @@ export function attentionForward(out: usize, att: usize, q: usize, k: usize, v: 
  * dQ = dS·K, dK = dSᵀ·Q. `scratch` holds attentionScratchBytes(max T, hs).
  */
 export function attentionBackward(dq: usize, dk: usize, dv: usize, dout: usize, att: usize, q: usize, k: usize, v: usize, seqs: usize, b0: i32, b1: i32, C: i32, NH: i32, h0: i32, h1: i32, scratch: usize): void {
+  eachHead(true, dq, dk, dv, dout, att, q, k, v, seqs, b0, b1, C, NH, h0, h1, scratch);
+}
+
+/** The (sequence, head) loop of both passes: forward writes `o` (out); backward writes o = dq, dk, dv from dout. */
+function eachHead(backward: bool, o: usize, dk: usize, dv: usize, dout: usize, att: usize, q: usize, k: usize, v: usize, seqs: usize, b0: i32, b1: i32, C: i32, NH: i32, h0: i32, h1: i32, scratch: usize): void {
   const hs = C / NH;
   const scale = <f32>(1.0 / Math.sqrt(<f64>hs));
   for (let b = b0; b < b1; b++) {
     const d = seqs + (<usize>(b * 3) << 2);
     const r0 = load<i32>(d);
-    const a0 = load<i32>(d, 4);
     const T = load<i32>(d, 8);
     const packB = scratch;
     const packA = scratch + <usize>packBBytes(T, hs);
-    const dP = packA + <usize>PACK_A_BYTES;
     for (let h = h0; h < h1; h++) {
       const base = <usize>(r0 * C + h * hs) << 2;
-      const P = att + (<usize>(a0 + h * T * T) << 2);
-      gemmCore(T, T, hs, dout + base, C, 1, v + base, 1, C, dP, T, 0, packB, packA, CAUSAL_N);
-      gemmCore(T, hs, T, P, 1, T, dout + base, C, 1, dv + base, C, 0, packB, packA, CAUSAL_K_UPPER);
-      for (let t = 0; t < T; t++) {
-        const pr = P + (<usize>(t * T) << 2);
-        const dr = dP + (<usize>(t * T) << 2);
-        const n = t + 1;
-        let dv4 = f32x4.splat(0);
-        let s = 0;
-        for (; s + 4 <= n; s += 4) dv4 = madd(v128.load(pr + (<usize>s << 2)), v128.load(dr + (<usize>s << 2)), dv4);
-        let rowdot = f32x4.extract_lane(dv4, 0) + f32x4.extract_lane(dv4, 1) + f32x4.extract_lane(dv4, 2) + f32x4.extract_lane(dv4, 3);
-        for (; s < n; s++) rowdot += load<f32>(pr + (<usize>s << 2)) * load<f32>(dr + (<usize>s << 2));
-        const rd = f32x4.splat(rowdot);
-        const sc = f32x4.splat(scale);
-        s = 0;
-        for (; s + 4 <= n; s += 4) {
-          const o = <usize>s << 2;
-          v128.store(dr + o, f32x4.mul(f32x4.mul(v128.load(pr + o), f32x4.sub(v128.load(dr + o), rd)), sc));
-        }
-        for (; s < n; s++) {
-          const o = <usize>s << 2;
-          store<f32>(dr + o, load<f32>(pr + o) * (load<f32>(dr + o) - rowdot) * scale);
-        }
-        if (n < T) zeroFloats(dr + (<usize>n << 2), T - n);
+      const P = att + (<usize>(load<i32>(d, 4) + h * T * T) << 2);
+      if (backward) headBackward(o + base, dk + base, dv + base, dout + base, P, q + base, k + base, v + base, T, C, hs, scale, packB, packA);
+      else {
+        gemmCore(T, T, hs, q + base, C, 1, k + base, 1, C, P, T, 0, packB, packA, CAUSAL_N);
+        causalSoftmax(P, T, scale);
+        gemmCore(T, hs, T, P, T, 1, v + base, C, 1, o + base, C, 0, packB, packA, CAUSAL_K_LOWER);
       }
-      gemmCore(T, hs, T, dP, T, 1, k + base, C, 1, dq + base, C, 0, packB, packA, CAUSAL_K_LOWER);
-      gemmCore(T, hs, T, dP, 1, T, q + base, C, 1, dk + base, C, 0, packB, packA, CAUSAL_K_UPPER);
     }
   }
+}
+
+/** One (sequence, head) of attentionBackward; pointers are at the head's first column, rows C apart. */
+function headBackward(dq: usize, dk: usize, dv: usize, dout: usize, P: usize, q: usize, k: usize, v: usize, T: i32, C: i32, hs: i32, scale: f32, packB: usize, packA: usize): void {
+  const dP = packA + <usize>PACK_A_BYTES;
+  gemmCore(T, T, hs, dout, C, 1, v, 1, C, dP, T, 0, packB, packA, CAUSAL_N);
+  gemmCore(T, hs, T, P, 1, T, dout, C, 1, dv, C, 0, packB, packA, CAUSAL_K_UPPER);
+  const sc = f32x4.splat(scale);
+  for (let t = 0; t < T; t++) {
+    const pr = P + (<usize>(t * T) << 2);
+    const dr = dP + (<usize>(t * T) << 2);
+    const n = t + 1;
+    let dv4 = f32x4.splat(0);
+    let s = 0;
+    for (; s + 4 <= n; s += 4) dv4 = madd(v128.load(pr + (<usize>s << 2)), v128.load(dr + (<usize>s << 2)), dv4);
+    let rowdot = f32x4.extract_lane(dv4, 0) + f32x4.extract_lane(dv4, 1) + f32x4.extract_lane(dv4, 2) + f32x4.extract_lane(dv4, 3);
+    for (; s < n; s++) rowdot += load<f32>(pr + (<usize>s << 2)) * load<f32>(dr + (<usize>s << 2));
+    const rd = f32x4.splat(rowdot);
+    s = 0;
+    for (; s + 4 <= n; s += 4) {
+      const o = <usize>s << 2;
+      v128.store(dr + o, f32x4.mul(f32x4.mul(v128.load(pr + o), f32x4.sub(v128.load(dr + o), rd)), sc));
+    }
+    for (; s < n; s++) {
+      const o = <usize>s << 2;
+      store<f32>(dr + o, load<f32>(pr + o) * (load<f32>(dr + o) - rowdot) * scale);
+    }
+    if (n < T) zeroFloats(dr + (<usize>n << 2), T - n);
+  }
+  gemmCore(T, hs, T, dP, T, 1, k, C, 1, dq, C, 0, packB, packA, CAUSAL_K_LOWER);
+  gemmCore(T, hs, T, dP, 1, T, q, C, 1, dk, C, 0, packB, packA, CAUSAL_K_UPPER);
 }
 
 /**

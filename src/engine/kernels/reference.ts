@@ -103,8 +103,16 @@ export function logSoftmaxBackwardRef(dx: FloatArray, dout: FloatArray, y: Float
   }
 }
 
-/** Row offset, probability offset and length of each sequence of a packed attention batch. */
-export function attentionLayout(lengths: readonly number[], NH: number): { rowOffset: number[]; attOffset: number[]; rows: number; attSize: number } {
+/** Where each sequence of a packed attention batch lives: its first row, its first probability, and the totals. */
+export interface AttentionLayout {
+  rowOffset: number[];
+  attOffset: number[];
+  rows: number;
+  attSize: number;
+}
+
+/** The layout of a packed attention batch (kernels/types.ts, attentionForward) of sequences of `lengths`. */
+export function attentionLayout(lengths: readonly number[], NH: number): AttentionLayout {
   const rowOffset: number[] = [];
   const attOffset: number[] = [];
   let rows = 0;

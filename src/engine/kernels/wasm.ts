@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { Worker } from 'node:worker_threads';
 import type { AdamWStep, Kernels } from './types.js';
-import { attentionLayout, referenceKernels } from './reference.js';
+import { attentionLayout, referenceKernels, type AttentionLayout } from './reference.js';
 
 const PAGE = 65536;
 /** Start of the JS-managed heap (the module's static data sits below). */
@@ -136,8 +136,8 @@ export class WasmKernelMemory {
 
 /**
  * A helper thread: a worker instantiates the same module over the same shared memory and runs one
- * share of a kernel call (the lower rows of a GEMM, the upper heads of an attention call, the upper
- * half of an elementwise range) while the calling thread runs the rest. Control is an Int32Array in a
+ * share of a kernel call (the lower rows of a GEMM, the later sequences or the upper heads of an
+ * attention call, the upper half of an element or row range) while the calling thread runs the rest. Control is an Int32Array in a
  * SharedArrayBuffer: [state, op, argc, args...] with op an index into HELPER_OPS; state 1 = job
  * posted, 0 = done, 3 = the helper failed (the caller resets it and throws). The caller blocks in
  * Atomics.wait (no event loop round trip), with a time limit so a dead helper is an error, not a
@@ -213,7 +213,7 @@ class KernelHelper {
     this.worker.unref();
   }
 
-  /** Start `op(...args)` on the helper (integer arguments only). */
+  /** Start `op(...args)` on the helper (i32 arguments, f32 at the positions FLOAT_ARGS names). */
   post(op: HelperOp, args: number[]): void {
     if (args.length > HELPER_MAX_ARGS) throw new Error(`wasm kernels: ${op} has ${args.length} arguments, the helper takes ${HELPER_MAX_ARGS}`);
     this.control[1] = HELPER_OPS.indexOf(op);
@@ -328,20 +328,16 @@ export async function createWasmKernels(options: { variant?: 'auto' | WasmVarian
    * An attention kernel over pointers `p` for a packed batch of `lengths`: with the helper, a large
    * call is split by sequences (at half the work, Σ T²) or, for one sequence, by heads.
    */
-  function attention(op: 'attentionForward' | 'attentionBackward', p: number[], lengths: readonly number[], C: number, NH: number): void {
+  function attention(op: 'attentionForward' | 'attentionBackward', p: number[], lengths: readonly number[], layout: AttentionLayout, C: number, NH: number): void {
     const B = lengths.length;
     const seqs = mem.scratch(Math.max(1, B) * 12);
     const table = new Int32Array(mem.memory.buffer, seqs, B * 3);
-    let rows = 0;
-    let att = 0;
     let maxT = 0;
     let work = 0;
     lengths.forEach((T, b) => {
-      table[b * 3] = rows;
-      table[b * 3 + 1] = att;
+      table[b * 3] = layout.rowOffset[b];
+      table[b * 3 + 1] = layout.attOffset[b];
       table[b * 3 + 2] = T;
-      rows += T;
-      att += NH * T * T;
       maxT = Math.max(maxT, T);
       work += T * T * C;
     });
@@ -371,39 +367,33 @@ export async function createWasmKernels(options: { variant?: 'auto' | WasmVarian
     }
   }
 
-  /** An elementwise kernel over n elements: `job(i0, len, run)` runs one range; halves on two threads when large. */
-  function byHalves(n: number, job: (i0: number, len: number, run: (op: HelperOp, args: number[]) => void) => void): void {
+  /**
+   * A kernel over `count` items (rows or elements) doing `work` element operations: `job(i0, n, run)`
+   * runs items [i0, i0+n). A large call splits at half, rounded down to a multiple of `granule` (4
+   * keeps element ranges on 16-byte boundaries), and the upper part goes to the helper. With
+   * `alwaysSplit`, one thread also runs the same two ranges (for a result that depends on the split,
+   * like a partial reduction).
+   */
+  function split2(count: number, work: number, granule: number, job: (i0: number, n: number, run: (op: HelperOp, args: number[]) => void) => void, alwaysSplit = false): void {
     const here = (op: HelperOp, args: number[]) => (ex[op] as (...a: number[]) => void)(...args);
-    if (helper && n >= ELEMENTWISE_THREAD_MIN) {
-      const n1 = (n >> 3) << 2;
-      job(n1, n - n1, (op, args) => helper.post(op, args));
+    const n1 = Math.floor(count / (2 * granule)) * granule;
+    const large = n1 > 0 && work >= ELEMENTWISE_THREAD_MIN;
+    if (helper && large) {
+      job(n1, count - n1, (op, args) => helper.post(op, args));
       job(0, n1, here);
       helper.wait();
+    } else if (alwaysSplit && large) {
+      job(0, n1, here);
+      job(n1, count - n1, here);
     } else {
-      job(0, n, here);
+      job(0, count, here);
     }
   }
 
-  /**
-   * A row-wise kernel over N rows of C: `job(n0, rows, run)` runs one row range; the lower half of the
-   * rows goes to the helper when the call is large. With `alwaysSplit`, one thread also runs it as two
-   * ranges (for kernels whose result depends on the split, like a partial reduction).
-   */
-  function byRows(N: number, C: number, job: (n0: number, rows: number, run: (op: HelperOp, args: number[]) => void) => void, alwaysSplit = false): void {
-    const here = (op: HelperOp, args: number[]) => (ex[op] as (...a: number[]) => void)(...args);
-    const split = N >= 2 && N * C >= ELEMENTWISE_THREAD_MIN;
-    const n1 = N >> 1;
-    if (helper && split) {
-      job(n1, N - n1, (op, args) => helper.post(op, args));
-      job(0, n1, here);
-      helper.wait();
-    } else if (alwaysSplit && split) {
-      job(0, n1, here);
-      job(n1, N - n1, here);
-    } else {
-      job(0, N, here);
-    }
-  }
+  /** An elementwise kernel over n elements (see split2). */
+  const byHalves = (n: number, job: Parameters<typeof split2>[3]) => split2(n, n, 4, job);
+  /** A row-wise kernel over N rows of C (see split2). */
+  const byRows = (N: number, C: number, job: Parameters<typeof split2>[3], alwaysSplit = false) => split2(N, N * C, 1, job, alwaysSplit);
 
   /** The first n entries of an Int32Array, copied into scratch; returns their byte offset. */
   function ints(a: Int32Array, n: number): number {
@@ -470,14 +460,14 @@ export async function createWasmKernels(options: { variant?: 'auto' | WasmVarian
     logSoftmaxBackward: (dx, dout, y, N, C) =>
       withPointers([[dout, N * C], [y, N * C]], [[dx, N * C]], ([pdx, pdo, py]) => ex.softmaxBackward(pdx, pdo, py, N, C, 1)),
     attentionForward: (out, att, q, k, v, lengths, C, NH) => {
-      const { rows, attSize } = attentionLayout(lengths, NH);
-      const n = rows * C;
-      withPointers([[q, n], [k, n], [v, n]], [[out, n], [att, attSize]], (p) => attention('attentionForward', p, lengths, C, NH));
+      const layout = attentionLayout(lengths, NH);
+      const n = layout.rows * C;
+      withPointers([[q, n], [k, n], [v, n]], [[out, n], [att, layout.attSize]], (p) => attention('attentionForward', p, lengths, layout, C, NH));
     },
     attentionBackward: (dq, dk, dv, dout, att, q, k, v, lengths, C, NH) => {
-      const { rows, attSize } = attentionLayout(lengths, NH);
-      const n = rows * C;
-      withPointers([[dout, n], [att, attSize], [q, n], [k, n], [v, n]], [[dq, n], [dk, n], [dv, n]], (p) => attention('attentionBackward', p, lengths, C, NH));
+      const layout = attentionLayout(lengths, NH);
+      const n = layout.rows * C;
+      withPointers([[dout, n], [att, layout.attSize], [q, n], [k, n], [v, n]], [[dq, n], [dk, n], [dv, n]], (p) => attention('attentionBackward', p, lengths, layout, C, NH));
     },
     swigluForward: (out, gate, up, n) => withPointers([[gate, n], [up, n]], [[out, n]], ([po, pg, pu]) => byHalves(n, (i0, len, run) => run('swigluForward', [po + i0 * 4, pg + i0 * 4, pu + i0 * 4, len]))),
     swigluBackward: (dgate, dup, dout, gate, up, n) =>

@@ -8,6 +8,7 @@
  */
 import type { NanoModel } from './model.js';
 import { embeddingBackward, embeddingForward } from './ops/embedding.js';
+import { attentionLayout } from '../kernels/reference.js';
 
 interface LayerCache {
   xIn: Float32Array; // [N,C] residual stream entering the layer
@@ -68,8 +69,6 @@ export class TrainingGraph {
   positions: Int32Array = new Int32Array(0);
   /** Row offset of each sequence. */
   rowOffset: number[] = [];
-  /** Attention-probability offset of each sequence. */
-  attOffset: number[] = [];
   lengths: number[] = [];
 
   constructor(readonly model: NanoModel) {}
@@ -108,20 +107,13 @@ export class TrainingGraph {
     const { dModel: C, dFF: F, vocabSize: V, nLayers: L, nHeads: NH, contextLength, normEps } = m.config;
     const k = m.kernels;
     const seqs = batch.sequences;
-    let N = 0;
-    let attSize = 0;
-    this.rowOffset = [];
-    this.attOffset = [];
-    this.lengths = [];
     for (const s of seqs) {
       if (s.length === 0) throw new Error('forward: empty sequence');
       if (s.length > contextLength) throw new Error(`forward: sequence of ${s.length} tokens exceeds contextLength ${contextLength}`);
-      this.rowOffset.push(N);
-      this.attOffset.push(attSize);
-      this.lengths.push(s.length);
-      N += s.length;
-      attSize += NH * s.length * s.length;
     }
+    this.lengths = seqs.map((s) => s.length);
+    const { rowOffset, rows: N, attSize } = attentionLayout(this.lengths, NH);
+    this.rowOffset = rowOffset;
     this.ensureCapacity(N, attSize);
     this.N = N;
     this.tokens = new Int32Array(N);

@@ -19,12 +19,24 @@ export function setWriteFaultHook(hook: WriteFaultHook | undefined): void {
 
 /** Write `data` to `file.tmp`, fsync it, rename it over `file`, fsync the directory. */
 export function writeFileAtomic(file: string, data: string | Uint8Array): void {
+  writeFileAtomicWith(file, (write) => write(typeof data === 'string' ? Buffer.from(data, 'utf8') : data));
+}
+
+/**
+ * `writeFileAtomic` for content produced in pieces (a multi-gigabyte checkpoint): `produce` calls
+ * `write` with each piece in order; nothing of `file` changes until all of it is durable.
+ */
+export function writeFileAtomicWith(file: string, produce: (write: (bytes: Uint8Array) => void) => void): void {
   const tmp = `${file}.tmp`;
+  let producing = false;
   try {
     const fd = openSync(tmp, 'w');
     try {
-      const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
-      for (let off = 0; off < bytes.length; ) off += writeSync(fd, bytes, off, bytes.length - off);
+      producing = true;
+      produce((bytes) => {
+        for (let off = 0; off < bytes.length; ) off += writeSync(fd, bytes, off, bytes.length - off);
+      });
+      producing = false;
       fsyncSync(fd);
     } finally {
       closeSync(fd);
@@ -33,6 +45,7 @@ export function writeFileAtomic(file: string, data: string | Uint8Array): void {
     renameSync(tmp, file);
   } catch (cause) {
     rmSync(tmp, { force: true });
+    if (producing && cause instanceof DataError) throw cause; // bad content, not a failed write
     const code = (cause as NodeJS.ErrnoException).code;
     throw new DataError(`${file}: cannot write (${code ?? (cause as Error).message}); the previous version, if any, is unchanged`, file, undefined, undefined, { cause });
   }

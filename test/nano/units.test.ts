@@ -126,9 +126,9 @@ test('safetensors: corrupt files fail with a DataError naming the file (and the 
       ['len.safetensors', Buffer.concat([Buffer.from([0xff, 0xff, 0xff, 0, 0, 0, 0, 0]), good.subarray(8)]), /header length/],
     ];
     const bf16 = Buffer.from(good);
-    const header = bf16.subarray(8, 8 + Number(good.readBigUInt64LE(0))).toString().replace('F32', 'F16');
+    const header = bf16.subarray(8, 8 + Number(good.readBigUInt64LE(0))).toString().replace('F32', 'I64');
     bf16.write(header, 8);
-    cases.push(['dtype.safetensors', bf16, /dtype F16/]);
+    cases.push(['dtype.safetensors', bf16, /dtype I64/]);
     for (const [name, bytes, message] of cases) {
       const file = join(dir, name);
       writeFileSync(file, bytes);

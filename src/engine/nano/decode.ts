@@ -1,13 +1,17 @@
 /**
  * Incremental forward over "rows" against the paged KV cache: each row is one token of one sequence
  * at the sequence's next position. Prefill (many rows of one sequence) and batched decoding (one row
- * per sequence) are the same call. Linear layers run on all R rows at once; each row's K/V is written
- * to its page slot before attention, and attention for a row reads positions 0..pos of its sequence.
- * Math is exactly the training forward's (config.ts); logits are computed only for rows that ask.
+ * per sequence) are the same call. Linear layers run on all R rows at once; each row's K/V (NKV·hd
+ * wide) is written to its page slot before attention, and attention for a row reads positions 0..pos
+ * of its sequence (query head h reads kv head ⌊h·NKV/NH⌋). Math is exactly the training forward's
+ * (config.ts), with the same optional LoRA adapter; logits are computed only for rows that ask.
  */
 import type { NanoModel } from './model.js';
 import type { PagedKVCache } from './kvcache.js';
+import type { LayerRole } from './config.js';
+import type { LoraAdapter } from './lora.js';
 import { embeddingForward } from './ops/embedding.js';
+import { linearForward } from './ops/linear.js';
 
 export interface DecodeRow {
   /** KV-cache sequence id. */
@@ -21,28 +25,31 @@ export interface DecodeRow {
 /** Reusable scratch buffers, grown on demand. */
 export class DecodeWorkspace {
   private cap = 0;
-  x!: Float32Array;
-  ln!: Float32Array;
-  rstd!: Float32Array;
-  q!: Float32Array;
-  k!: Float32Array;
-  v!: Float32Array;
-  att!: Float32Array;
-  gate!: Float32Array;
-  up!: Float32Array;
-  act!: Float32Array;
+  x!: Float32Array; // [R,C]
+  ln!: Float32Array; // [R,C]
+  rstd!: Float32Array; // [R·NH]
+  qRaw!: Float32Array; // [R,Cq] (qkNorm only)
+  kRaw!: Float32Array; // [R,Ckv] (qkNorm only)
+  q!: Float32Array; // [R,Cq]
+  k!: Float32Array; // [R,Ckv]
+  v!: Float32Array; // [R,Ckv]
+  att!: Float32Array; // [R,Cq]
+  gate!: Float32Array; // [R,F]
+  up!: Float32Array; // [R,F]
+  act!: Float32Array; // [R,F]
+  loraH!: Float32Array; // [R,r]
   scores = new Float64Array(0);
-  /** Contiguous K/V of one sequence at one layer [T, C], gathered from its pages for kernels.decodeAttention. */
+  /** Contiguous K/V of one sequence at one layer [T, Ckv], gathered from its pages for kernels.decodeAttention. */
   kRows: Float32Array = new Float32Array(0);
   vRows: Float32Array = new Float32Array(0);
 
-  constructor(readonly model: NanoModel) {}
+  constructor(readonly model: NanoModel, readonly adapter?: LoraAdapter) {}
 
   /** Kernel-memory gather buffers for T positions. */
   ensureRows(T: number): void {
-    const C = this.model.config.dModel;
-    if (this.kRows.length >= T * C) return;
-    const cap = Math.max(T, Math.ceil(this.kRows.length / C) * 2, 64) * C;
+    const { Ckv } = this.model.dims;
+    if (this.kRows.length >= T * Ckv) return;
+    const cap = Math.max(T, Math.ceil(this.kRows.length / Ckv) * 2, 64) * Ckv;
     this.kRows = this.model.kernels.alloc(cap);
     this.vRows = this.model.kernels.alloc(cap);
   }
@@ -50,11 +57,14 @@ export class DecodeWorkspace {
   ensure(R: number): void {
     if (R <= this.cap) return;
     const cap = Math.max(R, Math.ceil(this.cap * 1.5), 16);
-    const { dModel: C, dFF: F } = this.model.config;
+    const { C, F, Cq, Ckv, NH } = this.model.dims;
+    const qkNorm = this.model.config.qkNorm === true;
     const a = (n: number) => this.model.kernels.alloc(n);
-    this.x = a(cap * C); this.ln = a(cap * C); this.rstd = a(cap);
-    this.q = a(cap * C); this.k = a(cap * C); this.v = a(cap * C); this.att = a(cap * C);
+    this.x = a(cap * C); this.ln = a(cap * C); this.rstd = a(cap * NH);
+    this.q = a(cap * Math.max(Cq, C)); this.k = a(cap * Ckv); this.v = a(cap * Ckv); this.att = a(cap * Cq);
+    this.qRaw = qkNorm ? a(cap * Cq) : this.q; this.kRaw = qkNorm ? a(cap * Ckv) : this.k;
     this.gate = a(cap * F); this.up = a(cap * F); this.act = a(cap * F);
+    this.loraH = a(cap * (this.adapter?.rank ?? 0));
     this.cap = cap;
   }
 }
@@ -62,12 +72,11 @@ export class DecodeWorkspace {
 /**
  * Run rows through the model, appending their K/V to the cache. Returns logits [Rl, V] for the rows
  * with wantLogits, in row order; with `hiddenOut` ([Rl, C]), also their final-norm hidden states
- * (the activations the logits are computed from).
+ * (the activations the logits are computed from). The workspace's adapter, if any, is applied.
  */
 export function forwardRows(model: NanoModel, cache: PagedKVCache, ws: DecodeWorkspace, rows: DecodeRow[], hiddenOut?: Float32Array): Float32Array {
-  const { dModel: C, dFF: F, vocabSize: V, nLayers: L, nHeads: NH, normEps } = model.config;
-  const hs = C / NH;
-  const scale = 1 / Math.sqrt(hs);
+  const { normEps } = model.config;
+  const { C, F, V, L, NH, NKV, hd, Cq, Ckv } = model.dims;
   const kern = model.kernels;
   const R = rows.length;
   ws.ensure(R);
@@ -80,32 +89,41 @@ export function forwardRows(model: NanoModel, cache: PagedKVCache, ws: DecodeWor
   }
   const tokens = rows.map((r) => r.token);
   const x = ws.x;
-  embeddingForward(x, model.param('tok_emb'), tokens, R, C);
-  const P = cache.pageSize;
+  embeddingForward(x, model.param(model.names.embed), tokens, R, C);
+  const adapter = ws.adapter;
   for (let l = 0; l < L; l++) {
-    const p = `layers.${l}.`;
-    kern.rmsnormForward(ws.ln, ws.rstd, x, model.param(p + 'attn_norm'), R, C, normEps);
-    kern.matmulBT(ws.q, ws.ln, model.param(p + 'wq'), R, C, C, false);
-    kern.matmulBT(ws.k, ws.ln, model.param(p + 'wk'), R, C, C, false);
-    kern.matmulBT(ws.v, ws.ln, model.param(p + 'wv'), R, C, C, false);
-    kern.rope(ws.q, positions, R, C, NH, model.rope.cos, model.rope.sin, false);
-    kern.rope(ws.k, positions, R, C, NH, model.rope.cos, model.rope.sin, false);
-    const layerOffset = l * P * C;
+    const n = model.names.layers[l];
+    const linear = (y: Float32Array, input: Float32Array, role: LayerRole, bias: LayerRole, inDim: number, outDim: number, accumulate: boolean) => {
+      const t = adapter?.target(l, role);
+      const lora = t && { A: t.A, B: t.B, rank: adapter!.rank, scale: adapter!.scale, h: ws.loraH };
+      linearForward(kern, y, input, model.param(n[role]), model.params.views.get(n[bias]), lora, R, inDim, outDim, accumulate);
+    };
+    kern.rmsnormForward(ws.ln, ws.rstd, x, model.param(n.attnNorm), R, C, normEps);
+    linear(ws.qRaw, ws.ln, 'wq', 'bq', C, Cq, false);
+    linear(ws.kRaw, ws.ln, 'wk', 'bk', C, Ckv, false);
+    linear(ws.v, ws.ln, 'wv', 'bv', C, Ckv, false);
+    if (model.config.qkNorm) {
+      kern.rmsnormForward(ws.q, ws.rstd, ws.qRaw, model.param(n.qNorm), R * NH, hd, normEps);
+      kern.rmsnormForward(ws.k, ws.rstd, ws.kRaw, model.param(n.kNorm), R * NKV, hd, normEps);
+    }
+    kern.rope(ws.q, positions, R, Cq, NH, model.rope.cos, model.rope.sin, false);
+    kern.rope(ws.k, positions, R, Ckv, NKV, model.rope.cos, model.rope.sin, false);
+    for (let r = 0; r < R; r++) cache.write(slot[r], l, ws.k.subarray(r * Ckv, (r + 1) * Ckv), ws.v.subarray(r * Ckv, (r + 1) * Ckv));
     for (let r = 0; r < R; r++) {
-      cache.k.set(ws.k.subarray(r * C, r * C + C), slot[r] + layerOffset);
-      cache.v.set(ws.v.subarray(r * C, r * C + C), slot[r] + layerOffset);
+      const T = positions[r] + 1;
+      ws.ensureRows(T);
+      cache.gather(rows[r].seq, l, T, ws.kRows, ws.vRows);
+      const out = ws.att.subarray(r * Cq, (r + 1) * Cq);
+      const q = ws.q.subarray(r * Cq, (r + 1) * Cq);
+      if (kern.decodeAttention) kern.decodeAttention(out, q, ws.kRows, ws.vRows, T, NH, NKV, hd);
+      else attendRow(ws, out, q, T, NH, NKV, hd);
     }
-    if (kern.decodeAttention) {
-      for (let r = 0; r < R; r++) attendRowKernel(cache, ws, rows[r].seq, positions[r], l, r, C, NH);
-    } else {
-      for (let r = 0; r < R; r++) attendRow(cache, ws, rows[r].seq, positions[r], l, r, C, NH, hs, scale);
-    }
-    kern.matmulBT(x, ws.att, model.param(p + 'wo'), R, C, C, true);
-    kern.rmsnormForward(ws.ln, ws.rstd, x, model.param(p + 'mlp_norm'), R, C, normEps);
-    kern.matmulBT(ws.gate, ws.ln, model.param(p + 'w_gate'), R, C, F, false);
-    kern.matmulBT(ws.up, ws.ln, model.param(p + 'w_up'), R, C, F, false);
+    linear(x, ws.att, 'wo', 'bo', Cq, C, true);
+    kern.rmsnormForward(ws.ln, ws.rstd, x, model.param(n.mlpNorm), R, C, normEps);
+    linear(ws.gate, ws.ln, 'wGate', 'bGate', C, F, false);
+    linear(ws.up, ws.ln, 'wUp', 'bUp', C, F, false);
     kern.swigluForward(ws.act, ws.gate, ws.up, R * F);
-    kern.matmulBT(x, ws.act, model.param(p + 'w_down'), R, F, C, true);
+    linear(x, ws.act, 'wDown', 'bDown', F, C, true);
   }
   // logits only for the rows that want them
   const want: number[] = [];
@@ -113,108 +131,48 @@ export function forwardRows(model: NanoModel, cache: PagedKVCache, ws: DecodeWor
   const Rl = want.length;
   const logits = new Float32Array(Rl * V);
   if (Rl === 0) return logits;
-  const xs = ws.q; // scratch reuse: q is no longer needed
+  const xs = ws.q; // scratch reuse: q is no longer needed (sized for max(Cq, C) per row)
   want.forEach((r, i) => xs.set(x.subarray(r * C, r * C + C), i * C));
-  kern.rmsnormForward(ws.ln, ws.rstd, xs, model.param('final_norm'), Rl, C, normEps);
+  kern.rmsnormForward(ws.ln, ws.rstd, xs, model.param(model.names.finalNorm), Rl, C, normEps);
   kern.matmulBT(logits, ws.ln, model.param(model.headName), Rl, C, V, false);
   if (hiddenOut) hiddenOut.set(ws.ln.subarray(0, Rl * C));
   return logits;
 }
 
 /**
- * attendRow through kernels.decodeAttention (WASM SIMD): the sequence's K/V rows of layer l are
- * copied page by page (P·C contiguous floats per page) into kernel memory, then one kernel call does
- * every head. Profiling showed decode attention at ~40% of batch-64 sampling in the JS loop below.
+ * out [NH·hd] = attention of one query row q over T contiguous cached positions ws.kRows/vRows
+ * [T, NKV·hd], in float64 (the path for kernels without decodeAttention): per head, scores scaled by
+ * 1/√hd, softmax, weighted sum of values in position order.
  */
-function attendRowKernel(cache: PagedKVCache, ws: DecodeWorkspace, seq: number, pos: number, l: number, r: number, C: number, NH: number): void {
-  const T = pos + 1;
-  ws.ensureRows(T);
-  const pages = cache.pagesOf(seq);
-  const P = cache.pageSize;
-  const L = cache.L;
-  const kRows = ws.kRows;
-  const vRows = ws.vRows;
-  for (let s0 = 0, pi = 0; s0 < T; s0 += P, pi++) {
-    const n = Math.min(P, T - s0) * C;
-    const base = (pages[pi] * L + l) * P * C;
-    kRows.set(cache.k.subarray(base, base + n), s0 * C);
-    vRows.set(cache.v.subarray(base, base + n), s0 * C);
-  }
-  ws.model.kernels.decodeAttention!(ws.att.subarray(r * C, r * C + C), ws.q.subarray(r * C, r * C + C), kRows, vRows, T, C, NH);
-}
-
-/**
- * ws.att[r] = attention output of row r over its sequence's positions 0..pos at layer l (the
- * float64 path, for kernels without decodeAttention).
- * Loops run page by page (no division per position), all heads per cached row, and the dot products
- * are unrolled by 4 with ONE accumulator in the original order, so results are bit-identical to the
- * straightforward per-head loop (profiling showed this function at ~half of batch-64 sampling time).
- */
-function attendRow(cache: PagedKVCache, ws: DecodeWorkspace, seq: number, pos: number, l: number, r: number, C: number, NH: number, hs: number, scale: number): void {
-  const T = pos + 1;
-  if (ws.scores.length < NH * T + C) ws.scores = new Float64Array(Math.max(NH * T + C, ws.scores.length * 2));
-  const scores = ws.scores; // [NH, T] scores, then [C] output accumulators
-  const accBase = NH * T;
-  const K = cache.k;
-  const Vv = cache.v;
-  const pages = cache.pagesOf(seq);
-  const P = cache.pageSize;
-  const L = cache.L;
-  const q = ws.q;
-  const out = ws.att;
-  const qo = r * C;
-  const hs4 = hs - (hs % 4);
-  // scores
-  for (let s0 = 0, pi = 0; s0 < T; s0 += P, pi++) {
-    const end = Math.min(P, T - s0);
-    const pageBase = (pages[pi] * L + l) * P * C;
-    for (let j = 0; j < end; j++) {
-      const rowBase = pageBase + j * C;
-      const s = s0 + j;
-      for (let h = 0; h < NH; h++) {
-        const ko = rowBase + h * hs;
-        const qh = qo + h * hs;
-        let d = 0;
-        let i = 0;
-        for (; i < hs4; i += 4) {
-          d += q[qh + i] * K[ko + i];
-          d += q[qh + i + 1] * K[ko + i + 1];
-          d += q[qh + i + 2] * K[ko + i + 2];
-          d += q[qh + i + 3] * K[ko + i + 3];
-        }
-        for (; i < hs; i++) d += q[qh + i] * K[ko + i];
-        scores[h * T + s] = d * scale;
-      }
-    }
-  }
-  // softmax per head: scores become normalised weights
+function attendRow(ws: DecodeWorkspace, out: Float32Array, q: Float32Array, T: number, NH: number, NKV: number, hd: number): void {
+  if (ws.scores.length < T + hd) ws.scores = new Float64Array(Math.max(T + hd, ws.scores.length * 2));
+  const scores = ws.scores;
+  const K = ws.kRows;
+  const Vv = ws.vRows;
+  const Ckv = NKV * hd;
+  const scale = 1 / Math.sqrt(hd);
+  const group = NH / NKV;
   for (let h = 0; h < NH; h++) {
-    const o = h * T;
+    const kvh = Math.floor(h / group) * hd;
+    const qh = h * hd;
     let mx = -Infinity;
-    for (let s = 0; s < T; s++) if (scores[o + s] > mx) mx = scores[o + s];
+    for (let s = 0; s < T; s++) {
+      let d = 0;
+      for (let i = 0; i < hd; i++) d += q[qh + i] * K[s * Ckv + kvh + i];
+      scores[s] = d * scale;
+      if (scores[s] > mx) mx = scores[s];
+    }
     let sum = 0;
     for (let s = 0; s < T; s++) {
-      const e = Math.exp(scores[o + s] - mx);
-      scores[o + s] = e;
-      sum += e;
+      scores[s] = Math.exp(scores[s] - mx);
+      sum += scores[s];
     }
-    for (let s = 0; s < T; s++) scores[o + s] = scores[o + s] / sum;
-  }
-  // out = Σ_s w_s · V_s, accumulated in float64 in position order
-  scores.fill(0, accBase, accBase + C);
-  for (let s0 = 0, pi = 0; s0 < T; s0 += P, pi++) {
-    const end = Math.min(P, T - s0);
-    const pageBase = (pages[pi] * L + l) * P * C;
-    for (let j = 0; j < end; j++) {
-      const rowBase = pageBase + j * C;
-      const s = s0 + j;
-      for (let h = 0; h < NH; h++) {
-        const w = scores[h * T + s];
-        const vo = rowBase + h * hs;
-        const ao = accBase + h * hs;
-        for (let i = 0; i < hs; i++) scores[ao + i] += w * Vv[vo + i];
-      }
+    const acc = T;
+    scores.fill(0, acc, acc + hd);
+    for (let s = 0; s < T; s++) {
+      const w = scores[s] / sum;
+      for (let i = 0; i < hd; i++) scores[acc + i] += w * Vv[s * Ckv + kvh + i];
     }
+    for (let i = 0; i < hd; i++) out[qh + i] = scores[acc + i];
   }
-  for (let c = 0; c < C; c++) out[qo + c] = scores[accBase + c];
 }

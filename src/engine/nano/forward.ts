@@ -1,37 +1,56 @@
 /**
  * Teacher-forced forward and backward over a packed batch of sequences (rows of all sequences
  * concatenated: N = Σ T_b). Linear layers run on all N rows at once; attention runs per sequence.
- * Shapes: N rows, C = dModel, F = dFF, V = vocab, NH heads, L layers. The forward caches exactly what
- * backward needs (per layer: inputs, norm outputs and rstd, q/k/v after rotary, attention
- * probabilities, attention output, MLP pre-activations) in buffers reused across calls.
- * backward takes d(logits) and ACCUMULATES parameter gradients into model.grads.
+ * Shapes: N rows, C = dModel, Cq = NH·hd, Ckv = NKV·hd, F = dFF, V = vocab, L layers (config.ts).
+ * The forward caches exactly what backward needs (per layer: inputs, norm outputs and rstd, q/k/v
+ * after rotary, attention probabilities, attention output, MLP pre-activations, LoRA x·Aᵀ) in buffers
+ * reused across calls. Grouped-query attention expands K/V to the query heads (repeat_kv) for the
+ * attention kernels and sums the expanded gradients back. With a large vocabulary the output head runs
+ * in blocks of rows (`headBlockRows`): the forward keeps each row's target log-prob and entropy, and
+ * backward recomputes a block's logits, so no [N, V] buffer is held. backward ACCUMULATES parameter
+ * gradients into model.grads (not when the model is frozen) and the LoRA adapter's grads.
  */
 import type { NanoModel } from './model.js';
+import type { LayerRole } from './config.js';
+import type { LoraAdapter, LoraTarget } from './lora.js';
 import { embeddingBackward, embeddingForward } from './ops/embedding.js';
+import { addColumnSums, linearForward, repeatKV, scaleInPlace, sumKV } from './ops/linear.js';
 import { attentionLayout } from '../kernels/reference.js';
 
 interface LayerCache {
   xIn: Float32Array; // [N,C] residual stream entering the layer
   ln1: Float32Array; // [N,C]
   rstd1: Float32Array; // [N]
-  q: Float32Array; // [N,C] after rotary
-  k: Float32Array; // [N,C] after rotary
-  v: Float32Array; // [N,C]
+  qRaw: Float32Array; // [N,Cq] projection before the per-head norm (qkNorm only)
+  kRaw: Float32Array; // [N,Ckv] (qkNorm only)
+  rstdQ: Float32Array; // [N·NH] (qkNorm only)
+  rstdK: Float32Array; // [N·NKV] (qkNorm only)
+  q: Float32Array; // [N,Cq] after rotary
+  k: Float32Array; // [N,Ckv] after rotary
+  v: Float32Array; // [N,Ckv]
+  kAtt: Float32Array; // [N,Cq] k expanded to the query heads (GQA only; else = k)
+  vAtt: Float32Array; // [N,Cq] (GQA only; else = v)
   att: Float32Array; // Σ_b NH·T_b² attention probabilities
-  attnOut: Float32Array; // [N,C] before Wo
+  attnOut: Float32Array; // [N,Cq] before Wo
   xMid: Float32Array; // [N,C] after the attention residual
   ln2: Float32Array; // [N,C]
   rstd2: Float32Array; // [N]
   gate: Float32Array; // [N,F]
   up: Float32Array; // [N,F]
   act: Float32Array; // [N,F] silu(gate)·up
+  lora: Partial<Record<LayerRole, Float32Array>>; // [N,r] s·(x·Aᵀ) per adapted role
 }
 
-/** A packed batch: sequences of input tokens. */
+/** A packed batch: sequences of input tokens, and (needed with a blocked head) their targets. */
 export interface PackedBatch {
   /** Input token ids of each sequence. */
   sequences: number[][];
+  /** Target token of each input position (sequence-aligned); required when the head runs in blocks. */
+  targets?: number[][];
 }
+
+/** Logits held whole up to this many floats (N·V); above it the head runs in blocks of rows. */
+const FULL_HEAD_FLOATS = 1 << 24;
 
 export class TrainingGraph {
   private capacityN = 0;
@@ -40,9 +59,9 @@ export class TrainingGraph {
   private xF!: Float32Array; // [N,C] final residual
   private lnF!: Float32Array; // [N,C]
   private rstdF!: Float32Array; // [N]
-  /** [N,V] log-softmax of the logits after forward. */
+  /** [N,V] log-softmax of the logits after forward (full head), or [headBlockRows,V] scratch (blocked). */
   logprobs!: Float32Array;
-  /** [N,V] gradient w.r.t. logits, filled by the loss before backward. */
+  /** [N,V] gradient w.r.t. logits (full head), or a block's scratch. */
   dlogits!: Float32Array;
   /** [N] per-row scratch of the loss (kernels.logitGrad): d loss / d lp(target), entropy-bonus weight, entropy. */
   rowCoef!: Float32Array;
@@ -50,6 +69,10 @@ export class TrainingGraph {
   rowEntropy!: Float32Array;
   /** [N] target token of each row (set by the loss). */
   rowTargets: Int32Array = new Int32Array(0);
+  /** [N] log-prob of each row's target (blocked head only; the full head reads `logprobs`). */
+  rowTargetLogprob = new Float64Array(0);
+  /** Rows per block of the output head; 0 = the whole batch at once. */
+  headBlockRows = 0;
   // backward scratch
   private dx!: Float32Array;
   private dx2!: Float32Array;
@@ -57,11 +80,17 @@ export class TrainingGraph {
   private dq!: Float32Array;
   private dk!: Float32Array;
   private dv!: Float32Array;
+  private dkAtt!: Float32Array;
+  private dvAtt!: Float32Array;
+  private dqRaw!: Float32Array;
+  private dkRaw!: Float32Array;
   private dF1!: Float32Array;
   private dF2!: Float32Array;
   private dF3!: Float32Array;
-  private datt!: Float32Array;
   private tmpC!: Float32Array;
+  private dLora!: Float32Array;
+  /** Weight-gradient sink for frozen norms (rmsnormBackward always writes one). */
+  private sink!: Float32Array;
 
   /** Rows in the current batch. */
   N = 0;
@@ -71,40 +100,103 @@ export class TrainingGraph {
   rowOffset: number[] = [];
   lengths: number[] = [];
 
-  constructor(readonly model: NanoModel) {}
+  /** `adapter`: a LoRA on the model's linear layers (trained; the base is frozen when `model.frozen`). */
+  constructor(readonly model: NanoModel, readonly adapter?: LoraAdapter) {}
 
   private ensureCapacity(N: number, attSize: number): void {
-    const { dModel: C, dFF: F, vocabSize: V, nLayers: L } = this.model.config;
+    const { C, F, V, L, NH, NKV, Cq, Ckv } = this.model.dims;
     const k = this.model.kernels;
+    const gqa = NKV !== NH;
+    const qkNorm = this.model.config.qkNorm === true;
+    const r = this.adapter?.rank ?? 0;
     if (N > this.capacityN) {
       const cap = Math.max(N, Math.ceil(this.capacityN * 1.5));
       this.capacityN = cap;
       const a = (n: number) => k.alloc(n);
-      this.layers = Array.from({ length: L }, (_, l) => ({
-        xIn: a(cap * C), ln1: a(cap * C), rstd1: a(cap), q: a(cap * C), k: a(cap * C), v: a(cap * C),
-        att: this.layers[l]?.att ?? a(0), attnOut: a(cap * C), xMid: a(cap * C), ln2: a(cap * C), rstd2: a(cap),
-        gate: a(cap * F), up: a(cap * F), act: a(cap * F),
-      }));
+      this.layers = Array.from({ length: L }, (_, l) => {
+        const q = a(cap * Cq);
+        const kk = a(cap * Ckv);
+        const v = a(cap * Ckv);
+        const lora: LayerCache['lora'] = {};
+        for (const role of Object.keys(this.adapter?.layers[l] ?? {}) as LayerRole[]) lora[role] = a(cap * r);
+        return {
+          xIn: a(cap * C), ln1: a(cap * C), rstd1: a(cap),
+          qRaw: qkNorm ? a(cap * Cq) : q, kRaw: qkNorm ? a(cap * Ckv) : kk,
+          rstdQ: qkNorm ? a(cap * NH) : a(0), rstdK: qkNorm ? a(cap * NKV) : a(0),
+          q, k: kk, v, kAtt: gqa ? a(cap * Cq) : kk, vAtt: gqa ? a(cap * Cq) : v,
+          att: this.layers[l]?.att ?? a(0), attnOut: a(cap * Cq), xMid: a(cap * C), ln2: a(cap * C), rstd2: a(cap),
+          gate: a(cap * F), up: a(cap * F), act: a(cap * F), lora,
+        };
+      });
       this.xF = a(cap * C); this.lnF = a(cap * C); this.rstdF = a(cap);
-      this.logprobs = a(cap * V); this.dlogits = a(cap * V);
+      this.headBlockRows = cap * V <= FULL_HEAD_FLOATS ? 0 : Math.max(1, Math.floor(FULL_HEAD_FLOATS / 4 / V));
+      const headRows = this.headBlockRows || cap;
+      this.logprobs = a(headRows * V); this.dlogits = a(headRows * V);
       this.rowCoef = a(cap); this.rowBonus = a(cap); this.rowEntropy = a(cap); this.rowTargets = new Int32Array(cap);
+      this.rowTargetLogprob = new Float64Array(cap);
       this.dx = a(cap * C); this.dx2 = a(cap * C); this.dln = a(cap * C);
-      this.dq = a(cap * C); this.dk = a(cap * C); this.dv = a(cap * C);
+      this.dq = a(cap * Cq); this.dk = a(cap * Ckv); this.dv = a(cap * Ckv);
+      this.dkAtt = gqa ? a(cap * Cq) : this.dk; this.dvAtt = gqa ? a(cap * Cq) : this.dv;
+      this.dqRaw = qkNorm ? a(cap * Cq) : a(0); this.dkRaw = qkNorm ? a(cap * Ckv) : a(0);
       this.dF1 = a(cap * F); this.dF2 = a(cap * F); this.dF3 = a(cap * F);
-      this.tmpC = a(cap * C);
+      this.tmpC = a(cap * Math.max(C, Cq));
+      this.dLora = a(cap * r);
+      this.sink = a(Math.max(C, this.model.dims.hd));
     }
     if (attSize > this.capacityAtt) {
       const cap = Math.max(attSize, Math.ceil(this.capacityAtt * 1.5));
       this.capacityAtt = cap;
       for (const layer of this.layers) layer.att = k.alloc(cap);
-      this.datt = k.alloc(cap);
     }
   }
 
-  /** Forward pass; afterwards `logprobs` [N,V] holds log-softmax rows. */
+  /** y[N,out] (+)= x[N,in]·Wᵀ + b + s·(x·Aᵀ)·Bᵀ for layer l's `role` (bias role `biasRole` when the model has it). */
+  private linear(y: Float32Array, x: Float32Array, l: number, role: LayerRole, biasRole: LayerRole, N: number, inDim: number, outDim: number, accumulate: boolean): void {
+    const m = this.model;
+    const names = m.names.layers[l];
+    const bias = m.params.views.get(names[biasRole]);
+    const t = this.adapter?.target(l, role);
+    const lora = t && { A: t.A, B: t.B, rank: this.adapter!.rank, scale: this.adapter!.scale, h: this.layers[l].lora[role]! };
+    linearForward(m.kernels, y, x, m.param(names[role]), bias, lora, N, inDim, outDim, accumulate);
+  }
+
+  /** Backward of `linear`: dx (+)= dy·W (+ LoRA), and the weight, bias and adapter gradients. */
+  private linearBackward(dx: Float32Array, dy: Float32Array, x: Float32Array, l: number, role: LayerRole, biasRole: LayerRole, N: number, inDim: number, outDim: number, accumulate: boolean): void {
+    const m = this.model;
+    const k = m.kernels;
+    const names = m.names.layers[l];
+    k.matmul(dx, dy, m.param(names[role]), N, outDim, inDim, accumulate);
+    if (!m.frozen) {
+      k.matmulAT(m.grads.get(names[role]), dy, x, outDim, N, inDim, true);
+      if (m.params.views.has(names[biasRole])) addColumnSums(m.grads.get(names[biasRole]), dy, N, outDim);
+    }
+    const t = this.adapter?.target(l, role);
+    if (t) this.loraBackward(dx, dy, x, t, this.layers[l].lora[role]!, N);
+  }
+
+  /** dB += dyᵀ·h; dh = s·dy·B; dA += dhᵀ·x; dx += dh·A (h = s·x·Aᵀ cached by the forward). */
+  private loraBackward(dx: Float32Array, dy: Float32Array, x: Float32Array, t: LoraTarget, h: Float32Array, N: number): void {
+    const k = this.model.kernels;
+    const a = this.adapter!;
+    const r = a.rank;
+    const dh = this.dLora;
+    k.matmulAT(a.grads.get(t.nameB), dy, h, t.out, N, r, true);
+    k.matmul(dh, dy, t.B, N, t.out, r, false);
+    scaleInPlace(dh, a.scale, N * r);
+    k.matmulAT(a.grads.get(t.nameA), dh, x, r, N, t.in, true);
+    k.matmul(dx, dh, t.A, N, r, t.in, true);
+  }
+
+  /** A norm weight's gradient buffer (a sink when the base is frozen). */
+  private normGrad(name: string): Float32Array {
+    return this.model.frozen ? this.sink.fill(0) : this.model.grads.get(name);
+  }
+
+  /** Forward pass; afterwards `logprobs` [N,V] holds log-softmax rows (or, blocked, `rowTargetLogprob` and `rowEntropy`). */
   forward(batch: PackedBatch): void {
     const m = this.model;
-    const { dModel: C, dFF: F, vocabSize: V, nLayers: L, nHeads: NH, contextLength, normEps } = m.config;
+    const { contextLength, normEps } = m.config;
+    const { C, F, V, L, NH, NKV, Cq, Ckv, hd } = m.dims;
     const k = m.kernels;
     const seqs = batch.sequences;
     for (const s of seqs) {
@@ -127,97 +219,171 @@ export class TrainingGraph {
     });
     const NC = N * C;
     const NF = N * F;
-    embeddingForward(this.layers.length ? this.layers[0].xIn : this.xF, m.param('tok_emb'), this.tokens, N, C);
+    const names = m.names;
+    embeddingForward(this.layers.length ? this.layers[0].xIn : this.xF, m.param(names.embed), this.tokens, N, C);
     for (let l = 0; l < L; l++) {
       const c = this.layers[l];
-      const p = `layers.${l}.`;
-      k.rmsnormForward(c.ln1, c.rstd1, c.xIn, m.param(p + 'attn_norm'), N, C, normEps);
-      k.matmulBT(c.q, c.ln1, m.param(p + 'wq'), N, C, C, false);
-      k.matmulBT(c.k, c.ln1, m.param(p + 'wk'), N, C, C, false);
-      k.matmulBT(c.v, c.ln1, m.param(p + 'wv'), N, C, C, false);
-      k.rope(c.q, this.positions, N, C, NH, m.rope.cos, m.rope.sin, false);
-      k.rope(c.k, this.positions, N, C, NH, m.rope.cos, m.rope.sin, false);
-      k.attentionForward(c.attnOut.subarray(0, NC), c.att, c.q.subarray(0, NC), c.k.subarray(0, NC), c.v.subarray(0, NC), this.lengths, C, NH);
+      const n = names.layers[l];
+      k.rmsnormForward(c.ln1, c.rstd1, c.xIn, m.param(n.attnNorm), N, C, normEps);
+      this.linear(c.qRaw, c.ln1, l, 'wq', 'bq', N, C, Cq, false);
+      this.linear(c.kRaw, c.ln1, l, 'wk', 'bk', N, C, Ckv, false);
+      this.linear(c.v, c.ln1, l, 'wv', 'bv', N, C, Ckv, false);
+      if (m.config.qkNorm) {
+        k.rmsnormForward(c.q, c.rstdQ, c.qRaw, m.param(n.qNorm), N * NH, hd, normEps);
+        k.rmsnormForward(c.k, c.rstdK, c.kRaw, m.param(n.kNorm), N * NKV, hd, normEps);
+      }
+      k.rope(c.q, this.positions, N, Cq, NH, m.rope.cos, m.rope.sin, false);
+      k.rope(c.k, this.positions, N, Ckv, NKV, m.rope.cos, m.rope.sin, false);
+      if (NKV !== NH) {
+        repeatKV(c.kAtt, c.k, N, NKV, NH / NKV, hd);
+        repeatKV(c.vAtt, c.v, N, NKV, NH / NKV, hd);
+      }
+      const NQ = N * Cq;
+      const NK = N * Cq;
+      k.attentionForward(c.attnOut.subarray(0, NQ), c.att, c.q.subarray(0, NQ), c.kAtt.subarray(0, NK), c.vAtt.subarray(0, NK), this.lengths, Cq, NH);
       const xMid = c.xMid;
       xMid.set(c.xIn.subarray(0, NC));
-      k.matmulBT(xMid, c.attnOut, m.param(p + 'wo'), N, C, C, true);
-      k.rmsnormForward(c.ln2, c.rstd2, xMid, m.param(p + 'mlp_norm'), N, C, normEps);
-      k.matmulBT(c.gate, c.ln2, m.param(p + 'w_gate'), N, C, F, false);
-      k.matmulBT(c.up, c.ln2, m.param(p + 'w_up'), N, C, F, false);
+      this.linear(xMid, c.attnOut, l, 'wo', 'bo', N, Cq, C, true);
+      k.rmsnormForward(c.ln2, c.rstd2, xMid, m.param(n.mlpNorm), N, C, normEps);
+      this.linear(c.gate, c.ln2, l, 'wGate', 'bGate', N, C, F, false);
+      this.linear(c.up, c.ln2, l, 'wUp', 'bUp', N, C, F, false);
       k.swigluForward(c.act, c.gate, c.up, NF);
       const xOut = l + 1 < L ? this.layers[l + 1].xIn : this.xF;
       xOut.set(xMid.subarray(0, NC));
-      k.matmulBT(xOut, c.act, m.param(p + 'w_down'), N, F, C, true);
+      this.linear(xOut, c.act, l, 'wDown', 'bDown', N, F, C, true);
     }
-    k.rmsnormForward(this.lnF, this.rstdF, this.xF, m.param('final_norm'), N, C, normEps);
-    const lp = this.logprobs.subarray(0, N * V);
-    k.matmulBT(lp, this.lnF, m.param(m.headName), N, C, V, false);
-    k.logSoftmaxForward(lp, lp, N, V);
+    k.rmsnormForward(this.lnF, this.rstdF, this.xF, m.param(names.finalNorm), N, C, normEps);
+    if (!this.headBlockRows) {
+      const lp = this.logprobs.subarray(0, N * V);
+      k.matmulBT(lp, this.lnF, m.param(names.head), N, C, V, false);
+      k.logSoftmaxForward(lp, lp, N, V);
+      return;
+    }
+    if (!batch.targets) throw new Error('forward: a blocked output head needs the batch targets');
+    batch.targets.forEach((ts, b) => ts.forEach((t, i) => (this.rowTargets[this.rowOffset[b] + i] = t)));
+    this.rowCoef.fill(0, 0, N);
+    this.rowBonus.fill(0, 0, N);
+    for (let r0 = 0; r0 < N; r0 += this.headBlockRows) {
+      const R = Math.min(this.headBlockRows, N - r0);
+      const lp = this.headBlock(r0, R);
+      // entropy of each row (coef = bonus = 0: dlogits is scratch here)
+      k.logitGrad(this.dlogits, this.rowEntropy.subarray(r0, r0 + R), lp, this.rowCoef.subarray(r0, r0 + R), this.rowBonus.subarray(r0, r0 + R), this.rowTargets.subarray(r0, r0 + R), R, V);
+      for (let i = 0; i < R; i++) this.rowTargetLogprob[r0 + i] = lp[i * V + this.rowTargets[r0 + i]];
+    }
   }
 
-  /** Backward from `dlogits` [N,V] (d loss / d logits); accumulates into model.grads. */
-  backward(): void {
-    const m = this.model;
-    const { dModel: C, dFF: F, vocabSize: V, nLayers: L, nHeads: NH } = m.config;
-    const k = m.kernels;
-    const g = m.grads;
-    const N = this.N;
-    const NC = N * C;
-    const NF = N * F;
-    const dlogits = this.dlogits.subarray(0, N * V);
-    // head: logits = lnF · headᵀ
-    const dlnF = this.dln.subarray(0, NC);
-    k.matmul(dlnF, dlogits, m.param(m.headName), N, V, C, false);
-    k.matmulAT(g.get(m.headName), dlogits, this.lnF, V, N, C, true);
-    let dx = this.dx.subarray(0, NC);
-    dx.fill(0);
-    k.rmsnormBackward(dx, g.get('final_norm'), dlnF, this.xF, m.param('final_norm'), this.rstdF, N, C);
-    for (let l = L - 1; l >= 0; l--) {
-      const c = this.layers[l];
-      const p = `layers.${l}.`;
-      // MLP branch: xOut = xMid + act · W_downᵀ
-      const dact = this.dF1.subarray(0, NF);
-      k.matmul(dact, dx, m.param(p + 'w_down'), N, C, F, false);
-      k.matmulAT(g.get(p + 'w_down'), dx, c.act, C, N, F, true);
-      const dgate = this.dF2.subarray(0, NF);
-      const dup = this.dF3.subarray(0, NF);
-      k.swigluBackward(dgate, dup, dact, c.gate, c.up, NF);
-      const dln2 = this.dln.subarray(0, NC);
-      k.matmul(dln2, dgate, m.param(p + 'w_gate'), N, F, C, false);
-      k.matmul(dln2, dup, m.param(p + 'w_up'), N, F, C, true);
-      k.matmulAT(g.get(p + 'w_gate'), dgate, c.ln2, F, N, C, true);
-      k.matmulAT(g.get(p + 'w_up'), dup, c.ln2, F, N, C, true);
-      const dxMid = this.dx2.subarray(0, NC);
-      dxMid.set(dx);
-      k.rmsnormBackward(dxMid, g.get(p + 'mlp_norm'), dln2, c.xMid, m.param(p + 'mlp_norm'), c.rstd2, N, C);
-      // attention branch: xMid = xIn + attnOut · Woᵀ
-      const dattnOut = this.tmpC.subarray(0, NC);
-      k.matmul(dattnOut, dxMid, m.param(p + 'wo'), N, C, C, false);
-      k.matmulAT(g.get(p + 'wo'), dxMid, c.attnOut, C, N, C, true);
-      const dq = this.dq.subarray(0, NC);
-      const dk = this.dk.subarray(0, NC);
-      const dv = this.dv.subarray(0, NC);
-      k.attentionBackward(dq, dk, dv, dattnOut, c.att, c.q.subarray(0, NC), c.k.subarray(0, NC), c.v.subarray(0, NC), this.lengths, C, NH);
-      k.rope(dq, this.positions, N, C, NH, m.rope.cos, m.rope.sin, true);
-      k.rope(dk, this.positions, N, C, NH, m.rope.cos, m.rope.sin, true);
-      const dln1 = this.dln.subarray(0, NC);
-      k.matmul(dln1, dq, m.param(p + 'wq'), N, C, C, false);
-      k.matmul(dln1, dk, m.param(p + 'wk'), N, C, C, true);
-      k.matmul(dln1, dv, m.param(p + 'wv'), N, C, C, true);
-      k.matmulAT(g.get(p + 'wq'), dq, c.ln1, C, N, C, true);
-      k.matmulAT(g.get(p + 'wk'), dk, c.ln1, C, N, C, true);
-      k.matmulAT(g.get(p + 'wv'), dv, c.ln1, C, N, C, true);
-      // dxIn = dxMid + rmsnorm backward
-      const dxIn = this.dx.subarray(0, NC);
-      dxIn.set(dxMid);
-      k.rmsnormBackward(dxIn, g.get(p + 'attn_norm'), dln1, c.xIn, m.param(p + 'attn_norm'), c.rstd1, N, C);
-      dx = dxIn;
-    }
-    embeddingBackward(g.get('tok_emb'), dx, this.tokens, N, C);
+  /** Log-softmax of rows [r0, r0+R) of the head into `logprobs` [R, V]. */
+  private headBlock(r0: number, R: number): Float32Array {
+    const { C, V } = this.model.dims;
+    const lp = this.logprobs.subarray(0, R * V);
+    this.model.kernels.matmulBT(lp, this.lnF.subarray(r0 * C, (r0 + R) * C), this.model.param(this.model.names.head), R, C, V, false);
+    this.model.kernels.logSoftmaxForward(lp, lp, R, V);
+    return lp;
   }
 
   /** Log-prob of `target` at row n (after forward). */
   targetLogprob(n: number, target: number): number {
-    return this.logprobs[n * this.model.config.vocabSize + target];
+    return this.headBlockRows ? this.rowTargetLogprob[n] : this.logprobs[n * this.model.config.vocabSize + target];
+  }
+
+  /**
+   * d loss / d logits from the per-row coefficients the loss wrote (rowCoef, rowBonus, rowTargets):
+   * at once for a full head (fills dlogits and rowEntropy); a blocked head does it block by block in
+   * backward (its entropies are already known from the forward).
+   */
+  logitGradient(): void {
+    if (this.headBlockRows) return;
+    const { V } = this.model.dims;
+    this.model.kernels.logitGrad(this.dlogits, this.rowEntropy, this.logprobs, this.rowCoef, this.rowBonus, this.rowTargets, this.N, V);
+  }
+
+  /** The head's backward into dlnF [N,C] (and the head weight's gradient unless frozen). */
+  private headBackward(dlnF: Float32Array): void {
+    const m = this.model;
+    const k = m.kernels;
+    const { C, V } = m.dims;
+    const N = this.N;
+    const head = m.param(m.names.head);
+    if (!this.headBlockRows) {
+      const dlogits = this.dlogits.subarray(0, N * V);
+      k.matmul(dlnF, dlogits, head, N, V, C, false);
+      if (!m.frozen) k.matmulAT(m.grads.get(m.names.head), dlogits, this.lnF, V, N, C, true);
+      return;
+    }
+    for (let r0 = 0; r0 < N; r0 += this.headBlockRows) {
+      const R = Math.min(this.headBlockRows, N - r0);
+      const lp = this.headBlock(r0, R);
+      const entropy = this.tmpC.subarray(0, R);
+      const dlogits = this.dlogits.subarray(0, R * V);
+      k.logitGrad(dlogits, entropy, lp, this.rowCoef.subarray(r0, r0 + R), this.rowBonus.subarray(r0, r0 + R), this.rowTargets.subarray(r0, r0 + R), R, V);
+      k.matmul(dlnF.subarray(r0 * C, (r0 + R) * C), dlogits, head, R, V, C, false);
+      if (!m.frozen) k.matmulAT(m.grads.get(m.names.head), dlogits, this.lnF.subarray(r0 * C, (r0 + R) * C), V, R, C, true);
+    }
+  }
+
+  /** Backward from the loss's row coefficients; accumulates into model.grads (unless frozen) and the adapter's grads. */
+  backward(): void {
+    const m = this.model;
+    const { C, F, L, NH, NKV, Cq, Ckv, hd } = m.dims;
+    const k = m.kernels;
+    const N = this.N;
+    const NC = N * C;
+    const NF = N * F;
+    const names = m.names;
+    const dlnF = this.dln.subarray(0, NC);
+    this.headBackward(dlnF);
+    let dx = this.dx.subarray(0, NC);
+    dx.fill(0);
+    k.rmsnormBackward(dx, this.normGrad(names.finalNorm), dlnF, this.xF, m.param(names.finalNorm), this.rstdF, N, C);
+    for (let l = L - 1; l >= 0; l--) {
+      const c = this.layers[l];
+      const n = names.layers[l];
+      // MLP branch: xOut = xMid + act · W_downᵀ
+      const dact = this.dF1.subarray(0, NF);
+      this.linearBackward(dact, dx, c.act, l, 'wDown', 'bDown', N, F, C, false);
+      const dgate = this.dF2.subarray(0, NF);
+      const dup = this.dF3.subarray(0, NF);
+      k.swigluBackward(dgate, dup, dact, c.gate, c.up, NF);
+      const dln2 = this.dln.subarray(0, NC);
+      this.linearBackward(dln2, dgate, c.ln2, l, 'wGate', 'bGate', N, C, F, false);
+      this.linearBackward(dln2, dup, c.ln2, l, 'wUp', 'bUp', N, C, F, true);
+      const dxMid = this.dx2.subarray(0, NC);
+      dxMid.set(dx);
+      k.rmsnormBackward(dxMid, this.normGrad(n.mlpNorm), dln2, c.xMid, m.param(n.mlpNorm), c.rstd2, N, C);
+      // attention branch: xMid = xIn + attnOut · Woᵀ
+      const dattnOut = this.tmpC.subarray(0, N * Cq);
+      this.linearBackward(dattnOut, dxMid, c.attnOut, l, 'wo', 'bo', N, Cq, C, false);
+      const NQ = N * Cq;
+      const dq = this.dq.subarray(0, NQ);
+      const dkAtt = this.dkAtt.subarray(0, NQ);
+      const dvAtt = this.dvAtt.subarray(0, NQ);
+      k.attentionBackward(dq, dkAtt, dvAtt, dattnOut, c.att, c.q.subarray(0, NQ), c.kAtt.subarray(0, NQ), c.vAtt.subarray(0, NQ), this.lengths, Cq, NH);
+      const dk = this.dk.subarray(0, N * Ckv);
+      const dv = this.dv.subarray(0, N * Ckv);
+      if (NKV !== NH) {
+        sumKV(dk, dkAtt, N, NKV, NH / NKV, hd);
+        sumKV(dv, dvAtt, N, NKV, NH / NKV, hd);
+      }
+      k.rope(dq, this.positions, N, Cq, NH, m.rope.cos, m.rope.sin, true);
+      k.rope(dk, this.positions, N, Ckv, NKV, m.rope.cos, m.rope.sin, true);
+      let dqIn = dq;
+      let dkIn = dk;
+      if (m.config.qkNorm) {
+        dqIn = this.dqRaw.subarray(0, NQ).fill(0);
+        dkIn = this.dkRaw.subarray(0, N * Ckv).fill(0);
+        k.rmsnormBackward(dqIn, this.normGrad(n.qNorm), dq, c.qRaw, m.param(n.qNorm), c.rstdQ, N * NH, hd);
+        k.rmsnormBackward(dkIn, this.normGrad(n.kNorm), dk, c.kRaw, m.param(n.kNorm), c.rstdK, N * NKV, hd);
+      }
+      const dln1 = this.dln.subarray(0, NC);
+      this.linearBackward(dln1, dqIn, c.ln1, l, 'wq', 'bq', N, C, Cq, false);
+      this.linearBackward(dln1, dkIn, c.ln1, l, 'wk', 'bk', N, C, Ckv, true);
+      this.linearBackward(dln1, dv, c.ln1, l, 'wv', 'bv', N, C, Ckv, true);
+      // dxIn = dxMid + rmsnorm backward
+      const dxIn = this.dx.subarray(0, NC);
+      dxIn.set(dxMid);
+      k.rmsnormBackward(dxIn, this.normGrad(n.attnNorm), dln1, c.xIn, m.param(n.attnNorm), c.rstd1, N, C);
+      dx = dxIn;
+    }
+    if (!m.frozen) embeddingBackward(m.grads.get(names.embed), dx, this.tokens, N, C);
   }
 }

@@ -1,9 +1,11 @@
 /**
- * Paged KV cache with prefix sharing. K and V live in page pools of shape [pages, L, P, C] (P tokens
- * per page). A sequence is a list of page ids and a length. fork() gives children the parent's pages
- * by reference (refcount++); the first write into a page that is shared copies it (copy-on-write), so
- * only a partially filled last page is ever copied. free() releases pages whose refcount reaches 0.
- * Counters (pagesAllocated, pagesCopied, pagesInUse) make sharing testable.
+ * Paged KV cache with prefix sharing. K and V live in pages of shape [L, P, C] (P tokens per page,
+ * C = the key/value width NKV·hd), allocated in blocks of pages that are never moved or copied when
+ * the cache grows (a model with gigabytes of KV state never holds two copies). A sequence is a list of
+ * page ids and a length. fork() gives children the parent's pages by reference (refcount++); the first
+ * write into a page that is shared copies it (copy-on-write), so only a partially filled last page is
+ * ever copied. free() releases pages whose refcount reaches 0. Counters (pagesAllocated, pagesCopied,
+ * pagesInUse) make sharing testable.
  */
 
 interface Sequence {
@@ -11,9 +13,13 @@ interface Sequence {
   length: number;
 }
 
+/** Floats per block at most (a block is one allocation of whole pages). */
+const BLOCK_FLOATS = 1 << 24;
+
 export class PagedKVCache {
-  k: Float32Array;
-  v: Float32Array;
+  private kBlocks: Float32Array[] = [];
+  private vBlocks: Float32Array[] = [];
+  private readonly pagesPerBlock: number;
   private refcount: Int32Array;
   private freePages: number[] = [];
   private capacity = 0;
@@ -25,10 +31,9 @@ export class PagedKVCache {
   pagesCopied = 0;
 
   constructor(readonly L: number, readonly C: number, readonly pageSize: number, initialPages = 64) {
-    this.k = new Float32Array(0);
-    this.v = new Float32Array(0);
     this.refcount = new Int32Array(0);
-    this.grow(initialPages);
+    this.pagesPerBlock = Math.max(1, Math.floor(BLOCK_FLOATS / this.pageFloats));
+    this.grow(Math.min(initialPages, this.pagesPerBlock));
   }
 
   /** Floats per page (all layers). */
@@ -45,23 +50,32 @@ export class PagedKVCache {
     return this.seqs.size;
   }
 
+  /** Add `pages` pages: the last block is filled up to pagesPerBlock first (a fresh, larger block), then new blocks. */
   private grow(pages: number): void {
     const newCap = this.capacity + pages;
-    const k = new Float32Array(newCap * this.pageFloats);
-    const v = new Float32Array(newCap * this.pageFloats);
-    k.set(this.k);
-    v.set(this.v);
+    for (let b = Math.floor(this.capacity / this.pagesPerBlock); b * this.pagesPerBlock < newCap; b++) {
+      const pagesInBlock = Math.min(this.pagesPerBlock, newCap - b * this.pagesPerBlock);
+      const have = this.kBlocks[b] ? this.kBlocks[b].length / this.pageFloats : 0;
+      if (have >= pagesInBlock) continue;
+      // a partial last block is replaced by a larger one (its pages copied once; full blocks never move)
+      const k = new Float32Array(pagesInBlock * this.pageFloats);
+      const v = new Float32Array(pagesInBlock * this.pageFloats);
+      if (this.kBlocks[b]) {
+        k.set(this.kBlocks[b]);
+        v.set(this.vBlocks[b]);
+      }
+      this.kBlocks[b] = k;
+      this.vBlocks[b] = v;
+    }
     const rc = new Int32Array(newCap);
     rc.set(this.refcount);
     for (let p = newCap - 1; p >= this.capacity; p--) this.freePages.push(p);
-    this.k = k;
-    this.v = v;
     this.refcount = rc;
     this.capacity = newCap;
   }
 
   private allocPage(): number {
-    if (!this.freePages.length) this.grow(Math.max(16, this.capacity));
+    if (!this.freePages.length) this.grow(Math.max(16, Math.min(this.capacity, this.pagesPerBlock)));
     const p = this.freePages.pop()!;
     this.refcount[p] = 1;
     this.pagesAllocated++;
@@ -106,38 +120,60 @@ export class PagedKVCache {
     this.seqs.delete(id);
   }
 
+  /** The K and V storage of page `p` ([L, P, C] from `offset` in `k`/`v`). */
+  page(p: number): { k: Float32Array; v: Float32Array; offset: number } {
+    const b = Math.floor(p / this.pagesPerBlock);
+    return { k: this.kBlocks[b], v: this.vBlocks[b], offset: (p - b * this.pagesPerBlock) * this.pageFloats };
+  }
+
   /**
    * Reserve the slot for the next position of `id` (appending), copying a shared page first.
-   * Returns the float offset of (page, layer 0, slot) in k/v; add layer·P·C for other layers.
+   * Returns the slot: page · P + position within the page (for `write`).
    */
   appendSlot(id: number): number {
     const s = this.seq(id);
     const pos = s.length;
     const pageIndex = Math.floor(pos / this.pageSize);
-    const slot = pos % this.pageSize;
     if (pageIndex === s.pages.length) {
       s.pages.push(this.allocPage());
     } else {
       const page = s.pages[pageIndex];
       if (this.refcount[page] > 1) {
         const copy = this.allocPage();
-        const F = this.pageFloats;
-        this.k.copyWithin(copy * F, page * F, page * F + F);
-        this.v.copyWithin(copy * F, page * F, page * F + F);
+        const from = this.page(page);
+        const to = this.page(copy);
+        to.k.set(from.k.subarray(from.offset, from.offset + this.pageFloats), to.offset);
+        to.v.set(from.v.subarray(from.offset, from.offset + this.pageFloats), to.offset);
         this.refcount[page]--;
         s.pages[pageIndex] = copy;
         this.pagesCopied++;
       }
     }
     s.length++;
-    return (s.pages[pageIndex] * this.L * this.pageSize + slot) * this.C;
+    return s.pages[pageIndex] * this.pageSize + (pos % this.pageSize);
   }
 
-  /** Float offset of position `pos` of `id` at layer `layer` (the same for k and v). */
-  offset(id: number, pos: number, layer: number): number {
-    const s = this.seq(id);
-    const page = s.pages[Math.floor(pos / this.pageSize)];
-    return ((page * this.L + layer) * this.pageSize + (pos % this.pageSize)) * this.C;
+  /** Store one position's key and value rows [C] of `layer` at `slot` (from appendSlot). */
+  write(slot: number, layer: number, k: Float32Array, v: Float32Array): void {
+    const p = Math.floor(slot / this.pageSize);
+    const { k: K, v: V, offset } = this.page(p);
+    const at = offset + (layer * this.pageSize + (slot - p * this.pageSize)) * this.C;
+    K.set(k, at);
+    V.set(v, at);
+  }
+
+  /** Copy positions [0, T) of `id` at `layer` into contiguous kOut, vOut [T, C]. */
+  gather(id: number, layer: number, T: number, kOut: Float32Array, vOut: Float32Array): void {
+    const pages = this.seq(id).pages;
+    const P = this.pageSize;
+    const C = this.C;
+    for (let s0 = 0, pi = 0; s0 < T; s0 += P, pi++) {
+      const n = Math.min(P, T - s0) * C;
+      const { k, v, offset } = this.page(pages[pi]);
+      const base = offset + layer * P * C;
+      kOut.set(k.subarray(base, base + n), s0 * C);
+      vOut.set(v.subarray(base, base + n), s0 * C);
+    }
   }
 
   /** Page ids of a sequence (read-only use). */

@@ -3,7 +3,7 @@
  * log-prob lp_t (cross_entropy, importance_sampling, ppo with clip-low/high, dual clip and truncated
  * IS, gspo with a sequence-level ratio), plus optional k3 KL to reference log-probs and an entropy
  * bonus. Total = Σ_datums Σ_t weights[t]·ℓ_t. Writes d(total)/d(logits) into graph.dlogits
- * analytically: d lp_t / d z = onehot(target) − softmax(z).
+ * analytically: d lp_t / d z = onehot(target) − softmax(z) (graph.logitGradient, at once or by blocks of rows).
  */
 import { NonFiniteLossError, NumericsError } from '../../core/errors.js';
 import type { Datum, LossExtras, LossSpec } from '../types.js';
@@ -42,9 +42,6 @@ export function policyTokenLoss(loss: LossSpec, lp: number, behaviour: number, a
 }
 
 export function computeLoss(graph: TrainingGraph, data: Datum[], loss: LossSpec, extras: LossExtras = {}): LossOutput {
-  const V = graph.model.config.vocabSize;
-  const N = graph.N;
-  const lsm = graph.logprobs;
   const coef = graph.rowCoef;
   const bonus = graph.rowBonus;
   const targets = graph.rowTargets;
@@ -59,7 +56,7 @@ export function computeLoss(graph: TrainingGraph, data: Datum[], loss: LossSpec,
     const T = d.inputTokens.length;
     const row0 = graph.rowOffset[i];
     const lps = new Array<number>(T);
-    for (let t = 0; t < T; t++) lps[t] = lsm[(row0 + t) * V + d.targetTokens[t]];
+    for (let t = 0; t < T; t++) lps[t] = graph.targetLogprob(row0 + t, d.targetTokens[t]);
     logprobs.push(lps);
     // d(total)/d(lp_t) per token
     const g = new Float64Array(T);
@@ -112,7 +109,7 @@ export function computeLoss(graph: TrainingGraph, data: Datum[], loss: LossSpec,
     }
   });
   // per row: entropy H and d(total)/d(logits) = g·(onehot − p) + c·w·p·(log p + H) (the bonus: loss −= c·w·H)
-  graph.model.kernels.logitGrad(graph.dlogits, graph.rowEntropy, lsm, coef, bonus, targets, N, V);
+  graph.logitGradient();
   let entropySum = 0;
   data.forEach((d, i) => {
     const row0 = graph.rowOffset[i];

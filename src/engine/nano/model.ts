@@ -1,28 +1,40 @@
 /**
- * The nano model object: config, kernels, the parameter arena and its gradient arena, and rotary
+ * The model object: config, kernels, the parameter arena, its gradient arena (allocated on first use:
+ * a frozen base trained through LoRA never has one), the parameter names of every role, and rotary
  * tables. Forward/backward for training live in forward.ts, incremental decoding in decode.ts; both
  * read weights from here. Publishing weights to an in-process sampler = bumping `weightVersion`.
  */
 import type { Kernels } from '../kernels/types.js';
 import { loadKernels } from '../kernels/index.js';
-import { parameterCount, validateNanoConfig, type NanoConfig, defaultNanoConfig } from './config.js';
+import { modelDims, paramNames, parameterCount, validateNanoConfig, type ModelDims, type NanoConfig, type ParamNames, defaultNanoConfig } from './config.js';
 import { createParams, initParams, type ParamArena } from './params.js';
-import { ropeTables, type RopeTables } from './ops/rope.js';
+import { hfRopeTables, ropeTables, type RopeTables } from './ops/rope.js';
 
 export class NanoModel {
   /** Parameter values. */
   readonly params: ParamArena;
-  /** Gradients (same layout), accumulated by backward, zeroed by the optimiser. */
-  readonly grads: ParamArena;
+  private gradArena: ParamArena | undefined;
   readonly rope: RopeTables;
+  /** The tensor name of every role (the model's own names or the Hugging Face ones). */
+  readonly names: ParamNames;
+  readonly dims: ModelDims;
+  /**
+   * The base weights are frozen (LoRA training): backward computes activation gradients only and
+   * never allocates `grads`.
+   */
+  frozen = false;
   /** Incremented whenever weights change in a way samplers must see (optimiser step, load). */
   weightVersion = 0;
 
   private constructor(readonly config: NanoConfig, readonly kernels: Kernels) {
     validateNanoConfig(config);
+    this.dims = modelDims(config);
+    this.names = paramNames(config);
     this.params = createParams(config, kernels);
-    this.grads = createParams(config, kernels);
-    this.rope = ropeTables(config.contextLength, config.dModel / config.nHeads, config.ropeTheta, (n) => kernels.alloc(n));
+    const alloc = (n: number) => kernels.alloc(n);
+    this.rope = config.naming === 'hf'
+      ? hfRopeTables(config.contextLength, this.dims.hd, config.ropeTheta, config.ropeScaling, alloc)
+      : ropeTables(config.contextLength, this.dims.hd, config.ropeTheta, alloc);
   }
 
   /** Build a model with seeded random weights. */
@@ -41,13 +53,29 @@ export class NanoModel {
     return model;
   }
 
+  /** A model whose weights the caller fills (a checkpoint load): no random init pass over the arena. */
+  static createEmpty(config: NanoConfig, kernels: Kernels): NanoModel {
+    return new NanoModel(config, kernels);
+  }
+
+  /** Gradients (same layout as params), accumulated by backward, zeroed by the optimiser. */
+  get grads(): ParamArena {
+    if (!this.gradArena) this.gradArena = createParams(this.config, this.kernels);
+    return this.gradArena;
+  }
+
+  /** Whether the gradient arena exists (a LoRA-only model never allocates it). */
+  get hasGrads(): boolean {
+    return this.gradArena !== undefined;
+  }
+
   param(name: string): Float32Array {
     return this.params.get(name);
   }
 
   /** The output head [V, C] (the embedding when tied). */
   get headName(): string {
-    return this.config.tieEmbeddings ? 'tok_emb' : 'lm_head';
+    return this.names.head;
   }
 
   get parameterCount(): number {

@@ -41,12 +41,13 @@ export class ParamArena {
   }
 }
 
-/** Initialise weights: normal(0, std) for matrices, ones for norm gains. */
+/** Initialise weights: normal(0, std) for matrices, ones for norm gains, zeros for biases. */
 export function initParams(arena: ParamArena, seed: number): void {
   const rng = new Rng(seed);
   for (const p of arena.specs) {
     const v = arena.get(p.name);
     if (p.init === 'ones') v.fill(1);
+    else if (p.init === 'zeros') v.fill(0);
     else for (let i = 0; i < v.length; i++) v[i] = rng.normal() * (p.std ?? 0.02);
   }
 }

@@ -18,6 +18,7 @@ import { DecodeWorkspace, forwardRows, type DecodeRow } from './decode.js';
 import { PagedKVCache } from './kvcache.js';
 import type { NanoModel } from './model.js';
 import { chooseToken } from './sampling.js';
+import type { LoraAdapter } from './lora.js';
 
 export interface NanoSamplerOptions {
   /** Tokens per KV page. */
@@ -30,6 +31,8 @@ export interface NanoSamplerOptions {
   seed?: number;
   /** Checked between decode steps like an abort signal (a worker thread drives it from shared memory). */
   abortProbe?: () => boolean;
+  /** A LoRA adapter applied on top of the (shared, frozen) base weights. */
+  adapter?: LoraAdapter;
 }
 
 interface Retained {
@@ -68,14 +71,17 @@ export class NanoSampler implements Sampler {
   private readonly prefixSharing: boolean;
   private readonly maxPrefillRows: number;
   private readonly abortProbe: (() => boolean) | undefined;
+  /** The LoRA adapter this sampler applies (undefined = the base model). */
+  readonly adapter: LoraAdapter | undefined;
   /** Cumulative counters over the sampler's life. */
   readonly totals = { promptTokensComputed: 0, prefixTokensReused: 0, tokensDecoded: 0, forwardCalls: 0 };
 
   constructor(readonly model: NanoModel, options: NanoSamplerOptions = {}) {
-    const { nLayers: L, dModel: C } = model.config;
+    const { L, C, Ckv } = model.dims;
     this.capabilities = { entropy: true, topLogprobs: true, forcedTokens: true, cacheHandles: true, prefixCaching: false, distinctFirstTokens: true, hiddenSize: C };
-    this.cache = new PagedKVCache(L, C, options.pageSize ?? 16);
-    this.ws = new DecodeWorkspace(model);
+    this.cache = new PagedKVCache(L, Ckv, options.pageSize ?? 16);
+    this.ws = new DecodeWorkspace(model, options.adapter);
+    this.adapter = options.adapter;
     this.cacheVersion = model.weightVersion;
     this.seedRng = new Rng(options.seed ?? 0x5eed);
     this.prefixSharing = options.prefixSharing ?? true;
@@ -190,6 +196,39 @@ export class NanoSampler implements Sampler {
       this.totals.tokensDecoded += u.tokensDecoded;
     }
     return results;
+  }
+
+  /**
+   * Log-probs of a prompt's own tokens under the model (vLLM's echo + logprobs): entry t is
+   * log p(tokens[t] | tokens[<t]) for t ≥ 1 (entry 0 is null: nothing predicts the first token), with the
+   * `topK` most likely tokens of each position when topK > 0. Runs in row blocks, so a long prompt over a
+   * large vocabulary never holds all its logits at once.
+   */
+  scorePrompt(tokens: number[], topK = 0): { logprobs: Array<number | null>; top: Array<Array<[number, number]> | null> } {
+    const { V } = this.model.dims;
+    const fail = (msg: string) => new EngineCallError(`nano sampler: prompt scoring: ${msg}`, { isRetryable: false });
+    if (!tokens.length) throw fail('tokens is empty');
+    if (tokens.length > this.model.config.contextLength) throw fail(`${tokens.length} tokens exceed contextLength ${this.model.config.contextLength}`);
+    for (const t of tokens) if (!(Number.isInteger(t) && t >= 0 && t < V)) throw fail(`token id ${t} outside vocabulary of ${V}`);
+    const logprobs: Array<number | null> = [null];
+    const top: Array<Array<[number, number]> | null> = [null];
+    const seq = this.cache.createSequence();
+    try {
+      const block = Math.max(1, Math.min(this.maxPrefillRows, Math.floor((1 << 24) / V)));
+      for (let t0 = 0; t0 < tokens.length - 1; t0 += block) {
+        const rows = tokens.slice(t0, Math.min(tokens.length - 1, t0 + block)).map((token) => ({ seq, token, wantLogits: true }));
+        const logits = forwardRows(this.model, this.cache, this.ws, rows);
+        this.totals.forwardCalls++;
+        rows.forEach((_, i) => {
+          const choice = chooseToken(logits, i * V, V, this.seedRng, { temperature: 1, topP: 1, topK: 0, topLogprobs: topK, forced: tokens[t0 + i + 1] });
+          logprobs.push(choice.logprob);
+          top.push(choice.top ?? []);
+        });
+      }
+    } finally {
+      this.cache.free(seq);
+    }
+    return { logprobs, top };
   }
 
   /** Prefill every context from its start; returns the last row's logits per prefill [P, V] (and hidden states [P, C]). */

@@ -2,8 +2,10 @@
  * NanoTrainer: the Trainer interface on the embedded model. forwardBackward splits the datums into
  * micro-batches by row budget, runs forward → loss → backward on each (gradients accumulate), and
  * returns per-datum current log-probs and weighted metrics. optimStep applies AdamW and zeroes the
- * gradients. saveForSampler bumps the shared model's weight version (the in-process sampler reads the
- * same parameter arena). saveState/loadState round-trip weights, moments and counters exactly.
+ * gradients. What trains is the whole model, or only a LoRA adapter over a frozen base (optimizer state
+ * exists for the adapter only). saveForSampler bumps the shared model's weight version (the in-process
+ * sampler reads the same arenas). saveState/loadState round-trip weights (the adapter in PEFT's format),
+ * moments and counters exactly.
  */
 import { mkdirSync, readFileSync } from 'node:fs';
 import { writeFileAtomic } from '../../core/files.js';
@@ -16,10 +18,29 @@ import { TrainingGraph } from './forward.js';
 import { computeLoss } from './losses.js';
 import type { NanoModel } from './model.js';
 import { readSafetensors, writeSafetensors } from './safetensors.js';
+import type { LoraAdapter } from './lora.js';
+import { referenceKernels } from '../kernels/reference.js';
+import type { ParamArena } from './params.js';
+import { ADAPTER_WEIGHTS, loadPeftAdapter, savePeftAdapter } from '../hf/peft.js';
 
 export interface NanoTrainerOptions {
-  /** Maximum rows (tokens) per forward pass; larger batches are split. */
+  /** Maximum rows (tokens) per forward pass; larger batches are split. Default: what ~768 MB of activations hold, at most 4096. */
   maxRowsPerPass?: number;
+  /** Train only this LoRA adapter; the model's weights are frozen. */
+  adapter?: LoraAdapter;
+  /** base_model_name_or_path written with a saved adapter. */
+  baseModelName?: string;
+}
+
+/** Activation memory a training pass may use by default (bytes). */
+const PASS_BYTES = 768 << 20;
+
+/** Rows per forward pass that fit PASS_BYTES of cached activations (at most 4096, the nano models' budget). */
+function defaultMaxRows(model: NanoModel, adapter?: LoraAdapter): number {
+  const { C, F, L, Cq, Ckv, NH, NKV } = model.dims;
+  const perLayer = 4 * C + 3 * Cq + 4 * Ckv + 3 * F + (NKV !== NH ? 2 * Cq : 0) + 7 * (adapter?.rank ?? 0);
+  const perRow = 4 * (L * perLayer + 12 * C + 3 * F + 2 * Cq);
+  return Math.max(64, Math.min(4096, Math.floor(PASS_BYTES / perRow)));
 }
 
 export class NanoTrainer implements Trainer {
@@ -28,10 +49,22 @@ export class NanoTrainer implements Trainer {
   private readonly graph: TrainingGraph;
   private readonly maxRows: number;
 
+  /** The LoRA adapter being trained (undefined = the whole model trains). */
+  readonly adapter: LoraAdapter | undefined;
+  private readonly baseModelName: string;
+
   constructor(readonly model: NanoModel, options: NanoTrainerOptions = {}) {
-    this.optimizer = new AdamW(model.params, model.kernels);
-    this.graph = new TrainingGraph(model);
-    this.maxRows = options.maxRowsPerPass ?? 4096;
+    this.adapter = options.adapter;
+    if (this.adapter) model.frozen = true;
+    this.optimizer = new AdamW(this.trained.params, model.kernels);
+    this.graph = new TrainingGraph(model, this.adapter);
+    this.maxRows = options.maxRowsPerPass ?? defaultMaxRows(model, this.adapter);
+    this.baseModelName = options.baseModelName ?? 'base';
+  }
+
+  /** The parameters that train and their gradients: the adapter's, or the model's. */
+  private get trained(): { params: ParamArena; grads: ParamArena } {
+    return this.adapter ?? this.model;
   }
 
   async forwardBackward(data: Datum[], loss: LossSpec, extras?: LossExtras): Promise<ForwardBackwardResult> {
@@ -54,7 +87,7 @@ export class NanoTrainer implements Trainer {
     const sums: Record<string, number> = {};
     let weight = 0;
     for (const chunk of this.chunks(data)) {
-      this.graph.forward({ sequences: chunk.map((d) => d.inputTokens) });
+      this.graph.forward({ sequences: chunk.map((d) => d.inputTokens), targets: chunk.map((d) => d.targetTokens) });
       const out = computeLoss(this.graph, chunk, loss, extras);
       if (backward) this.graph.backward();
       total += out.loss;
@@ -85,14 +118,15 @@ export class NanoTrainer implements Trainer {
   }
 
   async optimStep(params: AdamParams): Promise<OptimStepResult> {
-    const gradNorm = this.optimizer.update(this.model.grads.data, params);
-    this.model.grads.data.fill(0);
+    const grads = this.trained.grads.data;
+    const gradNorm = this.optimizer.update(grads, params);
+    grads.fill(0);
     return Number.isFinite(gradNorm) ? { gradNorm, step: this.optimizer.step } : { gradNorm, step: this.optimizer.step, skipped: true };
   }
 
   /** Discard accumulated gradients without stepping. */
   zeroGrad(): void {
-    this.model.grads.data.fill(0);
+    this.trained.grads.data.fill(0);
   }
 
   async saveForSampler(): Promise<{ weightVersion: number }> {
@@ -102,25 +136,28 @@ export class NanoTrainer implements Trainer {
 
   async saveState(dir: string): Promise<void> {
     mkdirSync(dir, { recursive: true });
-    writeSafetensors(join(dir, 'model.safetensors'), arenaTensors(this.model.params));
-    const shapes = this.model.params.specs;
+    const arena = this.trained.params;
+    if (this.adapter) savePeftAdapter(dir, this.adapter, this.baseModelName);
+    else writeSafetensors(join(dir, 'model.safetensors'), arenaTensors(arena));
     const moments: Record<string, { shape: number[]; data: Float32Array }> = {};
-    for (const s of shapes) {
-      const o = this.model.params.offsets.get(s.name)!;
-      const n = this.model.params.get(s.name).length;
+    for (const s of arena.specs) {
+      const o = arena.offsets.get(s.name)!;
+      const n = arena.get(s.name).length;
       moments[`m.${s.name}`] = { shape: s.shape, data: this.optimizer.m.subarray(o, o + n) };
       moments[`v.${s.name}`] = { shape: s.shape, data: this.optimizer.v.subarray(o, o + n) };
     }
     writeSafetensors(join(dir, 'optimizer.safetensors'), moments);
-    writeFileAtomic(join(dir, 'trainer.json'), JSON.stringify({ step: this.optimizer.step, weightVersion: this.model.weightVersion, config: this.model.config }, null, 2));
+    const trained = this.adapter ? { lora: { rank: this.adapter.rank, targets: this.adapter.settings.targets } } : {};
+    writeFileAtomic(join(dir, 'trainer.json'), JSON.stringify({ step: this.optimizer.step, weightVersion: this.model.weightVersion, config: this.model.config, ...trained }, null, 2));
   }
 
   /** Load weights, moments and counters; everything is read and checked before anything is replaced. */
   async loadState(dir: string): Promise<void> {
     const file = join(dir, 'optimizer.safetensors');
     const { tensors } = readSafetensors(file);
-    for (const s of this.model.params.specs) {
-      const n = this.model.params.get(s.name).length;
+    const arena = this.trained.params;
+    for (const s of arena.specs) {
+      const n = arena.get(s.name).length;
       for (const key of [`m.${s.name}`, `v.${s.name}`]) {
         const t = tensors[key];
         if (!t) throw new DataError(`${file}: missing moments for ${s.name}`, file, undefined, s.name);
@@ -135,15 +172,24 @@ export class NanoTrainer implements Trainer {
       throw new DataError(`${stateFile}: cannot read (${(cause as Error).message})`, stateFile, undefined, undefined, { cause });
     }
     if (!Number.isInteger(state?.step) || !Number.isInteger(state?.weightVersion)) throw new DataError(`${stateFile}: needs integer step and weightVersion`, stateFile);
-    loadArena(this.model.params, join(dir, 'model.safetensors')); // validates every tensor before copying any
-    for (const s of this.model.params.specs) {
-      const o = this.model.params.offsets.get(s.name)!;
+    if (this.adapter) {
+      // read into a fresh adapter (validated against the base) before anything of the live one changes
+      const loaded = loadPeftAdapter(dir, this.model, { kernels: referenceKernels });
+      if (loaded.params.size !== arena.size || loaded.scale !== this.adapter.scale) {
+        throw new DataError(`${join(dir, ADAPTER_WEIGHTS)}: adapter of rank ${loaded.rank} on ${loaded.settings.targets.join(',')}, the run trains rank ${this.adapter.rank} on ${this.adapter.settings.targets.join(',')}`, join(dir, ADAPTER_WEIGHTS));
+      }
+      for (const s of arena.specs) arena.get(s.name).set(loaded.params.get(s.name));
+    } else {
+      loadArena(arena, join(dir, 'model.safetensors')); // validates every tensor before copying any
+    }
+    for (const s of arena.specs) {
+      const o = arena.offsets.get(s.name)!;
       this.optimizer.m.set(tensors[`m.${s.name}`].data, o);
       this.optimizer.v.set(tensors[`v.${s.name}`].data, o);
     }
     this.optimizer.step = state.step;
     this.model.weightVersion = state.weightVersion;
-    this.model.grads.data.fill(0);
+    this.trained.grads.data.fill(0);
   }
 }
 

@@ -94,11 +94,9 @@ function convert(bytes: Uint8Array, offset: number, dtype: FloatDtype, out: Floa
   if (dtype === 'F32') {
     for (let i = 0; i < n; i++) out[at + i] = view.getFloat32(i * 4, true);
   } else if (dtype === 'BF16') {
-    const u32 = new Uint32Array(1);
-    const f32 = new Float32Array(u32.buffer);
     for (let i = 0; i < n; i++) {
-      u32[0] = view.getUint16(i * 2, true) << 16;
-      out[at + i] = f32[0];
+      U32_SCRATCH[0] = view.getUint16(i * 2, true) << 16;
+      out[at + i] = F32_SCRATCH[0];
     }
   } else {
     for (let i = 0; i < n; i++) out[at + i] = halfToFloat(view.getUint16(i * 2, true));
@@ -116,10 +114,13 @@ export function halfToFloat(h: number): number {
 }
 
 /** number → bfloat16 bits (round to nearest even; NaN stays NaN). */
+const F32_SCRATCH = new Float32Array(1);
+const U32_SCRATCH = new Uint32Array(F32_SCRATCH.buffer);
+
 export function floatToBf16(x: number): number {
-  const f32 = new Float32Array([x]);
-  const bits = new Uint32Array(f32.buffer)[0];
   if (Number.isNaN(x)) return 0x7fc0;
+  F32_SCRATCH[0] = x;
+  const bits = U32_SCRATCH[0];
   return ((bits + 0x7fff + ((bits >>> 16) & 1)) >>> 16) & 0xffff;
 }
 
@@ -280,6 +281,24 @@ export function writeSafetensors(path: string, tensors: Record<string, Tensor>, 
     for (const t of Object.values(tensors)) {
       // large tensors go out in 16M-element pieces (conversion buffers stay small)
       for (let i = 0; i < t.data.length; i += 1 << 24) write(tensorBytes(t.data.subarray(i, i + (1 << 24)), dtype));
+    }
+  });
+}
+
+/**
+ * Write tensors whose values are produced one at a time (`fill(name, out)` fills a float32 buffer of
+ * the tensor's size): a model larger than memory allows in one piece is generated and written tensor by
+ * tensor, atomically.
+ */
+export function writeSafetensorsFrom(path: string, shapes: Array<{ name: string; shape: number[] }>, fill: (name: string, out: Float32Array) => void, dtype: FloatDtype = 'F32', metadata?: Record<string, string>): void {
+  const placeholders = Object.fromEntries(shapes.map((s) => [s.name, { shape: s.shape, data: { length: s.shape.reduce((a, b) => a * b, 1) } as Float32Array }]));
+  const { bytes } = headerBytes(placeholders, dtype, metadata);
+  writeFileAtomicWith(path, (write) => {
+    write(bytes);
+    for (const s of shapes) {
+      const data = new Float32Array(s.shape.reduce((a, b) => a * b, 1));
+      fill(s.name, data);
+      for (let i = 0; i < data.length; i += 1 << 24) write(tensorBytes(data.subarray(i, i + (1 << 24)), dtype));
     }
   });
 }

@@ -1,0 +1,177 @@
+/**
+ * A small random Hugging Face model directory of a given architecture, for tests, benchmarks and
+ * examples (real weights cannot be downloaded here): config.json in the Hub's shape (or transformers
+ * 5's), model.safetensors (or shards + model.safetensors.index.json) with HF names and N(0, std)
+ * weights in F32/F16/BF16, generated and written tensor by tensor, and the tokenizer files of a given
+ * tokenizer directory (tokenizer.json, tokenizer_config.json, chat template, generation_config.json).
+ * The result loads in transformers as it loads here (`loadHfModel`).
+ */
+import { copyFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ConfigError, DataError } from '../../core/errors.js';
+import { writeFileAtomic } from '../../core/files.js';
+import { Rng } from '../../core/rng.js';
+import { paramSpecs, type ParamSpec } from '../nano/config.js';
+import { writeSafetensorsFrom, type FloatDtype } from '../nano/safetensors.js';
+import { parseHfConfig, type HfArchitecture } from './config.js';
+
+export interface MakeHfOptions {
+  /** Output directory (created). */
+  out: string;
+  architecture: HfArchitecture;
+  hiddenSize: number;
+  layers: number;
+  heads: number;
+  /** Default: heads. */
+  kvHeads?: number;
+  /** Default: Qwen3 128, else hiddenSize/heads. */
+  headDim?: number;
+  intermediateSize: number;
+  /** Default: the tokenizer's largest id + 1 rounded up to a multiple of 64 (required without a tokenizer). */
+  vocabSize?: number;
+  tieWordEmbeddings?: boolean;
+  ropeTheta?: number;
+  /** The Hub's rope_scaling object (e.g. Llama 3.1's llama3 rule), written as given. */
+  ropeScaling?: Record<string, unknown> | null;
+  maxPositionEmbeddings?: number;
+  rmsNormEps?: number;
+  /** Directory with tokenizer.json (+ tokenizer_config.json, chat_template.jinja, generation_config.json) to copy. */
+  tokenizer?: string;
+  dtype?: FloatDtype;
+  seed?: number;
+  /** Standard deviation of the weights (transformers' initializer_range is 0.02). */
+  initStd?: number;
+  /** Split the weights into shards of at most this many bytes (with model.safetensors.index.json). */
+  shardBytes?: number;
+}
+
+const MODEL_TYPE: Record<HfArchitecture, string> = { LlamaForCausalLM: 'llama', Qwen2ForCausalLM: 'qwen2', Qwen3ForCausalLM: 'qwen3' };
+const TOKENIZER_FILES = ['tokenizer.json', 'tokenizer_config.json', 'chat_template.jinja', 'special_tokens_map.json', 'generation_config.json'];
+const DTYPE_NAME: Record<FloatDtype, string> = { F32: 'float32', F16: 'float16', BF16: 'bfloat16' };
+
+/** The largest token id of a tokenizer.json (vocabulary and added tokens) + 1. */
+export function tokenizerSize(file: string): number {
+  let json: { model?: { vocab?: Record<string, number> | Array<[string, number]> }; added_tokens?: Array<{ id: number }> };
+  try {
+    json = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (cause) {
+    throw new DataError(`${file}: cannot read (${(cause as Error).message})`, file, undefined, undefined, { cause });
+  }
+  const vocab = json.model?.vocab;
+  let max = -1;
+  if (Array.isArray(vocab)) max = vocab.length - 1;
+  else if (vocab) for (const id of Object.values(vocab)) max = Math.max(max, id);
+  for (const t of json.added_tokens ?? []) max = Math.max(max, t.id);
+  if (max < 0) throw new DataError(`${file}: no vocabulary`, file, undefined, 'model.vocab');
+  return max + 1;
+}
+
+/** The special token ids a model's config names (bos/eos), read from the tokenizer's config and added tokens. */
+function specialIds(dir: string): { bos?: number; eos?: number } {
+  const tokFile = join(dir, 'tokenizer.json');
+  const cfgFile = join(dir, 'tokenizer_config.json');
+  if (!existsSync(cfgFile)) return {};
+  const added = (JSON.parse(readFileSync(tokFile, 'utf8')).added_tokens ?? []) as Array<{ id: number; content: string }>;
+  const cfg = JSON.parse(readFileSync(cfgFile, 'utf8')) as Record<string, unknown>;
+  const text = (v: unknown) => (typeof v === 'string' ? v : (v as { content?: string } | null)?.content);
+  const id = (key: string) => added.find((t) => t.content === text(cfg[key]))?.id;
+  return { bos: id('bos_token'), eos: id('eos_token') };
+}
+
+/** The config.json of the options, in the Hub's usual shape. */
+export function hfConfigJson(o: MakeHfOptions, vocabSize: number, ids: { bos?: number; eos?: number }): Record<string, unknown> {
+  const qwen = o.architecture !== 'LlamaForCausalLM';
+  return {
+    architectures: [o.architecture],
+    model_type: MODEL_TYPE[o.architecture],
+    vocab_size: vocabSize,
+    hidden_size: o.hiddenSize,
+    intermediate_size: o.intermediateSize,
+    num_hidden_layers: o.layers,
+    num_attention_heads: o.heads,
+    num_key_value_heads: o.kvHeads ?? o.heads,
+    ...(o.headDim !== undefined || o.architecture === 'Qwen3ForCausalLM' ? { head_dim: o.headDim ?? 128 } : {}),
+    max_position_embeddings: o.maxPositionEmbeddings ?? 2048,
+    rope_theta: o.ropeTheta ?? (qwen ? 1_000_000 : 10_000),
+    rope_scaling: o.ropeScaling ?? null,
+    rms_norm_eps: o.rmsNormEps ?? 1e-6,
+    tie_word_embeddings: o.tieWordEmbeddings ?? true,
+    hidden_act: 'silu',
+    attention_bias: false,
+    attention_dropout: 0.0,
+    ...(o.architecture === 'LlamaForCausalLM' ? { mlp_bias: false } : { use_sliding_window: false, sliding_window: null, max_window_layers: o.layers }),
+    ...(ids.bos !== undefined ? { bos_token_id: ids.bos } : {}),
+    ...(ids.eos !== undefined ? { eos_token_id: ids.eos } : {}),
+    initializer_range: o.initStd ?? 0.02,
+    torch_dtype: DTYPE_NAME[o.dtype ?? 'F32'],
+    use_cache: true,
+  };
+}
+
+/** Write the model directory; returns its parameter count. */
+export function makeHfModel(o: MakeHfOptions): { dir: string; parameterCount: number; vocabSize: number } {
+  const tokenizerFile = o.tokenizer ? join(o.tokenizer, 'tokenizer.json') : undefined;
+  if (tokenizerFile && !existsSync(tokenizerFile)) throw new ConfigError(`tokenizer directory ${o.tokenizer} has no tokenizer.json`, 'tokenizer');
+  const vocabSize = o.vocabSize ?? (tokenizerFile ? Math.ceil(tokenizerSize(tokenizerFile) / 64) * 64 : undefined);
+  if (vocabSize === undefined) throw new ConfigError('vocabSize is required without a tokenizer', 'vocabSize');
+  const ids = o.tokenizer ? specialIds(o.tokenizer) : {};
+  const configJson = hfConfigJson(o, vocabSize, ids);
+  const configFile = join(o.out, 'config.json');
+  const { config } = parseHfConfig(configJson, configFile, o.out); // the same checks a load makes
+  mkdirSync(o.out, { recursive: true });
+  const specs = paramSpecs(config);
+  const rng = new Rng(o.seed ?? 0);
+  const std = o.initStd ?? 0.02;
+  const fill = (name: string, out: Float32Array) => {
+    const spec = specs.find((s) => s.name === name)!;
+    if (spec.init === 'ones') out.fill(1);
+    else if (spec.init === 'zeros') out.fill(0);
+    else for (let i = 0; i < out.length; i++) out[i] = rng.normal() * std;
+  };
+  const dtype = o.dtype ?? 'F32';
+  writeShards(o.out, shardList(specs, dtype, o.shardBytes), fill, dtype);
+  writeFileAtomic(configFile, JSON.stringify(configJson, null, 2) + '\n');
+  if (o.tokenizer) {
+    for (const f of TOKENIZER_FILES) if (existsSync(join(o.tokenizer, f))) copyFileSync(join(o.tokenizer, f), join(o.out, f));
+  }
+  if (!existsSync(join(o.out, 'generation_config.json'))) {
+    writeFileAtomic(join(o.out, 'generation_config.json'), JSON.stringify({ ...(ids.bos !== undefined ? { bos_token_id: ids.bos } : {}), ...(ids.eos !== undefined ? { eos_token_id: ids.eos } : {}) }, null, 2) + '\n');
+  }
+  return { dir: o.out, parameterCount: specs.reduce((n, s) => n + s.shape.reduce((a, b) => a * b, 1), 0), vocabSize };
+}
+
+/** Tensors grouped into shards of at most `shardBytes` (one shard without a limit). */
+function shardList(specs: ParamSpec[], dtype: FloatDtype, shardBytes?: number): ParamSpec[][] {
+  if (!shardBytes) return [specs];
+  const bytes = (s: ParamSpec) => s.shape.reduce((a, b) => a * b, 1) * (dtype === 'F32' ? 4 : 2);
+  const shards: ParamSpec[][] = [[]];
+  let size = 0;
+  for (const s of specs) {
+    if (size > 0 && size + bytes(s) > shardBytes) {
+      shards.push([]);
+      size = 0;
+    }
+    shards[shards.length - 1].push(s);
+    size += bytes(s);
+  }
+  return shards;
+}
+
+function writeShards(dir: string, shards: ParamSpec[][], fill: (name: string, out: Float32Array) => void, dtype: FloatDtype): void {
+  const meta = { format: 'pt' };
+  if (shards.length === 1) {
+    writeSafetensorsFrom(join(dir, 'model.safetensors'), shards[0], fill, dtype, meta);
+    return;
+  }
+  const weightMap: Record<string, string> = {};
+  let total = 0;
+  shards.forEach((shard, i) => {
+    const name = `model-${String(i + 1).padStart(5, '0')}-of-${String(shards.length).padStart(5, '0')}.safetensors`;
+    writeSafetensorsFrom(join(dir, name), shard, fill, dtype, meta);
+    for (const s of shard) {
+      weightMap[s.name] = name;
+      total += s.shape.reduce((a, b) => a * b, 1) * (dtype === 'F32' ? 4 : 2);
+    }
+  });
+  writeFileAtomic(join(dir, 'model.safetensors.index.json'), JSON.stringify({ metadata: { total_size: total }, weight_map: weightMap }, null, 2) + '\n');
+}

@@ -216,17 +216,64 @@ export interface Trainer {
   loadState(dir: string): Promise<void>;
 }
 
+/** A tool call inside an assistant message, as transformers and OpenAI write it. */
+export interface ChatToolCall {
+  type?: 'function';
+  id?: string;
+  /** `arguments`: an object, or a JSON string (passed to the template unchanged, as transformers does). */
+  function: { name: string; arguments: Record<string, unknown> | string };
+}
+
+/** One chat message as chat templates read it (`role` is free: system, user, assistant, tool, ...). */
+export interface ChatMessage {
+  role: string;
+  /** null: an assistant turn that only calls tools (a template may refuse it, as in Python). */
+  content: string | null;
+  tool_calls?: ChatToolCall[];
+  tool_call_id?: string;
+  name?: string;
+  /** Read by reasoning templates (Qwen3) instead of a `<think>` block inside `content`. */
+  reasoning_content?: string;
+}
+
+/** A tool offered to a chat template: a JSON-schema dict (transformers' `get_json_schema` shape). */
+export interface ChatTool {
+  type: 'function';
+  function: { name: string; description?: string; parameters?: Record<string, unknown> };
+}
+
+/** Options of `applyChatTemplate` / `encodeChat` (transformers' `apply_chat_template` arguments). */
+export interface ChatTemplateOptions {
+  tools?: ChatTool[];
+  /** Append the assistant header after the last message (default false, as in transformers). */
+  addGenerationPrompt?: boolean;
+  /** Cut the text after the last message's content so the model continues it (not with addGenerationPrompt). */
+  continueFinalMessage?: boolean;
+  /** A template name (a tokenizer with named templates) or a whole template source. */
+  template?: string;
+  /** Extra template variables (e.g. `enable_thinking: false`); they override the special-token strings. */
+  kwargs?: Record<string, unknown>;
+}
+
 /** Text ↔ token ids for a run (the embedded char tokenizer, or a Hugging Face tokenizer). */
 export interface TextTokenizer {
   /** Prepended to every prompt when defined. */
   readonly bos: number | undefined;
   /** Ends a response (used as the stop token). */
   readonly eos: number;
+  /** Every id that ends a response (generation_config.json's eos_token_id ∪ eos, eos first); absent = [eos]. */
+  readonly eosIds?: readonly number[];
+  /** Largest token id + 1. */
+  readonly vocabSize?: number;
   encode(text: string): number[];
   /** Encode text whose special-token strings must stay text (tool output); absent = `encode` (no special tokens in the text's alphabet). */
   encodePlain?(text: string): number[];
   /** Decode ids, dropping special tokens. */
   decode(ids: number[]): string;
   /** Render chat messages with the model's chat template (Hugging Face tokenizers only). */
-  applyChatTemplate?(messages: Array<{ role: string; content: string }>): string;
+  applyChatTemplate?(messages: ChatMessage[], options?: ChatTemplateOptions): string;
+  /** Render, then encode without special tokens (transformers' `apply_chat_template(tokenize=True)`). */
+  encodeChat?(messages: ChatMessage[], options?: ChatTemplateOptions): number[];
+  /** The raw vocabulary string of an id (`Ġthe`), as `convert_ids_to_tokens`. */
+  idToToken?(id: number): string | undefined;
 }

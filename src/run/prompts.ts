@@ -1,15 +1,20 @@
 /**
  * How a task item becomes prompt tokens for an engine: the chat template of a Hugging Face tokenizer
- * when `engine.chatTemplate` is on, else the raw prompt; BOS first when the tokenizer has one. Shared
- * by `arbor train` and `arbor eval` so both see the same prompts.
+ * when `engine.chatTemplate` is on (the template writes any BOS), else the raw prompt with BOS first
+ * when the tokenizer adds one (as vLLM does for text prompts). Shared by `arbor train` and `arbor eval`
+ * so both see the same prompts.
  */
 import { DataError } from '../core/errors.js';
 import type { TaskItem } from '../core/types.js';
 import type { TextTokenizer } from '../engine/types.js';
 
 export function promptEncoder(tokenizer: TextTokenizer, chatTemplate: boolean): (item: TaskItem) => number[] {
-  const text = (item: TaskItem) => (chatTemplate && tokenizer.applyChatTemplate ? tokenizer.applyChatTemplate([{ role: 'user', content: item.prompt }]) : item.prompt);
-  return (item) => [...(tokenizer.bos !== undefined ? [tokenizer.bos] : []), ...tokenizer.encode(text(item))];
+  const bos = tokenizer.bos !== undefined ? [tokenizer.bos] : [];
+  const raw = (item: TaskItem) => [...bos, ...tokenizer.encode(item.prompt)];
+  if (!chatTemplate || !tokenizer.encodeChat) return raw;
+  const encodeChat = tokenizer.encodeChat.bind(tokenizer);
+  // the template writes BOS itself where the model uses one (transformers' apply_chat_template(tokenize=True))
+  return (item) => encodeChat([{ role: 'user', content: item.prompt }], { addGenerationPrompt: true });
 }
 
 /** Where an item came from, for messages: `file:line (id)` for dataset rows, else its id. */

@@ -109,7 +109,7 @@ test('qwen3: prompt + tool-call turn + observation of two consecutive tool respo
   const expected = template.render({ messages, tools: tools.map(qwen3ToolEntry), add_generation_prompt: true });
   assert.equal(f.renderPrompt(messages[0].content, tools) + turn + text(observation), expected);
   // tool output is never parsed for special tokens; the separators are
-  assert.deepEqual(observation.filter((p) => !p.special).map((p) => p.text), ['408', 'ok <|im_end|>']);
+  assert.deepEqual(observation.filter((p) => !p.special).map((p) => p.text), ['\n408\n', '\nok <|im_end|>\n']);
   const ids = encodePieces(observation, (t, special) => (special ? [1000 + t.length] : [t.length]));
   assert.deepEqual(ids, observation.map((p) => (p.special ? 1000 + p.text.length : p.text.length)));
 });

@@ -4,13 +4,13 @@
  * tokenizer of a checkpoint (char or Hugging Face), and the weight-sync hook run after every
  * saveForSampler (then every later segment is tagged with the new weight version).
  */
-import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError } from '../../core/errors.js';
 import type { EngineConfig } from '../config.js';
-import { CharTokenizer } from '../nano/tokenizer.js';
-import { HFTokenizer } from './hf-tokenizer.js';
+import type { CharTokenizer } from '../nano/tokenizer.js';
+import type { HFTokenizer } from '../tokenizer/hf.js';
+import { loadTokenizer } from '../tokenizer/load.js';
 import { OpenAICompletionsSampler } from './openai-completions.js';
 import { SGLangSampler } from './sglang.js';
 import { TinkerTrainer } from './tinker.js';
@@ -19,18 +19,6 @@ import { tinkerApiKey } from './secret.js';
 import { fetchTinkerAdapter } from './tinker-archive.js';
 import { TinkerSampler } from './tinker-sampler.js';
 import { TinkerSession } from './tinker-session.js';
-
-/** The embedded char tokenizer (tokenizer.json with kind "char") or a Hugging Face tokenizer.json. */
-export function loadTokenizer(dir: string): CharTokenizer | HFTokenizer {
-  const tokFile = join(dir, 'tokenizer.json');
-  let json: { kind?: string };
-  try {
-    json = JSON.parse(readFileSync(tokFile, 'utf8'));
-  } catch (cause) {
-    throw new ConfigError(`engine.tokenizer: cannot load ${tokFile}: ${(cause as Error).message}`, 'engine.tokenizer', undefined, { cause });
-  }
-  return json.kind === 'char' ? CharTokenizer.fromJSON(json, tokFile) : HFTokenizer.fromDirectory(dir);
-}
 
 type RemoteSampler = OpenAICompletionsSampler | SGLangSampler | TinkerSampler;
 

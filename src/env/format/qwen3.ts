@@ -5,7 +5,8 @@
  * calls are `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>` blocks; results of one turn
  * share ONE user turn of `<tool_response>` blocks. History is never re-rendered: the observation
  * after a sampled turn (which ends with `<|im_end|>`) starts with the `\n` the template puts after
- * `<|im_end|>` and ends with the next generation prompt `<|im_start|>assistant\n`.
+ * `<|im_end|>` and ends with the next generation prompt `<|im_start|>assistant\n`. Its pieces split
+ * only at added tokens, so its ids equal the template's (test/tokenizer/qwen3-format.test.ts).
  */
 import type { TextPiece, ToolCall, ToolCallFormat, ToolResult, ToolSpec } from '../types.js';
 
@@ -104,11 +105,15 @@ export function qwen3Format(options: Qwen3FormatOptions = {}): ToolCallFormat {
     },
     renderObservation(results: ToolResult[]): TextPiece[] {
       if (!results.length) return [];
-      const pieces: TextPiece[] = [{ text: '\n<|im_start|>user', special: true }];
-      for (const r of results) {
-        pieces.push({ text: '\n<tool_response>\n', special: true }, { text: r.isError ? `Error: ${r.content}` : r.content, special: false }, { text: '\n</tool_response>', special: true });
-      }
-      pieces.push({ text: `<|im_end|>\n${generation}`, special: true });
+      // each tool output travels with the "\n" on either side: the template's text between <tool_response>
+      // and </tool_response> (added tokens) is tokenised as one piece, and "391\n" + "\n" != "391\n\n"
+      const pieces: TextPiece[] = [];
+      results.forEach((r, i) => {
+        const open = i === 0 ? '\n<|im_start|>user\n<tool_response>' : '</tool_response>\n<tool_response>';
+        const output = r.isError ? `Error: ${r.content}` : r.content;
+        pieces.push({ text: open, special: true }, { text: `\n${output}\n`, special: false });
+      });
+      pieces.push({ text: `</tool_response><|im_end|>\n${generation}`, special: true });
       return pieces;
     },
     finalAnswer(turnText: string): string {

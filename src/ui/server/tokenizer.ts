@@ -9,7 +9,7 @@ import { isAbsolute, join, resolve } from 'node:path';
 import YAML from 'yaml';
 import { readFileSync } from 'node:fs';
 import { defaultTokenizer } from '../../engine/build.js';
-import { loadTokenizer } from '../../engine/remote/build.js';
+import { loadTokenizer } from '../../engine/tokenizer/load.js';
 import type { Decoder } from './tree-model.js';
 
 export interface RunTokenizer {

@@ -21,7 +21,7 @@ async function build(out, extra) {
     '--runtime', 'stub',
     '--enable', 'simd', '--enable', 'threads', ...extra,
     '--importMemory', '--sharedMemory',
-    '--initialMemory', '32', '--maximumMemory', '32768',
+    '--initialMemory', '32', '--maximumMemory', '65536',
   ]);
   if (error) {
     console.error(stderr.toString());

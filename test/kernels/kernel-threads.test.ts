@@ -1,15 +1,21 @@
 /**
- * Two-thread kernels (src/engine/kernels/wasm.ts, KernelHelper): a worker over the same shared memory
- * runs one share of each large call (GEMM rows, attention heads, elementwise and row ranges).
- * Results must be bit-identical to one thread: GEMMs in all three layouts, with and without
- * accumulation, for kernel-owned and foreign arrays, ragged shapes, and shapes below the crossover
- * (which stay on one thread); every other split kernel on shapes above its threshold, with ragged
- * tails; and the split results must still match the plain-TypeScript reference.
+ * Multi-threaded kernels (src/engine/kernels/wasm.ts over threads.ts's KernelPool): T−1 workers over
+ * the same shared memory each run one share of every large call. Results at 2, 3 and 4 threads must be
+ * bit-identical to one thread: GEMMs in all three layouts (cut by rows and by columns, and the decode
+ * path), with and without accumulation, kernel-owned and foreign arrays, ragged shapes and shapes
+ * below the crossover; every other split kernel above its threshold with ragged tails; each call seen
+ * to reach every helper; and all still matching the plain-TypeScript reference. This VM has 2 cores,
+ * so 3 and 4 threads also exercise oversubscription. Also: the config bound and the split arithmetic.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { AdaptiveSplit, ATTENTION_THREAD_MIN_WORK, createWasmKernels, ELEMENTWISE_THREAD_MIN, GEMM_THREAD_MIN_WORK } from '../../src/engine/kernels/wasm.js';
-import { attentionLayout, referenceKernels } from '../../src/engine/kernels/reference.js';
+import { availableParallelism } from 'node:os';
+import {
+  ATTENTION_THREAD_MIN_WORK, createWasmKernels, ELEMENTWISE_THREAD_MIN, GEMM_THREAD_MIN_WORK, kernelThreadJobs,
+} from '../../src/engine/kernels/wasm.js';
+import { AdaptiveSplit, partitionByCost, partitionByShares } from '../../src/engine/kernels/threads.js';
+import { attentionLayout, decodeAttentionRef, referenceKernels } from '../../src/engine/kernels/reference.js';
+import { loadKernels } from '../../src/engine/kernels/index.js';
 import type { Kernels } from '../../src/engine/kernels/types.js';
 import { buildEngine } from '../../src/engine/build.js';
 import { NanoTrainer } from '../../src/engine/nano/trainer.js';
@@ -17,18 +23,41 @@ import { parseConfig } from '../../src/run/config.js';
 import { ConfigError } from '../../src/core/errors.js';
 import { Rng } from '../../src/core/rng.js';
 
-test('two-thread GEMM is bit-identical to one thread in every layout', async () => {
-  const k1 = await createWasmKernels();
-  const k2 = await createWasmKernels({ threads: 2 });
-  assert.match(k2.name, /-2t$/);
+const THREADS = [2, 3, 4];
+
+/** Backends at 1, 2, 3 and 4 threads for one build, made once per variant. */
+const backends = new Map<string, Promise<Kernels[]>>();
+function kernelsFor(variant: 'fma' | 'plain'): Promise<Kernels[]> {
+  let k = backends.get(variant);
+  if (!k) {
+    k = Promise.all([1, ...THREADS].map((threads) => createWasmKernels({ variant, threads })));
+    backends.set(variant, k);
+  }
+  return k;
+}
+
+/** Which helpers got at least one job while `call` ran (true for each helper of k). */
+function helpersUsed(k: Kernels, call: () => void): boolean[] {
+  const before = [...kernelThreadJobs(k)];
+  call();
+  return kernelThreadJobs(k).map((n, i) => n > before[i]);
+}
+
+const gemmTitle = 'GEMM at 2, 3, 4 threads is bit-identical to one thread in every layout and cut';
+for (const variant of ['fma', 'plain'] as const) test(`${gemmTitle} [${variant}]`, async () => {
+  const [k1, ...kt] = await kernelsFor(variant);
+  kt.forEach((k, i) => assert.match(k.name, new RegExp(`-${THREADS[i]}t$`)));
   const rng = new Rng(5);
-  // [24000, 16, 13]: short K and a ragged last column panel, so both threads write ragged-edge tiles
-  // all the time (the shape that exposes shared scratch between the threads)
-  const shapes: Array<[number, number, number]> = [[16, 64, 1024], [1000, 128, 384], [37, 300, 129], [203, 97, 515], [384, 2048, 128], [8, 16, 8], [24000, 16, 13]];
-  assert.ok(shapes.some(([M, K, N]) => M * K * N >= GEMM_THREAD_MIN_WORK) && shapes.some(([M, K, N]) => M * K * N < GEMM_THREAD_MIN_WORK));
-  // the ragged shape three times: a race between the threads (both using one static scratch tile, a
-  // bug this test caught before the tile moved into per-call scratch) shows only sometimes
-  for (const [M, K, N] of [...shapes, shapes[shapes.length - 1], shapes[shapes.length - 1]]) {
+  // [M, K, N]: M ≥ N cuts rows (4-row tiles), M < N cuts columns (8-column panels), M ≤ 8 with
+  // matmulBT takes the decode path (4-column ranges). [24000, 16, 13]: short K and a ragged last panel,
+  // so every thread writes ragged-edge tiles all the time (the shape that exposed shared scratch).
+  const shapes: Array<[number, number, number]> = [
+    [16, 64, 4100], [1000, 128, 384], [37, 300, 129], [203, 97, 515], [384, 2048, 128], [8, 16, 8], [24000, 16, 13],
+    [4, 1024, 4100], [6, 300, 1203],
+  ];
+  const work = shapes.map(([M, K, N]) => M * K * N);
+  assert.ok(work.some((w) => w >= GEMM_THREAD_MIN_WORK) && work.some((w) => w < GEMM_THREAD_MIN_WORK));
+  for (const [M, K, N] of shapes) {
     for (const op of ['matmul', 'matmulBT', 'matmulAT'] as const) {
       for (const acc of [false, true]) {
         const a = Float32Array.from({ length: M * K }, () => rng.normal());
@@ -37,25 +66,50 @@ test('two-thread GEMM is bit-identical to one thread in every layout', async () 
         const one = k1.alloc(M * N);
         one.set(init);
         k1[op](one, a, b, M, K, N, acc);
-        const owned = k2.alloc(M * N);
-        owned.set(init);
-        const a2 = k2.alloc(M * K);
-        const b2 = k2.alloc(K * N);
-        a2.set(a);
-        b2.set(b);
-        k2[op](owned, a2, b2, M, K, N, acc);
-        const foreign = Float32Array.from(init);
-        k2[op](foreign, a, b, M, K, N, acc);
-        for (let i = 0; i < M * N; i++) {
-          if (one[i] !== owned[i] || one[i] !== foreign[i]) assert.fail(`${op} ${M}x${K}x${N} acc=${acc}: entry ${i}: ${one[i]} vs ${owned[i]} / ${foreign[i]}`);
+        const tag = `${op} ${M}x${K}x${N} acc=${acc}`;
+        if (!acc && M * N <= 1e5) {
+          const ref = new Float32Array(M * N);
+          referenceKernels[op](ref, a, b, M, K, N, false);
+          for (let i = 0; i < M * N; i++) {
+            const ok = Math.abs(one[i] - ref[i]) <= 1e-4 * (Math.sqrt(K) + Math.abs(ref[i]));
+            if (!ok) assert.fail(`${tag}: entry ${i}: ${one[i]} vs reference ${ref[i]}`);
+          }
+        }
+        for (const k of kt) {
+          const owned = k.alloc(M * N);
+          owned.set(init);
+          const a2 = k.alloc(M * K);
+          const b2 = k.alloc(K * N);
+          a2.set(a);
+          b2.set(b);
+          const used = helpersUsed(k, () => k[op](owned, a2, b2, M, K, N, acc));
+          if (M * K * N >= 4 * GEMM_THREAD_MIN_WORK && !(M <= 8 && op !== 'matmulBT')) {
+            assert.ok(used.every(Boolean), `${tag} on ${k.name}: every helper ran a share (${used})`);
+          }
+          if (M * K * N < GEMM_THREAD_MIN_WORK) {
+            assert.ok(!used.some(Boolean), `${tag} on ${k.name}: below the crossover, one thread`);
+          }
+          const foreign = Float32Array.from(init);
+          k[op](foreign, a, b, M, K, N, acc);
+          for (let i = 0; i < M * N; i++) {
+            if (one[i] !== owned[i] || one[i] !== foreign[i]) {
+              assert.fail(`${tag} ${k.name}: entry ${i}: ${one[i]} vs ${owned[i]} / ${foreign[i]}`);
+            }
+          }
         }
       }
     }
   }
 });
 
-/** Run `call` on one-thread and two-thread kernels over copies of `inputs` and `outputs` (initial contents kept); returns both output sets and the reference's. */
-function runBoth(k1: Kernels, k2: Kernels, inputs: Float32Array[], outputs: Float32Array[], call: (k: Kernels, ins: Float32Array[], outs: Float32Array[]) => void): { one: Float32Array[]; two: Float32Array[]; ref: Float32Array[] } {
+type Outputs = { one: Float32Array[]; many: Float32Array[][]; ref: Float32Array[] };
+
+/**
+ * Run `call` on the one-thread backend, each multi-thread backend and the reference over copies of
+ * `inputs` and `outputs` (initial contents kept); asserts each multi-thread call reached every helper.
+ */
+type Call = (k: Kernels, ins: Float32Array[], outs: Float32Array[]) => void;
+function runAll(ks: Kernels[], inputs: Float32Array[], outputs: Float32Array[], call: Call): Outputs {
   const copy = (k: Kernels | null, a: Float32Array) => {
     const b = k ? k.alloc(a.length) : new Float32Array(a.length);
     b.set(a);
@@ -63,48 +117,86 @@ function runBoth(k1: Kernels, k2: Kernels, inputs: Float32Array[], outputs: Floa
   };
   const res = (k: Kernels | null, ker: Kernels) => {
     const outs = outputs.map((o) => copy(k, o));
-    call(ker, inputs.map((i) => copy(k, i)), outs);
+    const ins = inputs.map((i) => copy(k, i));
+    if (!k || kernelThreadJobs(k).length === 0) call(ker, ins, outs);
+    else assert.ok(helpersUsed(k, () => call(ker, ins, outs)).every(Boolean), `${k.name}: every helper ran a share`);
     return outs;
   };
-  return { one: res(k1, k1), two: res(k2, k2), ref: res(null, referenceKernels) };
+  const [k1, ...kt] = ks;
+  return { one: res(k1, k1), many: kt.map((k) => res(k, k)), ref: res(null, referenceKernels) };
 }
 
-function assertSame(name: string, r: { one: Float32Array[]; two: Float32Array[]; ref: Float32Array[] }, atol: number, rtol: number): void {
+/** Every multi-thread output equals one thread's bit for bit, and one thread's is within atol + rtol·|ref|. */
+function assertSame(name: string, r: Outputs, atol: number, rtol: number): void {
   r.one.forEach((one, o) => {
-    const two = r.two[o];
     const ref = r.ref[o];
+    r.many.forEach((outs, t) => {
+      for (let i = 0; i < one.length; i++) {
+        if (Object.is(one[i], outs[o][i])) continue;
+        assert.fail(`${name} output ${o}: entry ${i}: one thread ${one[i]}, ${THREADS[t]} threads ${outs[o][i]}`);
+      }
+    });
     for (let i = 0; i < one.length; i++) {
-      if (!Object.is(one[i], two[i])) assert.fail(`${name} output ${o}: entry ${i}: one thread ${one[i]}, two threads ${two[i]}`);
-      if (!(Math.abs(one[i] - ref[i]) <= atol + rtol * Math.abs(ref[i]))) assert.fail(`${name} output ${o}: entry ${i}: ${one[i]} vs reference ${ref[i]}`);
+      if (Math.abs(one[i] - ref[i]) <= atol + rtol * Math.abs(ref[i])) continue;
+      assert.fail(`${name} output ${o}: entry ${i}: ${one[i]} vs reference ${ref[i]}`);
     }
   });
 }
 
-for (const variant of ['fma', 'plain'] as const) test(`attention, SwiGLU, RoPE, RMSNorm, logitGrad and AdamW split over two threads are bit-identical to one thread and match the reference [${variant}]`, async () => {
-  const k1 = await createWasmKernels({ variant });
-  const k2 = await createWasmKernels({ variant, threads: 2 });
+test('assertSame rejects a one-ulp difference between thread counts and a perturbed reference', () => {
+  const a = Float32Array.from([1, 2, 3]);
+  const bumped = Float32Array.from(a);
+  bumped[1] = Math.fround(2 + 2 ** -22);
+  assert.throws(() => assertSame('t', { one: [a], many: [[a], [bumped]], ref: [a] }, 1e-6, 1e-6), /3 threads/);
+  const off = Float32Array.from([1, 2, 3.01]);
+  assert.throws(() => assertSame('t', { one: [a], many: [[a]], ref: [off] }, 1e-6, 1e-5), /reference/);
+  assertSame('t', { one: [a], many: [[a], [Float32Array.from(a)]], ref: [a] }, 1e-6, 1e-6);
+});
+
+const kernelsTitle = 'attention, decode attention, SwiGLU, RoPE, RMSNorm, softmax, logitGrad and AdamW at 2, 3, 4 '
+  + 'threads are bit-identical to one thread and match the reference';
+for (const variant of ['fma', 'plain'] as const) test(`${kernelsTitle} [${variant}]`, async () => {
+  const ks = await kernelsFor(variant);
   const rng = new Rng(11);
   const rand = (n: number, scale = 1) => Float32Array.from({ length: n }, () => rng.normal() * scale);
-  // attention: one sequence (split by heads), a batch of ragged sequences (split by sequences), and
+  // attention: one sequence (cut by heads), a batch of ragged sequences (cut by sequences), and
   // T > 256 so the GEMM's K blocking meets the causal modes
-  const attentionCases: Array<[number[], number, number]> = [[[96], 128, 4], [[96, 40, 96, 7, 96, 96, 61, 96], 128, 4], [[300, 57], 24, 3]];
+  const attentionCases: Array<[number[], number, number]> = [
+    [[96], 128, 4], [[96, 40, 96, 7, 96, 96, 61, 96], 128, 4], [[300, 57], 24, 3],
+  ];
   for (const [lengths, C, NH] of attentionCases) {
     const { rows, attSize } = attentionLayout(lengths, NH);
-    assert.ok(lengths.reduce((a, T) => a + T * T * C, 0) >= ATTENTION_THREAD_MIN_WORK, 'above the attention threshold');
+    assert.ok(lengths.reduce((a, T) => a + T * T * C, 0) >= 2 * ATTENTION_THREAD_MIN_WORK, 'every thread gets a share');
     const n = rows * C;
     const qkv = [rand(n, 0.5), rand(n, 0.5), rand(n, 0.5)];
     const tag = `[${lengths}]x${C}/${NH}`;
-    const fwd = runBoth(k1, k2, qkv, [rand(n), rand(attSize)], (k, [q, kk, v], [out, att]) => k.attentionForward(out, att, q, kk, v, lengths, C, NH));
+    const fwd = runAll(ks, qkv, [rand(n), rand(attSize)], (k, [q, kk, v], [out, att]) =>
+      k.attentionForward(out, att, q, kk, v, lengths, C, NH));
     assertSame(`attentionForward ${tag}`, fwd, 1e-5, 1e-4);
-    const bwd = runBoth(k1, k2, [rand(n), fwd.ref[1], ...qkv], [rand(n), rand(n), rand(n)], (k, [dout, att, q, kk, v], [dq, dk, dv]) => k.attentionBackward(dq, dk, dv, dout, att, q, kk, v, lengths, C, NH));
+    const grads = [rand(n), rand(n), rand(n)];
+    const bwd = runAll(ks, [rand(n), fwd.ref[1], ...qkv], grads, (k, [dout, att, q, kk, v], [dq, dk, dv]) =>
+      k.attentionBackward(dq, dk, dv, dout, att, q, kk, v, lengths, C, NH));
     assertSame(`attentionBackward ${tag}`, bwd, 1e-4, 1e-3);
+  }
+  // decode attention, GQA: 12 query heads over 4 kv heads (cut by kv groups at ≤ 4 threads), and 8 over 2
+  for (const [T, NH, NKV, hd] of [[700, 12, 4, 36], [2100, 8, 2, 20]]) {
+    const q = rand(NH * hd);
+    const kv = [rand(T * NKV * hd), rand(T * NKV * hd)];
+    const r = runAll(ks, [q, ...kv], [rand(NH * hd)], (k, [qq, kk, vv], [out]) => {
+      if (k === referenceKernels) decodeAttentionRef(out, qq, kk, vv, T, NH, NKV, hd);
+      else k.decodeAttention!(out, qq, kk, vv, T, NH, NKV, hd);
+    });
+    assertSame(`decodeAttention T=${T} ${NH}/${NKV}x${hd}`, r, 1e-5, 1e-4);
   }
   // elementwise and row-wise kernels, sizes above the threshold with ragged tails
   const n = ELEMENTWISE_THREAD_MIN * 2 + 3;
   const gate = rand(n, 3);
   const up = rand(n);
-  assertSame('swigluForward', runBoth(k1, k2, [gate, up], [rand(n)], (k, [g, u], [o]) => k.swigluForward(o, g, u, n)), 1e-6, 1e-5);
-  assertSame('swigluBackward', runBoth(k1, k2, [rand(n), gate, up], [rand(n), rand(n)], (k, [d, g, u], [dg, du]) => k.swigluBackward(dg, du, d, g, u, n)), 1e-6, 1e-5);
+  const swiglu = runAll(ks, [gate, up], [rand(n)], (k, [g, u], [o]) => k.swigluForward(o, g, u, n));
+  assertSame('swigluForward', swiglu, 1e-6, 1e-5);
+  const swigluBack = runAll(ks, [rand(n), gate, up], [rand(n), rand(n)], (k, [d, g, u], [dg, du]) =>
+    k.swigluBackward(dg, du, d, g, u, n));
+  assertSame('swigluBackward', swigluBack, 1e-6, 1e-5);
   const N = 601, C = 128, NH = 4, maxT = 700, half = C / NH / 2;
   const positions = Int32Array.from({ length: N }, (_, i) => (i * 37) % maxT);
   const cos = new Float32Array(maxT * half), sin = new Float32Array(maxT * half);
@@ -113,51 +205,122 @@ for (const variant of ['fma', 'plain'] as const) test(`attention, SwiGLU, RoPE, 
     sin[i] = Math.sin(i * 0.37);
   }
   for (const inverse of [false, true]) {
-    assertSame(`rope inverse=${inverse}`, runBoth(k1, k2, [cos, sin], [rand(N * C)], (k, [c, s], [x]) => k.rope(x, positions, N, C, NH, c, s, inverse)), 1e-6, 1e-5);
+    const r = runAll(ks, [cos, sin], [rand(N * C)], (k, [c, s], [x]) => k.rope(x, positions, N, C, NH, c, s, inverse));
+    assertSame(`rope inverse=${inverse}`, r, 1e-6, 1e-5);
   }
   const x = rand(N * C);
   const w = rand(C);
-  const fwd = runBoth(k1, k2, [x, w], [rand(N * C), rand(N)], (k, [xx, ww], [o, r]) => k.rmsnormForward(o, r, xx, ww, N, C, 1e-5));
+  const fwd = runAll(ks, [x, w], [rand(N * C), rand(N)], (k, [xx, ww], [o, r]) =>
+    k.rmsnormForward(o, r, xx, ww, N, C, 1e-5));
   assertSame('rmsnormForward', fwd, 1e-5, 1e-4);
-  assertSame('rmsnormBackward', runBoth(k1, k2, [rand(N * C), x, w, fwd.ref[1]], [rand(N * C), rand(C)], (k, [d, xx, ww, r], [dx, dw]) => k.rmsnormBackward(dx, dw, d, xx, ww, r, N, C)), 1e-4, 1e-4);
-  const V = 101, rows = 500;
+  // dweight sums rows in fixed groups: the same bits at every thread count
+  const rmsBack = runAll(ks, [rand(N * C), x, w, fwd.ref[1]], [rand(N * C), rand(C)], (k, [d, xx, ww, r], [dx, dw]) =>
+    k.rmsnormBackward(dx, dw, d, xx, ww, r, N, C));
+  assertSame('rmsnormBackward', rmsBack, 1e-4, 1e-4);
+  const V = 101, rows = 700;
   const logits = rand(rows * V, 2);
+  for (const kind of ['softmax', 'logSoftmax'] as const) {
+    const y = runAll(ks, [logits], [rand(rows * V)], (k, [l], [o]) => k[`${kind}Forward`](o, l, rows, V));
+    assertSame(`${kind}Forward`, y, 1e-6, 1e-5);
+    const back = runAll(ks, [rand(rows * V), y.ref[0]], [rand(rows * V)], (k, [d, yy], [dx]) =>
+      k[`${kind}Backward`](dx, d, yy, rows, V));
+    assertSame(`${kind}Backward`, back, 1e-5, 1e-4);
+  }
   const lsm = new Float32Array(rows * V);
   referenceKernels.logSoftmaxForward(lsm, logits, rows, V);
   const targets = Int32Array.from({ length: rows }, (_, i) => (i * 13) % V);
-  const grad = runBoth(k1, k2, [lsm, rand(rows), rand(rows, 0.1)], [rand(rows * V), rand(rows)], (k, [l, c, b], [d, e]) => k.logitGrad(d, e, l, c, b, targets, rows, V));
+  const grad = runAll(ks, [lsm, rand(rows), rand(rows, 0.1)], [rand(rows * V), rand(rows)], (k, [l, c, b], [d, e]) =>
+    k.logitGrad(d, e, l, c, b, targets, rows, V));
   assertSame('logitGrad', grad, 1e-6, 1e-5);
   const m = rand(n, 0.01);
   const v = Float32Array.from(rand(n, 0.01), (a) => a * a);
-  const step = { lr: 0.01, beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.1, bc1: 0.19, bc2: 0.0975, gradScale: 0.5 };
-  assertSame('adamw', runBoth(k1, k2, [rand(n)], [rand(n), m, v], (k, [g], [p, mm, vv]) => k.adamw(p, g, mm, vv, n, step)), 1e-6, 1e-5);
+  const hyper = { lr: 0.01, beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.1 };
+  const step = { ...hyper, bc1: 0.19, bc2: 0.0975, gradScale: 0.5 };
+  const adamw = runAll(ks, [rand(n)], [rand(n), m, v], (k, [g], [p, mm, vv]) => k.adamw(p, g, mm, vv, n, step));
+  assertSame('adamw', adamw, 1e-6, 1e-5);
 });
 
-test('engine.threads: 2 gives the embedded engine two-thread kernels; 3 is a config error naming the key', async () => {
-  for (const threads of [1, 2]) {
-    const c = parseConfig({ engine: { threads }, model: { dModel: 16, nLayers: 1, nHeads: 2, dFF: 32, contextLength: 16 }, sft: { enabled: false } });
+const configTitle = 'engine.threads: up to the machine\'s parallelism builds that many kernel threads; one more is a '
+  + 'config error naming the key';
+test(configTitle, async () => {
+  const cores = availableParallelism();
+  for (const threads of [1, Math.min(2, cores)]) {
+    const model = { dModel: 16, nLayers: 1, nHeads: 2, dFF: 32, contextLength: 16 };
+    const c = parseConfig({ engine: { threads }, model, sft: { enabled: false } });
     const engine = await buildEngine({ engine: c.engine, model: c.model, sft: c.sft });
     assert.ok(engine.trainer instanceof NanoTrainer);
-    assert.equal(/-2t$/.test((engine.trainer as NanoTrainer).model.kernels.name), threads === 2, `threads ${threads}`);
+    const name = (engine.trainer as NanoTrainer).model.kernels.name;
+    assert.equal(/-\d+t$/.test(name), threads > 1, `threads ${threads}: ${name}`);
+    if (threads > 1) assert.match(name, new RegExp(`-${threads}t$`));
     await engine.close();
   }
-  assert.throws(() => parseConfig({ engine: { threads: 3 } }), (e: unknown) => e instanceof ConfigError && /engine\.threads/.test(e.message));
+  assert.equal(parseConfig({ engine: { threads: cores } }).engine.threads, cores);
+  for (const threads of [cores + 1, 0, 1.5]) {
+    const namesKey = (e: unknown) => e instanceof ConfigError && /engine\.threads/.test(e.message);
+    assert.throws(() => parseConfig({ engine: { threads } }), namesKey, `threads ${threads}`);
+  }
+  // the environment variable and the library entry points refuse bad counts too (no silent fallback)
+  const saved = process.env.ARBOR_KERNEL_THREADS;
+  try {
+    for (const raw of [String(cores + 1), '0', 'two']) {
+      process.env.ARBOR_KERNEL_THREADS = raw;
+      const namesVariable = (e: unknown) => e instanceof ConfigError && /ARBOR_KERNEL_THREADS/.test(e.message);
+      await assert.rejects(loadKernels(), namesVariable, raw);
+    }
+  } finally {
+    if (saved === undefined) delete process.env.ARBOR_KERNEL_THREADS;
+    else process.env.ARBOR_KERNEL_THREADS = saved;
+  }
+  await assert.rejects(createWasmKernels({ threads: 0 }), ConfigError);
+  await assert.rejects(loadKernels({ threads: 2.5 }), ConfigError);
 });
 
-test('the adaptive GEMM split follows the threads measured speeds within its bounds', () => {
-  const s = new AdaptiveSplit();
-  assert.equal(s.helperShare, 0.5);
+test('the adaptive GEMM split follows the threads\' measured speeds within ±30% of equal shares', () => {
+  const s = new AdaptiveSplit(2);
+  const helper = () => s.shares(2)[1];
+  assert.equal(helper(), 0.5);
   // the helper takes twice as long per row: its share moves towards 1/3, and stops at the 0.35 bound
-  for (let i = 0; i < 50; i++) s.observe(100, 1, 100, 2);
-  assert.ok(Math.abs(s.helperShare - 0.35) < 1e-9, `share ${s.helperShare}`);
+  for (let i = 0; i < 50; i++) s.observe([100, 100], [1, 2]);
+  assert.ok(Math.abs(helper() - 0.35) < 1e-9, `share ${helper()}`);
   // equal speeds bring it back to one half
-  for (let i = 0; i < 100; i++) s.observe(100, 1, 100, 1);
-  assert.ok(Math.abs(s.helperShare - 0.5) < 1e-3, `share ${s.helperShare}`);
+  for (let i = 0; i < 100; i++) s.observe([100, 100], [1, 1]);
+  assert.ok(Math.abs(helper() - 0.5) < 1e-3, `share ${helper()}`);
   // a helper 1.2x faster per row: the ideal share is 1.2/2.2
-  for (let i = 0; i < 100; i++) s.observe(100, 1.2, 100, 1);
-  assert.ok(Math.abs(s.helperShare - 1.2 / 2.2) < 1e-3, `share ${s.helperShare}`);
+  for (let i = 0; i < 100; i++) s.observe([100, 100], [1.2, 1]);
+  assert.ok(Math.abs(helper() - 1.2 / 2.2) < 1e-3, `share ${helper()}`);
   // timings too short to mean anything are ignored
-  const before = s.helperShare;
-  s.observe(4, 0.001, 4, 0.01);
-  assert.equal(s.helperShare, before);
+  const before = helper();
+  s.observe([4, 4], [0.001, 0.01]);
+  assert.equal(helper(), before);
+  // four threads, one of them a third as fast: its share falls to the 0.7/4 bound, the rest share the remainder
+  const s4 = new AdaptiveSplit(4);
+  for (let i = 0; i < 100; i++) s4.observe([100, 100, 100, 100], [1, 1, 3, 1]);
+  const shares = s4.shares(4);
+  assert.ok(Math.abs(shares.reduce((a, b) => a + b, 0) - 1) < 1e-12);
+  assert.ok(Math.abs(shares[2] - 0.7 / 4) < 0.01, `slow thread ${shares[2]}`);
+  for (const i of [0, 1, 3]) assert.ok(Math.abs(shares[i] - (1 - shares[2]) / 3) < 1e-9, `thread ${i}: ${shares[i]}`);
+  // a call over the first two threads only updates those two
+  s4.observe([10, 10], [1, 1]);
+  assert.ok(Math.abs(s4.shares(4)[2] - shares[2]) < 0.01);
+});
+
+test('partitions: contiguous, non-empty, covering; by shares in proportion, by cost at equal work', () => {
+  const cases = [
+    [10, [0.5, 0.5]], [3, [0.2, 0.3, 0.5]], [257, [0.3, 0.2, 0.25, 0.25]], [4, [0.97, 0.01, 0.01, 0.01]],
+  ] as const;
+  for (const [units, shares] of cases) {
+    const b = partitionByShares(units, shares);
+    assert.equal(b.length, shares.length + 1);
+    assert.equal(b[0], 0);
+    assert.equal(b[shares.length], units);
+    for (let i = 0; i < shares.length; i++) assert.ok(b[i + 1] > b[i], `${units} [${shares}]: ${b}`);
+  }
+  assert.deepEqual(partitionByShares(100, [0.25, 0.5, 0.25]), [0, 25, 75, 100]);
+  // one long sequence (cost 100² per head) and many short ones: the long one's two heads fill a share
+  const lengths = [100, 10, 10, 10, 10, 10];
+  const NH = 2;
+  const b = partitionByCost(lengths.length * NH, 2, (i) => lengths[Math.floor(i / NH)] ** 2);
+  assert.deepEqual(b, [0, 2, 12]);
+  assert.deepEqual(partitionByCost(8, 4, () => 1), [0, 2, 4, 6, 8]);
+  assert.deepEqual(partitionByCost(3, 3, (i) => (i === 0 ? 1000 : 1)), [0, 1, 2, 3]);
 });

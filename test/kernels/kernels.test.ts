@@ -39,7 +39,8 @@ for (const variant of ['fma', 'plain'] as const) {
     assert.equal(k.name, variant === 'fma' ? 'wasm-simd-fma' : 'wasm-simd');
   });
 
-  test(`matmul, matmulBT, matmulAT match the reference on ragged shapes, all placements, accumulate on/off [${variant}]`, async () => {
+  const gemmTitle = 'matmul, matmulBT, matmulAT match the reference: ragged shapes, all placements, accumulate on, off';
+  test(`${gemmTitle} [${variant}]`, async () => {
     const k = await loadKernels({ backend: 'wasm', variant });
     const sizes = [1, 3, 5, 17, 33, 64, 67];
     let cases = 0;
@@ -60,9 +61,13 @@ for (const variant of ['fma', 'plain'] as const) {
     assert.ok(cases > 200);
   });
 
-  test(`attention forward/backward match the reference on packed ragged batches (odd head sizes too) [${variant}]`, async () => {
+  const attentionTitle = 'attention forward/backward match the reference on packed ragged batches (odd head sizes too)';
+  test(`${attentionTitle} [${variant}]`, async () => {
     const k = await loadKernels({ backend: 'wasm', variant });
-    const cases: Array<[number[], number, number]> = [[[1], 4, 1], [[7, 7], 12, 2], [[33], 32, 4], [[5, 5, 5], 10, 2], [[290], 8, 2], [[7, 1, 33, 12], 24, 3], [[1, 300, 2], 8, 2]];
+    const cases: Array<[number[], number, number]> = [
+      [[1], 4, 1], [[7, 7], 12, 2], [[33], 32, 4], [[5, 5, 5], 10, 2], [[290], 8, 2],
+      [[7, 1, 33, 12], 24, 3], [[1, 300, 2], 8, 2],
+    ];
     for (const [lengths, C, NH] of cases) {
       const { rows, attSize } = attentionLayout(lengths, NH);
       const n = rows * C;
@@ -82,9 +87,12 @@ for (const variant of ['fma', 'plain'] as const) {
     }
   });
 
-  test(`every kernel of the interface is provided by the wasm backend and agrees on norms/softmax [${variant}]`, async () => {
+  const interfaceTitle = 'every kernel of the interface is provided by the wasm backend and agrees on norms/softmax';
+  test(`${interfaceTitle} [${variant}]`, async () => {
     const k = await loadKernels({ backend: 'wasm', variant });
-    for (const name of Object.keys(referenceKernels) as Array<keyof Kernels>) assert.equal(typeof k[name], typeof referenceKernels[name], name);
+    for (const name of Object.keys(referenceKernels) as Array<keyof Kernels>) {
+      assert.equal(typeof k[name], typeof referenceKernels[name], name);
+    }
     const N = 5, C = 13;
     const x = rand(N * C), w = rand(C);
     const o1 = new Float32Array(N * C), r1 = new Float32Array(N), o2 = k.alloc(N * C), r2 = k.alloc(N);

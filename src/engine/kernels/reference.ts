@@ -7,7 +7,9 @@
  */
 import type { AdamWStep, FloatArray, Kernels } from './types.js';
 
-export function matmulRef(out: FloatArray, a: FloatArray, b: FloatArray, M: number, K: number, N: number, accumulate: boolean): void {
+export function matmulRef(
+  out: FloatArray, a: FloatArray, b: FloatArray, M: number, K: number, N: number, accumulate: boolean,
+): void {
   for (let i = 0; i < M; i++) {
     for (let j = 0; j < N; j++) {
       let s = 0;
@@ -17,7 +19,9 @@ export function matmulRef(out: FloatArray, a: FloatArray, b: FloatArray, M: numb
   }
 }
 
-export function matmulBTRef(out: FloatArray, a: FloatArray, b: FloatArray, M: number, K: number, N: number, accumulate: boolean): void {
+export function matmulBTRef(
+  out: FloatArray, a: FloatArray, b: FloatArray, M: number, K: number, N: number, accumulate: boolean,
+): void {
   for (let i = 0; i < M; i++) {
     for (let j = 0; j < N; j++) {
       let s = 0;
@@ -27,7 +31,9 @@ export function matmulBTRef(out: FloatArray, a: FloatArray, b: FloatArray, M: nu
   }
 }
 
-export function matmulATRef(out: FloatArray, a: FloatArray, b: FloatArray, M: number, K: number, N: number, accumulate: boolean): void {
+export function matmulATRef(
+  out: FloatArray, a: FloatArray, b: FloatArray, M: number, K: number, N: number, accumulate: boolean,
+): void {
   for (let i = 0; i < M; i++) {
     for (let j = 0; j < N; j++) {
       let s = 0;
@@ -37,7 +43,9 @@ export function matmulATRef(out: FloatArray, a: FloatArray, b: FloatArray, M: nu
   }
 }
 
-export function rmsnormForwardRef(out: FloatArray, rstd: FloatArray, x: FloatArray, weight: FloatArray, N: number, C: number, eps: number): void {
+export function rmsnormForwardRef(
+  out: FloatArray, rstd: FloatArray, x: FloatArray, weight: FloatArray, N: number, C: number, eps: number,
+): void {
   for (let n = 0; n < N; n++) {
     let ss = 0;
     for (let c = 0; c < C; c++) ss += x[n * C + c] * x[n * C + c];
@@ -47,7 +55,10 @@ export function rmsnormForwardRef(out: FloatArray, rstd: FloatArray, x: FloatArr
   }
 }
 
-export function rmsnormBackwardRef(dx: FloatArray, dweight: FloatArray, dout: FloatArray, x: FloatArray, weight: FloatArray, rstd: FloatArray, N: number, C: number): void {
+export function rmsnormBackwardRef(
+  dx: FloatArray, dweight: FloatArray, dout: FloatArray, x: FloatArray, weight: FloatArray, rstd: FloatArray,
+  N: number, C: number,
+): void {
   for (let n = 0; n < N; n++) {
     const r = rstd[n];
     // y_c = x_c r w_c;  dL/dx_j = r w_j g_j - r^3/C x_j Σ_c g_c w_c x_c
@@ -126,7 +137,10 @@ export function attentionLayout(lengths: readonly number[], NH: number): Attenti
   return { rowOffset, attOffset, rows, attSize };
 }
 
-export function attentionForwardRef(out: FloatArray, att: FloatArray, q: FloatArray, k: FloatArray, v: FloatArray, lengths: readonly number[], C: number, NH: number): void {
+export function attentionForwardRef(
+  out: FloatArray, att: FloatArray, q: FloatArray, k: FloatArray, v: FloatArray, lengths: readonly number[], C: number,
+  NH: number,
+): void {
   const hs = C / NH;
   const scale = 1 / Math.sqrt(hs);
   const { rowOffset, attOffset } = attentionLayout(lengths, NH);
@@ -163,7 +177,10 @@ export function attentionForwardRef(out: FloatArray, att: FloatArray, q: FloatAr
   });
 }
 
-export function attentionBackwardRef(dq: FloatArray, dk: FloatArray, dv: FloatArray, dout: FloatArray, att: FloatArray, q: FloatArray, k: FloatArray, v: FloatArray, lengths: readonly number[], C: number, NH: number): void {
+export function attentionBackwardRef(
+  dq: FloatArray, dk: FloatArray, dv: FloatArray, dout: FloatArray, att: FloatArray, q: FloatArray, k: FloatArray,
+  v: FloatArray, lengths: readonly number[], C: number, NH: number,
+): void {
   const hs = C / NH;
   const { rowOffset, attOffset, rows } = attentionLayout(lengths, NH);
   dq.fill(0, 0, rows * C);
@@ -202,7 +219,40 @@ export function attentionBackwardRef(dq: FloatArray, dk: FloatArray, dv: FloatAr
   });
 }
 
-export function ropeRef(x: FloatArray, positions: Int32Array, N: number, C: number, NH: number, cos: FloatArray, sin: FloatArray, inverse: boolean): void {
+/**
+ * Decode attention with grouped-query heads (types.ts, decodeAttention): q, out [NH·hd]; k, v
+ * [T, NKV·hd]; query head h reads key/value head ⌊h / (NH/NKV)⌋. Float64 accumulation throughout.
+ */
+export function decodeAttentionRef(
+  out: FloatArray, q: FloatArray, k: FloatArray, v: FloatArray, T: number, NH: number, NKV: number, hd: number,
+): void {
+  const group = NH / NKV;
+  const ld = NKV * hd;
+  const scale = 1 / Math.sqrt(hd);
+  const p = new Float64Array(T);
+  for (let h = 0; h < NH; h++) {
+    const kv = Math.floor(h / group) * hd;
+    let mx = -Infinity;
+    for (let s = 0; s < T; s++) {
+      let d = 0;
+      for (let i = 0; i < hd; i++) d += q[h * hd + i] * k[s * ld + kv + i];
+      p[s] = d * scale;
+      mx = Math.max(mx, p[s]);
+    }
+    let sum = 0;
+    for (let s = 0; s < T; s++) sum += p[s] = Math.exp(p[s] - mx);
+    for (let i = 0; i < hd; i++) {
+      let acc = 0;
+      for (let s = 0; s < T; s++) acc += p[s] * v[s * ld + kv + i];
+      out[h * hd + i] = acc / sum;
+    }
+  }
+}
+
+export function ropeRef(
+  x: FloatArray, positions: Int32Array, N: number, C: number, NH: number, cos: FloatArray, sin: FloatArray,
+  inverse: boolean,
+): void {
   const hs = C / NH;
   const half = hs / 2;
   for (let n = 0; n < N; n++) {
@@ -228,7 +278,9 @@ export function swigluForwardRef(out: FloatArray, gate: FloatArray, up: FloatArr
   }
 }
 
-export function swigluBackwardRef(dgate: FloatArray, dup: FloatArray, dout: FloatArray, gate: FloatArray, up: FloatArray, n: number): void {
+export function swigluBackwardRef(
+  dgate: FloatArray, dup: FloatArray, dout: FloatArray, gate: FloatArray, up: FloatArray, n: number,
+): void {
   for (let i = 0; i < n; i++) {
     const g = gate[i];
     const sig = 1 / (1 + Math.exp(-g));
@@ -237,7 +289,10 @@ export function swigluBackwardRef(dgate: FloatArray, dup: FloatArray, dout: Floa
   }
 }
 
-export function logitGradRef(dlogits: FloatArray, entropy: FloatArray, lsm: FloatArray, coef: FloatArray, bonus: FloatArray, targets: Int32Array, N: number, V: number): void {
+export function logitGradRef(
+  dlogits: FloatArray, entropy: FloatArray, lsm: FloatArray, coef: FloatArray, bonus: FloatArray, targets: Int32Array,
+  N: number, V: number,
+): void {
   for (let n = 0; n < N; n++) {
     const row = n * V;
     let H = 0;

@@ -25,7 +25,7 @@ export interface AdamWStep {
 export type FloatArray = Float32Array | Float64Array;
 
 export interface Kernels<F extends FloatArray = Float32Array> {
-  /** "wasm-simd", "wasm-simd-2t", "reference", "reference-f64", ... */
+  /** "wasm-simd", "wasm-simd-fma-4t" (4 threads), "reference", "reference-f64", ... */
   readonly name: string;
   /** A zeroed array of n elements in kernel memory (zero-copy for WASM kernels). */
   alloc(n: number): F;
@@ -72,7 +72,9 @@ export interface Kernels<F extends FloatArray = Float32Array> {
    */
   attentionForward(out: F, att: F, q: F, k: F, v: F, lengths: readonly number[], C: number, NH: number): void;
   /** Writes dq, dk, dv [Σ T_b, C] given dout and att from forward (same packing). */
-  attentionBackward(dq: F, dk: F, dv: F, dout: F, att: F, q: F, k: F, v: F, lengths: readonly number[], C: number, NH: number): void;
+  attentionBackward(
+    dq: F, dk: F, dv: F, dout: F, att: F, q: F, k: F, v: F, lengths: readonly number[], C: number, NH: number,
+  ): void;
   /**
    * The gradient of a token-level loss w.r.t. the logits, from log-softmax rows lsm [N, V]: per row,
    * p = exp(lsm), entropy[n] = H = −Σ p·lsm, and dlogits[n] = p ⊙ (bonus[n]·(lsm + H) − coef[n]) with
@@ -88,9 +90,11 @@ export interface Kernels<F extends FloatArray = Float32Array> {
   adamw(x: F, g: F, m: F, v: F, n: number, h: AdamWStep): void;
 
   /**
-   * Optional (WASM backends): one query row q [C] attending over T contiguous cached positions
-   * k, v [T, C], all heads, scores scaled by 1/sqrt(hs); writes out [C]. Incremental decoding uses it
-   * when present and its own float64 loop otherwise.
+   * Optional (WASM backends): one query row attending over T contiguous cached positions with
+   * grouped-query attention: q, out [NH·hd]; k, v [T, NKV·hd]; query head h reads key/value head
+   * ⌊h / (NH/NKV)⌋ (NKV divides NH; NKV = NH is multi-head attention); scores scaled by 1/sqrt(hd).
+   * Writes out. Incremental decoding uses it when present and its own float64 loop otherwise
+   * (`decodeAttentionRef` in reference.ts is the oracle).
    */
-  decodeAttention?(out: F, q: F, k: F, v: F, T: number, C: number, NH: number): void;
+  decodeAttention?(out: F, q: F, k: F, v: F, T: number, NH: number, NKV: number, hd: number): void;
 }

@@ -1,6 +1,6 @@
 // Causal multi-head attention forward/backward (AssemblyScript). Training-time attention runs through
 // the GEMM micro-kernel (matmul.ts) per (sequence, head); incremental decoding uses dot/axpy over the
-// head dimension.
+// head dimension, with grouped-query attention (several query heads per cached key/value head).
 // Layout as in kernels/types.ts: q,k,v,out [B,T,C] with heads interleaved (C = NH·hs), att [B,NH,T,T].
 // Head dimension loops use f32x4 for the first hs&~3 lanes and scalars for the rest.
 
@@ -14,7 +14,8 @@ function dot(a: usize, b: usize, n: i32): f32 {
   let acc = f32x4.splat(0);
   let i = 0;
   for (; i + 4 <= n; i += 4) acc = madd(v128.load(a + (<usize>i << 2)), v128.load(b + (<usize>i << 2)), acc);
-  let s = f32x4.extract_lane(acc, 0) + f32x4.extract_lane(acc, 1) + f32x4.extract_lane(acc, 2) + f32x4.extract_lane(acc, 3);
+  let s = f32x4.extract_lane(acc, 0) + f32x4.extract_lane(acc, 1)
+    + f32x4.extract_lane(acc, 2) + f32x4.extract_lane(acc, 3);
   for (; i < n; i++) s += load<f32>(a + (<usize>i << 2)) * load<f32>(b + (<usize>i << 2));
   return s;
 }
@@ -45,7 +46,8 @@ const PACK_A_BYTES: i32 = (KC * MR + MR * NR) * 4;
 // @ts-ignore: decorator
 @inline
 function packBBytes(T: i32, hs: i32): i32 {
-  // the largest packed B panel set: [min(hs, KC)][T rounded to NR] for scores, [min(T, KC)][hs rounded] for products with V/K/Q
+  // the largest packed B panel set: [min(hs, KC)][T rounded to NR] for scores, [min(T, KC)][hs rounded]
+  // for products with V/K/Q
   const a = min(hs, KC) * (((T + NR - 1) / NR) * NR);
   const b = min(T, KC) * (((hs + NR - 1) / NR) * NR);
   return ((max(a, b) * 4 + 15) / 16) * 16;
@@ -62,7 +64,10 @@ function causalSoftmax(P: usize, T: i32, scale: f32): void {
     let mv = f32x4.splat(-Infinity);
     let s = 0;
     for (; s + 4 <= n; s += 4) mv = f32x4.pmax(mv, v128.load(row + (<usize>s << 2)));
-    let mx = max(max(f32x4.extract_lane(mv, 0), f32x4.extract_lane(mv, 1)), max(f32x4.extract_lane(mv, 2), f32x4.extract_lane(mv, 3)));
+    let mx = max(
+      max(f32x4.extract_lane(mv, 0), f32x4.extract_lane(mv, 1)),
+      max(f32x4.extract_lane(mv, 2), f32x4.extract_lane(mv, 3)),
+    );
     for (; s < n; s++) mx = max(mx, load<f32>(row + (<usize>s << 2)));
     const shift: f32 = -mx * scale;
     const sh = f32x4.splat(shift);
@@ -74,7 +79,8 @@ function causalSoftmax(P: usize, T: i32, scale: f32): void {
       v128.store(p, e);
       sv = f32x4.add(sv, e);
     }
-    let sum = f32x4.extract_lane(sv, 0) + f32x4.extract_lane(sv, 1) + f32x4.extract_lane(sv, 2) + f32x4.extract_lane(sv, 3);
+    let sum = f32x4.extract_lane(sv, 0) + f32x4.extract_lane(sv, 1)
+      + f32x4.extract_lane(sv, 2) + f32x4.extract_lane(sv, 3);
     for (; s < n; s++) {
       const p = row + (<usize>s << 2);
       const e = exps(load<f32>(p) * scale + shift);
@@ -96,50 +102,66 @@ function causalSoftmax(P: usize, T: i32, scale: f32): void {
 }
 
 /**
- * Sequences b0..b1 of a packed batch, heads h0..h1: `seqs` holds an i32 triple per sequence (row
- * offset, attention-probability offset, length T). For each (sequence, head): S = Q_h·K_hᵀ (causal
- * tiles only), P = softmax(S/√hs) into att, O_h = P·V_h, all through the GEMM micro-kernel with
- * strided operands (heads interleaved in [rows, C]). `scratch` holds attentionScratchBytes(max T, hs).
- * Two threads may run disjoint sequence or head ranges over the same buffers (each with its own scratch).
+ * Items i0..i1 of a packed batch, item i = (sequence ⌊i/NH⌋, head i mod NH): `seqs` holds an i32
+ * triple per sequence (row offset, attention-probability offset, length T). For each item:
+ * S = Q_h·K_hᵀ (causal tiles only), P = softmax(S/√hs) into att, O_h = P·V_h, all through the GEMM
+ * micro-kernel with strided operands (heads interleaved in [rows, C]). `scratch` holds
+ * attentionScratchBytes(max T, hs). Threads may run disjoint item ranges over the same buffers (each
+ * with its own scratch): an item writes only its own head's columns of its own sequence.
  */
-export function attentionForward(out: usize, att: usize, q: usize, k: usize, v: usize, seqs: usize, b0: i32, b1: i32, C: i32, NH: i32, h0: i32, h1: i32, scratch: usize): void {
-  eachHead(false, out, 0, 0, 0, att, q, k, v, seqs, b0, b1, C, NH, h0, h1, scratch);
+export function attentionForward(
+  out: usize, att: usize, q: usize, k: usize, v: usize, seqs: usize, i0: i32, i1: i32, C: i32, NH: i32, scratch: usize,
+): void {
+  eachHead(false, out, 0, 0, 0, att, q, k, v, seqs, i0, i1, C, NH, scratch);
 }
 
 /**
- * Writes dq, dk, dv for sequences b0..b1 (see attentionForward for `seqs`), heads h0..h1, given
- * dout and att (P) from forward: dP = dO·Vᵀ, dV = Pᵀ·dO, dS = P ⊙ (dP − rowsum(P ⊙ dP)) / √hs,
- * dQ = dS·K, dK = dSᵀ·Q. `scratch` holds attentionScratchBytes(max T, hs).
+ * Writes dq, dk, dv for items i0..i1 (see attentionForward for items and `seqs`), given dout and att
+ * (P) from forward: dP = dO·Vᵀ, dV = Pᵀ·dO, dS = P ⊙ (dP − rowsum(P ⊙ dP)) / √hs, dQ = dS·K,
+ * dK = dSᵀ·Q. `scratch` holds attentionScratchBytes(max T, hs).
  */
-export function attentionBackward(dq: usize, dk: usize, dv: usize, dout: usize, att: usize, q: usize, k: usize, v: usize, seqs: usize, b0: i32, b1: i32, C: i32, NH: i32, h0: i32, h1: i32, scratch: usize): void {
-  eachHead(true, dq, dk, dv, dout, att, q, k, v, seqs, b0, b1, C, NH, h0, h1, scratch);
+export function attentionBackward(
+  dq: usize, dk: usize, dv: usize, dout: usize, att: usize, q: usize, k: usize, v: usize, seqs: usize, i0: i32,
+  i1: i32, C: i32, NH: i32, scratch: usize,
+): void {
+  eachHead(true, dq, dk, dv, dout, att, q, k, v, seqs, i0, i1, C, NH, scratch);
 }
 
 /** The (sequence, head) loop of both passes: forward writes `o` (out); backward writes o = dq, dk, dv from dout. */
-function eachHead(backward: bool, o: usize, dk: usize, dv: usize, dout: usize, att: usize, q: usize, k: usize, v: usize, seqs: usize, b0: i32, b1: i32, C: i32, NH: i32, h0: i32, h1: i32, scratch: usize): void {
+function eachHead(
+  backward: bool, o: usize, dk: usize, dv: usize, dout: usize, att: usize, q: usize, k: usize, v: usize, seqs: usize,
+  i0: i32, i1: i32, C: i32, NH: i32, scratch: usize,
+): void {
   const hs = C / NH;
   const scale = <f32>(1.0 / Math.sqrt(<f64>hs));
-  for (let b = b0; b < b1; b++) {
+  for (let item = i0; item < i1; item++) {
+    const b = item / NH;
+    const h = item - b * NH;
     const d = seqs + (<usize>(b * 3) << 2);
     const r0 = load<i32>(d);
     const T = load<i32>(d, 8);
     const packB = scratch;
     const packA = scratch + <usize>packBBytes(T, hs);
-    for (let h = h0; h < h1; h++) {
-      const base = <usize>(r0 * C + h * hs) << 2;
-      const P = att + (<usize>(load<i32>(d, 4) + h * T * T) << 2);
-      if (backward) headBackward(o + base, dk + base, dv + base, dout + base, P, q + base, k + base, v + base, T, C, hs, scale, packB, packA);
-      else {
-        gemmCore(T, T, hs, q + base, C, 1, k + base, 1, C, P, T, 0, packB, packA, CAUSAL_N);
-        causalSoftmax(P, T, scale);
-        gemmCore(T, hs, T, P, T, 1, v + base, C, 1, o + base, C, 0, packB, packA, CAUSAL_K_LOWER);
-      }
+    const base = <usize>(r0 * C + h * hs) << 2;
+    const P = att + (<usize>(load<i32>(d, 4) + h * T * T) << 2);
+    if (backward) {
+      const qb = q + base;
+      const kb = k + base;
+      const vb = v + base;
+      headBackward(o + base, dk + base, dv + base, dout + base, P, qb, kb, vb, T, C, hs, scale, packB, packA);
+    } else {
+      gemmCore(T, T, hs, q + base, C, 1, k + base, 1, C, P, T, 0, packB, packA, CAUSAL_N);
+      causalSoftmax(P, T, scale);
+      gemmCore(T, hs, T, P, T, 1, v + base, C, 1, o + base, C, 0, packB, packA, CAUSAL_K_LOWER);
     }
   }
 }
 
 /** One (sequence, head) of attentionBackward; pointers are at the head's first column, rows C apart. */
-function headBackward(dq: usize, dk: usize, dv: usize, dout: usize, P: usize, q: usize, k: usize, v: usize, T: i32, C: i32, hs: i32, scale: f32, packB: usize, packA: usize): void {
+function headBackward(
+  dq: usize, dk: usize, dv: usize, dout: usize, P: usize, q: usize, k: usize, v: usize, T: i32, C: i32, hs: i32,
+  scale: f32, packB: usize, packA: usize,
+): void {
   const dP = packA + <usize>PACK_A_BYTES;
   gemmCore(T, T, hs, dout, C, 1, v, 1, C, dP, T, 0, packB, packA, CAUSAL_N);
   gemmCore(T, hs, T, P, 1, T, dout, C, 1, dv, C, 0, packB, packA, CAUSAL_K_UPPER);
@@ -151,7 +173,8 @@ function headBackward(dq: usize, dk: usize, dv: usize, dout: usize, P: usize, q:
     let dv4 = f32x4.splat(0);
     let s = 0;
     for (; s + 4 <= n; s += 4) dv4 = madd(v128.load(pr + (<usize>s << 2)), v128.load(dr + (<usize>s << 2)), dv4);
-    let rowdot = f32x4.extract_lane(dv4, 0) + f32x4.extract_lane(dv4, 1) + f32x4.extract_lane(dv4, 2) + f32x4.extract_lane(dv4, 3);
+    let rowdot = f32x4.extract_lane(dv4, 0) + f32x4.extract_lane(dv4, 1)
+      + f32x4.extract_lane(dv4, 2) + f32x4.extract_lane(dv4, 3);
     for (; s < n; s++) rowdot += load<f32>(pr + (<usize>s << 2)) * load<f32>(dr + (<usize>s << 2));
     const rd = f32x4.splat(rowdot);
     s = 0;
@@ -170,18 +193,24 @@ function headBackward(dq: usize, dk: usize, dv: usize, dout: usize, P: usize, q:
 }
 
 /**
- * One query row attending over T contiguous cached positions (incremental decoding): q, out [C];
- * k, v [T, C]; all heads. `scores` holds T floats. The math of attentionForward's last row, summed in
- * another order with Mathf.exp (sampler and trainer log-probs agree to ~1e-6, tested).
+ * One query row attending over T contiguous cached positions (incremental decoding) with grouped-query
+ * attention: q, out [NH·hd]; k, v [T, NKV·hd]; query head h reads kv head ⌊h / (NH/NKV)⌋ (NKV divides
+ * NH; NKV = NH is plain multi-head attention). Writes the heads h0..h1 of out, so threads may run
+ * disjoint head ranges, each with its own `scores` (T floats). The math of attentionForward's last
+ * row, summed in another order with Mathf.exp (sampler and trainer log-probs agree to ~1e-6, tested).
  */
-export function decodeAttention(out: usize, q: usize, k: usize, v: usize, T: i32, C: i32, NH: i32, scores: usize): void {
-  const hs = C / NH;
-  const scale = <f32>(1.0 / Math.sqrt(<f64>hs));
-  for (let h = 0; h < NH; h++) {
-    const qo = q + (<usize>(h * hs) << 2);
+export function decodeAttention(
+  out: usize, q: usize, k: usize, v: usize, T: i32, NH: i32, NKV: i32, hd: i32, h0: i32, h1: i32, scores: usize,
+): void {
+  const group = NH / NKV;
+  const ld = NKV * hd;
+  const scale = <f32>(1.0 / Math.sqrt(<f64>hd));
+  for (let h = h0; h < h1; h++) {
+    const qo = q + (<usize>(h * hd) << 2);
+    const kvo = (h / group) * hd;
     let mx: f32 = -Infinity;
     for (let s = 0; s < T; s++) {
-      const d = dot(qo, k + (<usize>(s * C + h * hs) << 2), hs) * scale;
+      const d = dot(qo, k + (<usize>(s * ld + kvo) << 2), hd) * scale;
       store<f32>(scores + (<usize>s << 2), d);
       if (d > mx) mx = d;
     }
@@ -192,8 +221,10 @@ export function decodeAttention(out: usize, q: usize, k: usize, v: usize, T: i32
       sum += e;
     }
     const inv: f32 = 1 / sum;
-    const oo = out + (<usize>(h * hs) << 2);
-    zeroFloats(oo, hs);
-    for (let s = 0; s < T; s++) axpy(oo, load<f32>(scores + (<usize>s << 2)) * inv, v + (<usize>(s * C + h * hs) << 2), hs);
+    const oo = out + (<usize>(h * hd) << 2);
+    zeroFloats(oo, hd);
+    for (let s = 0; s < T; s++) {
+      axpy(oo, load<f32>(scores + (<usize>s << 2)) * inv, v + (<usize>(s * ld + kvo) << 2), hd);
+    }
   }
 }

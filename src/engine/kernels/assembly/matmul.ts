@@ -51,11 +51,15 @@ function packB(b: usize, sbk: i32, sbj: i32, k0: i32, kc: i32, N: i32, out: usiz
         const s = r + (<usize>k << 2);
         const d = dst + <usize>(k * NR) * 4;
         transposeStore4(v128.load(s), v128.load(s + rs), v128.load(s + rs * 2), v128.load(s + rs * 3), d, NR * 4);
-        transposeStore4(v128.load(s + rs * 4), v128.load(s + rs * 5), v128.load(s + rs * 6), v128.load(s + rs * 7), d + 16, NR * 4);
+        const s4 = s + rs * 4;
+        const r4 = v128.load(s4 + rs * 3);
+        transposeStore4(v128.load(s4), v128.load(s4 + rs), v128.load(s4 + rs * 2), r4, d + 16, NR * 4);
       }
       for (; k < kc; k++) {
         const row = dst + <usize>(k * NR) * 4;
-        for (let jj = 0; jj < NR; jj++) store<f32>(row + <usize>jj * 4, load<f32>(r + <usize>jj * rs + (<usize>k << 2)));
+        for (let jj = 0; jj < NR; jj++) {
+          store<f32>(row + <usize>jj * 4, load<f32>(r + <usize>jj * rs + (<usize>k << 2)));
+        }
       }
     } else {
       for (let k = 0; k < kc; k++) {
@@ -113,19 +117,26 @@ function packA(a: usize, sai: i32, sak: i32, i0: i32, k0: i32, kc: i32, M: i32, 
   }
   for (let k = 0; k < kc; k++) {
     for (let ii = 0; ii < MR; ii++) {
-      store<f32>(out + <usize>(k * MR + ii) * 4, ii < h ? load<f32>(a + <usize>((i0 + ii) * sai + (k0 + k) * sak) * 4) : 0);
+      const x = ii < h ? load<f32>(a + <usize>((i0 + ii) * sai + (k0 + k) * sak) * 4) : 0;
+      store<f32>(out + <usize>(k * MR + ii) * 4, x);
     }
   }
 }
 
 /** packABuf holds min(K, KC)·MR floats of packed A plus MR·NR floats for the ragged-edge tile. */
-export function gemm(M: i32, N: i32, K: i32, a: usize, sai: i32, sak: i32, b: usize, sbk: i32, sbj: i32, c: usize, ldc: i32, accumulate: i32, packBuf: usize, packABuf: usize): void {
+export function gemm(
+  M: i32, N: i32, K: i32, a: usize, sai: i32, sak: i32, b: usize, sbk: i32, sbj: i32, c: usize, ldc: i32,
+  accumulate: i32, packBuf: usize, packABuf: usize,
+): void {
   gemmCore(M, N, K, a, sai, sak, b, sbk, sbj, c, ldc, accumulate, packBuf, packABuf, FULL);
 }
 
 /** Every output entry, every k. */
 export const FULL: i32 = 0;
-/** Only outputs with j ≤ i are needed (causal scores): tiles wholly above the diagonal are skipped and left unwritten. */
+/**
+ * Only outputs with j ≤ i are needed (causal scores): tiles wholly above the diagonal are skipped and
+ * left unwritten.
+ */
 export const CAUSAL_N: i32 = 1;
 /** A(i, k) is zero for k > i (A lower-triangular: P·V, dS·K): those terms are skipped. */
 export const CAUSAL_K_LOWER: i32 = 2;
@@ -137,7 +148,10 @@ export const CAUSAL_K_UPPER: i32 = 3;
  * zero or unneeded (see FULL, CAUSAL_*). Skipped k terms are exact zeros (0·x adds nothing), so the
  * computed entries equal the FULL ones bit for bit.
  */
-export function gemmCore(M: i32, N: i32, K: i32, a: usize, sai: i32, sak: i32, b: usize, sbk: i32, sbj: i32, c: usize, ldc: i32, accumulate: i32, packBuf: usize, packABuf: usize, mode: i32): void {
+export function gemmCore(
+  M: i32, N: i32, K: i32, a: usize, sai: i32, sak: i32, b: usize, sbk: i32, sbj: i32, c: usize, ldc: i32,
+  accumulate: i32, packBuf: usize, packABuf: usize, mode: i32,
+): void {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
     if (!accumulate) for (let i = 0; i < M; i++) zeroFloats(c + <usize>(i * ldc) * 4, N);
@@ -164,7 +178,8 @@ export function gemmCore(M: i32, N: i32, K: i32, a: usize, sai: i32, sak: i32, b
       for (let p = 0; p < pEnd; p++) {
         const j0 = p * NR;
         const w = min(NR, N - j0);
-        kernel4x8(packABuf, packBuf + <usize>(p * kc * NR + ks * NR) * 4, ke - ks, c + <usize>(i0 * ldc + j0) * 4, ldc, h, w, acc);
+        const pb = packBuf + <usize>(p * kc * NR + ks * NR) * 4;
+        kernel4x8(packABuf, pb, ke - ks, c + <usize>(i0 * ldc + j0) * 4, ldc, h, w, acc);
       }
     }
   }
@@ -208,7 +223,7 @@ function kernel4x8(pa: usize, pb: usize, kc: i32, c: usize, ldc: i32, h: i32, w:
   }
   // ragged tile: spill to a scratch tile then copy the valid part. The tile sits right after the
   // packed A panel in the caller's packA buffer (which has MR·NR floats of room for it), not in static
-  // memory: two threads run this module over one shared memory (kernels/wasm.ts KernelHelper).
+  // memory: several threads run this module over one shared memory (kernels/threads.ts KernelPool).
   const tile = pa + <usize>(kc * MR) * 4;
   v128.store(tile, c00); v128.store(tile, c01, 16);
   v128.store(tile, c10, 32); v128.store(tile, c11, 48);
@@ -236,13 +251,15 @@ function storeRow(p: usize, v0: v128, v1: v128, acc: bool): void {
 }
 
 /**
- * Small-M path for C[M,N] (+)= A[M,K]·B[N,K]ᵀ (decode steps): each output is a dot product of two
- * contiguous rows, so no packing is needed. Four B rows are processed together to reuse A loads.
+ * Small-M path for C[M,N] (+)= A[M,K]·B[N,K]ᵀ (decode steps), C(i, j) at c[i*ldc + j]: each output
+ * is a dot product of two contiguous rows, so no packing is needed. Four B rows are processed together
+ * to reuse A loads; columns from ⌊N/4⌋·4 on take a scalar loop, so a column range that starts at a
+ * multiple of 4 (a thread's share) computes each entry exactly as the whole call would.
  */
-export function gemmSmallBT(M: i32, N: i32, K: i32, a: usize, b: usize, c: usize, accumulate: i32): void {
+export function gemmSmallBT(M: i32, N: i32, K: i32, a: usize, b: usize, c: usize, ldc: i32, accumulate: i32): void {
   for (let i = 0; i < M; i++) {
     const ar = a + (<usize>(i * K) << 2);
-    const cr = c + (<usize>(i * N) << 2);
+    const cr = c + (<usize>(i * ldc) << 2);
     let j = 0;
     for (; j + 4 <= N; j += 4) {
       const b0 = b + (<usize>(j * K) << 2);
@@ -259,10 +276,14 @@ export function gemmSmallBT(M: i32, N: i32, K: i32, a: usize, b: usize, c: usize
         s2 = madd(av, v128.load(b2 + o), s2);
         s3 = madd(av, v128.load(b3 + o), s3);
       }
-      let t0 = f32x4.extract_lane(s0, 0) + f32x4.extract_lane(s0, 1) + f32x4.extract_lane(s0, 2) + f32x4.extract_lane(s0, 3);
-      let t1 = f32x4.extract_lane(s1, 0) + f32x4.extract_lane(s1, 1) + f32x4.extract_lane(s1, 2) + f32x4.extract_lane(s1, 3);
-      let t2 = f32x4.extract_lane(s2, 0) + f32x4.extract_lane(s2, 1) + f32x4.extract_lane(s2, 2) + f32x4.extract_lane(s2, 3);
-      let t3 = f32x4.extract_lane(s3, 0) + f32x4.extract_lane(s3, 1) + f32x4.extract_lane(s3, 2) + f32x4.extract_lane(s3, 3);
+      let t0 = f32x4.extract_lane(s0, 0) + f32x4.extract_lane(s0, 1)
+        + f32x4.extract_lane(s0, 2) + f32x4.extract_lane(s0, 3);
+      let t1 = f32x4.extract_lane(s1, 0) + f32x4.extract_lane(s1, 1)
+        + f32x4.extract_lane(s1, 2) + f32x4.extract_lane(s1, 3);
+      let t2 = f32x4.extract_lane(s2, 0) + f32x4.extract_lane(s2, 1)
+        + f32x4.extract_lane(s2, 2) + f32x4.extract_lane(s2, 3);
+      let t3 = f32x4.extract_lane(s3, 0) + f32x4.extract_lane(s3, 1)
+        + f32x4.extract_lane(s3, 2) + f32x4.extract_lane(s3, 3);
       for (; k < K; k++) {
         const o = <usize>k << 2;
         const av = load<f32>(ar + o);

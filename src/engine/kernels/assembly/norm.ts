@@ -3,6 +3,7 @@
 
 import { madd } from './madd';
 import { expv, exps } from './expv';
+import { zeroFloats } from './matmul';
 
 // @ts-ignore: decorator
 @inline
@@ -13,7 +14,8 @@ function sumSquares(p: usize, n: i32): f32 {
     const v = v128.load(p + (<usize>i << 2));
     acc = madd(v, v, acc);
   }
-  let s = f32x4.extract_lane(acc, 0) + f32x4.extract_lane(acc, 1) + f32x4.extract_lane(acc, 2) + f32x4.extract_lane(acc, 3);
+  let s = f32x4.extract_lane(acc, 0) + f32x4.extract_lane(acc, 1)
+    + f32x4.extract_lane(acc, 2) + f32x4.extract_lane(acc, 3);
   for (; i < n; i++) {
     const v = load<f32>(p + (<usize>i << 2));
     s += v * v;
@@ -40,7 +42,9 @@ export function rmsnormForward(out: usize, rstd: usize, x: usize, weight: usize,
 }
 
 /** dx += ..., dweight += Σ_rows dout·x·rstd (rows in order, so a row range gives a partial sum). */
-export function rmsnormBackward(dx: usize, dweight: usize, dout: usize, x: usize, weight: usize, rstd: usize, N: i32, C: i32): void {
+export function rmsnormBackward(
+  dx: usize, dweight: usize, dout: usize, x: usize, weight: usize, rstd: usize, N: i32, C: i32,
+): void {
   for (let n = 0; n < N; n++) {
     const row = <usize>(n * C) << 2;
     const r = load<f32>(rstd + (<usize>n << 2));
@@ -50,7 +54,8 @@ export function rmsnormBackward(dx: usize, dweight: usize, dout: usize, x: usize
       const o = <usize>c << 2;
       dv = madd(f32x4.mul(v128.load(dout + row + o), v128.load(weight + o)), v128.load(x + row + o), dv);
     }
-    let dot = f32x4.extract_lane(dv, 0) + f32x4.extract_lane(dv, 1) + f32x4.extract_lane(dv, 2) + f32x4.extract_lane(dv, 3);
+    let dot = f32x4.extract_lane(dv, 0) + f32x4.extract_lane(dv, 1)
+      + f32x4.extract_lane(dv, 2) + f32x4.extract_lane(dv, 3);
     for (; c < C; c++) {
       const o = <usize>c << 2;
       dot += load<f32>(dout + row + o) * load<f32>(weight + o) * load<f32>(x + row + o);
@@ -64,7 +69,8 @@ export function rmsnormBackward(dx: usize, dweight: usize, dout: usize, x: usize
       const g = v128.load(dout + row + o);
       const xv = v128.load(x + row + o);
       v128.store(dweight + o, madd(f32x4.mul(g, xv), rv, v128.load(dweight + o)));
-      v128.store(dx + row + o, f32x4.sub(madd(f32x4.mul(rv, v128.load(weight + o)), g, v128.load(dx + row + o)), f32x4.mul(kd, xv)));
+      const dxv = madd(f32x4.mul(rv, v128.load(weight + o)), g, v128.load(dx + row + o));
+      v128.store(dx + row + o, f32x4.sub(dxv, f32x4.mul(kd, xv)));
     }
     for (; c < C; c++) {
       const o = <usize>c << 2;
@@ -72,6 +78,40 @@ export function rmsnormBackward(dx: usize, dweight: usize, dout: usize, x: usize
       const xv = load<f32>(x + row + o);
       store<f32>(dweight + o, load<f32>(dweight + o) + g * xv * r);
       store<f32>(dx + row + o, load<f32>(dx + row + o) + r * load<f32>(weight + o) * g - k * dot * xv);
+    }
+  }
+}
+
+/**
+ * Row groups g0..g1 of rmsnormBackward over N rows: group g is rows [g·groupRows, min(N, (g+1)·groupRows))
+ * and writes its weight-gradient sum to partials + g·C (zeroed here first); dx accumulates as usual.
+ * The groups depend only on N and groupRows, so the partial sums are the same for any thread split.
+ */
+export function rmsnormBackwardGroups(
+  dx: usize, partials: usize, dout: usize, x: usize, weight: usize, rstd: usize, N: i32, C: i32, groupRows: i32,
+  g0: i32, g1: i32,
+): void {
+  for (let g = g0; g < g1; g++) {
+    const n0 = g * groupRows;
+    const pg = partials + (<usize>(g * C) << 2);
+    zeroFloats(pg, C);
+    const off = <usize>(n0 * C) << 2;
+    rmsnormBackward(dx + off, pg, dout + off, x + off, weight, rstd + (<usize>n0 << 2), min(groupRows, N - n0), C);
+  }
+}
+
+/** dst[c] += src[0·C + c] + src[1·C + c] + ... + src[(G−1)·C + c], added one row at a time in order. */
+export function addRows(dst: usize, src: usize, G: i32, C: i32): void {
+  for (let g = 0; g < G; g++) {
+    const row = src + (<usize>(g * C) << 2);
+    let c = 0;
+    for (; c + 4 <= C; c += 4) {
+      const o = <usize>c << 2;
+      v128.store(dst + o, f32x4.add(v128.load(dst + o), v128.load(row + o)));
+    }
+    for (; c < C; c++) {
+      const o = <usize>c << 2;
+      store<f32>(dst + o, load<f32>(dst + o) + load<f32>(row + o));
     }
   }
 }
@@ -84,7 +124,10 @@ export function softmaxForward(out: usize, x: usize, N: i32, C: i32, log: i32): 
     let mv = f32x4.splat(-Infinity);
     let c = 0;
     for (; c + 4 <= C; c += 4) mv = f32x4.pmax(mv, v128.load(xr + (<usize>c << 2)));
-    let mx = max(max(f32x4.extract_lane(mv, 0), f32x4.extract_lane(mv, 1)), max(f32x4.extract_lane(mv, 2), f32x4.extract_lane(mv, 3)));
+    let mx = max(
+      max(f32x4.extract_lane(mv, 0), f32x4.extract_lane(mv, 1)),
+      max(f32x4.extract_lane(mv, 2), f32x4.extract_lane(mv, 3)),
+    );
     for (; c < C; c++) mx = max(mx, load<f32>(xr + (<usize>c << 2)));
     const m = f32x4.splat(mx);
     let sv = f32x4.splat(0);
@@ -96,7 +139,8 @@ export function softmaxForward(out: usize, x: usize, N: i32, C: i32, log: i32): 
       if (!log) v128.store(orow + o, e);
       sv = f32x4.add(sv, e);
     }
-    let sum = f32x4.extract_lane(sv, 0) + f32x4.extract_lane(sv, 1) + f32x4.extract_lane(sv, 2) + f32x4.extract_lane(sv, 3);
+    let sum = f32x4.extract_lane(sv, 0) + f32x4.extract_lane(sv, 1)
+      + f32x4.extract_lane(sv, 2) + f32x4.extract_lane(sv, 3);
     for (; c < C; c++) {
       const o = <usize>c << 2;
       const e = exps(load<f32>(xr + o) - mx);

@@ -9,7 +9,9 @@ import { expv, exps } from './expv';
  * dlogits[n] = p ⊙ (bonus[n]·(lsm + H) − coef[n]), then dlogits[n, targets[n]] += coef[n].
  * Overwrites dlogits. coef[n] is d loss / d lsm[n, target]; bonus[n] the entropy-bonus weight.
  */
-export function logitGrad(dlogits: usize, entropy: usize, lsm: usize, coef: usize, bonus: usize, targets: usize, N: i32, V: i32): void {
+export function logitGrad(
+  dlogits: usize, entropy: usize, lsm: usize, coef: usize, bonus: usize, targets: usize, N: i32, V: i32,
+): void {
   for (let n = 0; n < N; n++) {
     const row = <usize>(n * V) << 2;
     const l = lsm + row;
@@ -23,7 +25,8 @@ export function logitGrad(dlogits: usize, entropy: usize, lsm: usize, coef: usiz
       v128.store(d + o, p);
       hv = madd(p, x, hv);
     }
-    let h = f32x4.extract_lane(hv, 0) + f32x4.extract_lane(hv, 1) + f32x4.extract_lane(hv, 2) + f32x4.extract_lane(hv, 3);
+    let h = f32x4.extract_lane(hv, 0) + f32x4.extract_lane(hv, 1)
+      + f32x4.extract_lane(hv, 2) + f32x4.extract_lane(hv, 3);
     for (; v < V; v++) {
       const o = <usize>v << 2;
       const x = load<f32>(l + o);
@@ -57,7 +60,10 @@ export function logitGrad(dlogits: usize, entropy: usize, lsm: usize, coef: usiz
  * AdamW on n parameters: g' = g·gradScale; m = β1·m + (1−β1)·g'; v = β2·v + (1−β2)·g'²;
  * x −= lr·(m/bc1 / (√(v/bc2) + eps) + wd·x).
  */
-export function adamw(x: usize, g: usize, m: usize, v: usize, n: i32, lr: f32, beta1: f32, beta2: f32, eps: f32, wd: f32, bc1: f32, bc2: f32, gradScale: f32): void {
+export function adamw(
+  x: usize, g: usize, m: usize, v: usize, n: i32, lr: f32, beta1: f32, beta2: f32, eps: f32, wd: f32, bc1: f32,
+  bc2: f32, gradScale: f32,
+): void {
   const b1 = f32x4.splat(beta1), c1 = f32x4.splat(1 - beta1);
   const b2 = f32x4.splat(beta2), c2 = f32x4.splat(1 - beta2);
   const ib1 = f32x4.splat(1 / bc1), ib2 = f32x4.splat(1 / bc2);
@@ -71,7 +77,8 @@ export function adamw(x: usize, g: usize, m: usize, v: usize, n: i32, lr: f32, b
     v128.store(m + o, mi);
     v128.store(v + o, vi);
     const xi = v128.load(x + o);
-    const step = f32x4.add(f32x4.div(f32x4.mul(mi, ib1), f32x4.add(f32x4.sqrt(f32x4.mul(vi, ib2)), ep)), f32x4.mul(wdv, xi));
+    const adam = f32x4.div(f32x4.mul(mi, ib1), f32x4.add(f32x4.sqrt(f32x4.mul(vi, ib2)), ep));
+    const step = f32x4.add(adam, f32x4.mul(wdv, xi));
     v128.store(x + o, f32x4.sub(xi, f32x4.mul(lrv, step)));
   }
   for (; i < n; i++) {

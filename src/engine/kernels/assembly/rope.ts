@@ -3,7 +3,9 @@
 // [N, C] rotate in place; `inverse` applies the transpose rotation (the backward pass on gradients).
 // positions: N i32; cos, sin: [maxT, half] f32.
 
-export function rope(x: usize, positions: usize, N: i32, C: i32, NH: i32, cos: usize, sin: usize, half: i32, inverse: i32): void {
+export function rope(
+  x: usize, positions: usize, N: i32, C: i32, NH: i32, cos: usize, sin: usize, half: i32, inverse: i32,
+): void {
   const hs = C / NH;
   for (let n = 0; n < N; n++) {
     const t = <usize>(load<i32>(positions + (<usize>n << 2)) * half) << 2;

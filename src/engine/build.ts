@@ -7,7 +7,7 @@
  */
 import { existsSync, renameSync, rmSync } from 'node:fs';
 import { fsyncDirectory } from '../core/files.js';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { ConfigError } from '../core/errors.js';
 import type { EngineConfig, ModelConfig, SftConfig } from './config.js';
 import { loadKernels } from './kernels/index.js';
@@ -20,6 +20,12 @@ import { CharTokenizer, type TokenizerJSON } from './nano/tokenizer.js';
 import { NanoTrainer } from './nano/trainer.js';
 import { buildRemoteSampler, buildRemoteTrainer } from './remote/build.js';
 import type { Sampler, TextTokenizer, Trainer } from './types.js';
+import { adapterBase, hfModelDir, hfStart, openHfModel, runAdapter, writeHfMeta } from './hf/engine.js';
+import { isHfModelDir } from './hf/config.js';
+import { isPeftAdapterDir, loadPeftAdapter } from './hf/peft.js';
+import { LoraAdapter, type LoraSettings } from './nano/lora.js';
+import type { Kernels } from './kernels/types.js';
+import type { HFTokenizer } from './tokenizer/hf.js';
 
 export interface EngineSpec {
   engine: EngineConfig;
@@ -33,12 +39,14 @@ export interface WarmStart {
   /** Demonstrations to train it on (called only when it must be trained). */
   examples: () => SftExample[];
   seed: number;
+  /** Hugging Face models: a prompt's tokens as the run encodes them (the chat template when engine.chatTemplate). */
+  encodePrompt?: (tokenizer: TextTokenizer) => (prompt: string) => number[];
 }
 
 /** What a rollout worker needs to build its own embedded sampler (all structured-cloneable). */
 export interface WorkerEngineSpec {
-  modelConfig: NanoConfig;
-  tokenizer: TokenizerJSON;
+  /** A nano model (random weights until the first `setWeights`), or a Hugging Face directory loaded from disk. */
+  model: { kind: 'nano'; config: NanoConfig; tokenizer: TokenizerJSON } | { kind: 'hf'; dir: string; contextLength: number; lora?: LoraSettings };
   kernels: EngineConfig['kernels'];
   pageSize: number;
 }
@@ -51,7 +59,7 @@ export interface Engine {
   reference?: Pick<Trainer, 'logprobs'>;
   /** Make a trainer state directory loadable as a model (arbor eval / serve). */
   writeCheckpointMeta?: (dir: string) => void;
-  /** Embedded only: the worker spec and a copy of the current weights. */
+  /** Embedded only: the worker spec and a copy of the current trained weights (the whole model's, or the adapter's). */
   embedded?: { spec: WorkerEngineSpec; weights: () => Float32Array };
   /** Where the starting weights came from, and the model's size. */
   origin: string;
@@ -80,9 +88,11 @@ export async function buildEngine(spec: EngineSpec, options: BuildOptions = {}):
 }
 
 async function buildEmbedded(spec: EngineSpec, options: BuildOptions): Promise<Engine> {
+  const kernels = await loadKernels({ backend: spec.engine.kernels, threads: spec.engine.threads });
+  const hfDir = hfModelDir(spec.model);
+  if (hfDir) return buildHf(spec, hfDir, kernels, options);
   const startDir = await prepareStart(spec, options);
   if (options.needReference && !startDir) throw new ConfigError('optimize.loss.klCoef > 0 needs the embedded engine with a warm-start or model.checkpoint as the reference policy', 'optimize.loss.klCoef');
-  const kernels = await loadKernels({ backend: spec.engine.kernels, threads: spec.engine.threads });
   const { model, tokenizer } = startDir ? await loadCheckpoint(startDir, { kernels }) : { model: await randomModel(spec.model, kernels), tokenizer: new CharTokenizer() };
   const sampler = new NanoSampler(model, { pageSize: spec.engine.pageSize });
   const trainer = new NanoTrainer(model);
@@ -94,13 +104,60 @@ async function buildEmbedded(spec: EngineSpec, options: BuildOptions): Promise<E
     reference,
     writeCheckpointMeta: (dir) => writeCheckpointMeta(dir, model, tokenizer),
     embedded: {
-      spec: { modelConfig: model.config, tokenizer: tokenizer.toJSON(), kernels: spec.engine.kernels, pageSize: spec.engine.pageSize },
+      spec: { model: { kind: 'nano', config: model.config, tokenizer: tokenizer.toJSON() }, kernels: spec.engine.kernels, pageSize: spec.engine.pageSize },
       weights: () => model.params.data.slice(),
     },
     origin: startDir ?? 'random init',
     description: `model ${model.parameterCount} params from ${startDir ?? 'random init'}`,
     close: async () => {},
   };
+}
+
+/**
+ * A Hugging Face model: its directory (or the SFT warm-start's), its tokenizer, and a LoRA adapter
+ * when model.lora is set (the base is then frozen and shared by the sampler and the trainer).
+ */
+async function buildHf(spec: EngineSpec, hfDir: string, kernels: Kernels, options: BuildOptions): Promise<Engine> {
+  const { model: m, sft } = spec;
+  const warm = sft.enabled && options.warmStart && !m.checkpoint ? options.warmStart : undefined;
+  const start = await hfStart(hfDir, m, kernels, warm && {
+    dir: warm.dir, examples: warm.examples, seed: warm.seed, trains: sft.trains,
+    encodePrompt: warm.encodePrompt ?? ((t) => (prompt) => [...(t.bos !== undefined ? [t.bos] : []), ...t.encode(prompt)]),
+    sft: { steps: sft.steps, batchSize: sft.batchSize, learningRate: sft.learningRate, onProgress: (p) => options.update?.(`sft ${p.step}/${p.steps} loss ${p.loss.toFixed(3)} ${Math.round(p.tokensPerSecond)} tok/s`) },
+  }, options.log);
+  const { model, info, tokenizer } = await openHfModel(start.baseDir, { kernels, contextLength: m.contextLength });
+  if (m.contextLength > info.maxPositionEmbeddings) {
+    throw new ConfigError(`model.contextLength ${m.contextLength} exceeds ${join(start.baseDir, 'config.json')}'s max_position_embeddings (${info.maxPositionEmbeddings})`, 'model.contextLength');
+  }
+  const adapter = runAdapter(model, m.lora, start.adapterDir, m.initSeed, options.log);
+  const sampler = new NanoSampler(model, { pageSize: spec.engine.pageSize, adapter });
+  const baseModelName = resolve(start.baseDir);
+  const trainer = new NanoTrainer(model, { adapter, baseModelName });
+  const reference = options.needReference ? await hfReference(model, adapter, start.baseDir, kernels, m.contextLength) : undefined;
+  const what = adapter ? `rank-${adapter.rank} LoRA (${adapter.parameterCount} trained parameters${start.adapterDir ? ` from ${start.adapterDir}` : ''}) on ` : '';
+  return {
+    sampler,
+    trainer,
+    tokenizer,
+    reference,
+    // a LoRA state directory is already a PEFT adapter naming its base; a full one gets config.json + tokenizer files
+    writeCheckpointMeta: adapter ? undefined : (dir) => writeHfMeta(dir, info),
+    embedded: {
+      spec: { model: { kind: 'hf', dir: baseModelName, contextLength: model.config.contextLength, lora: adapter?.settings }, kernels: spec.engine.kernels, pageSize: spec.engine.pageSize },
+      weights: () => (adapter ?? model).params.data.slice(),
+    },
+    origin: start.adapterDir ?? start.baseDir,
+    description: `${what}${info.architecture} ${model.parameterCount} params from ${start.baseDir}`,
+    close: async () => {},
+  };
+}
+
+/** The KL reference policy: the starting adapter on the shared base, or a second copy of the model. */
+async function hfReference(model: NanoModel, adapter: LoraAdapter | undefined, baseDir: string, kernels: Kernels, contextLength: number): Promise<NanoTrainer> {
+  if (!adapter) return new NanoTrainer((await openHfModel(baseDir, { kernels, contextLength })).model);
+  const frozen = new LoraAdapter(model, adapter.settings);
+  frozen.params.data.set(adapter.params.data);
+  return new NanoTrainer(model, { adapter: frozen });
 }
 
 function randomModel(m: ModelConfig, kernels: Awaited<ReturnType<typeof loadKernels>>): Promise<NanoModel> {
@@ -155,24 +212,44 @@ async function prepareStart(spec: EngineSpec, options: BuildOptions): Promise<st
 /** A worker's own embedded sampler over a copy of the weights; `setWeights` installs a published version. */
 export async function buildWorkerSampler(spec: WorkerEngineSpec, options: { abortProbe?: () => boolean } = {}): Promise<{ sampler: Sampler; tokenizer: TextTokenizer; setWeights: (weights: Float32Array, version: number) => void }> {
   const kernels = await loadKernels({ backend: spec.kernels });
-  const model = NanoModel.createSync(spec.modelConfig, kernels, 0);
-  const tokenizer = CharTokenizer.fromJSON(spec.tokenizer, 'worker tokenizer');
-  const sampler = new NanoSampler(model, { pageSize: spec.pageSize, abortProbe: options.abortProbe });
+  let model: NanoModel;
+  let tokenizer: TextTokenizer;
+  let adapter: LoraAdapter | undefined;
+  if (spec.model.kind === 'nano') {
+    model = NanoModel.createSync(spec.model.config, kernels, 0);
+    tokenizer = CharTokenizer.fromJSON(spec.model.tokenizer, 'worker tokenizer');
+  } else {
+    ({ model, tokenizer } = await openHfModel(spec.model.dir, { kernels, contextLength: spec.model.contextLength }));
+    adapter = spec.model.lora ? new LoraAdapter(model, spec.model.lora) : undefined;
+  }
+  const sampler = new NanoSampler(model, { pageSize: spec.pageSize, abortProbe: options.abortProbe, adapter });
+  const trained = (adapter ?? model).params.data;
   const setWeights = (weights: Float32Array, version: number) => {
-    if (weights.length !== model.params.data.length) throw new ConfigError(`worker: weights of ${weights.length} floats for a model of ${model.params.data.length}`);
-    model.params.data.set(weights);
+    if (weights.length !== trained.length) throw new ConfigError(`worker: weights of ${weights.length} floats for ${trained.length} trained parameters`);
+    trained.set(weights);
     model.weightVersion = version;
   };
   return { sampler, tokenizer, setWeights };
 }
 
-/** Sampling only (`arbor eval`): an embedded checkpoint, or the remote servers of an engine config. */
-export async function buildSamplingEngine(source: { checkpoint: string } | { engine: EngineConfig }): Promise<{ sampler: Sampler; tokenizer: TextTokenizer; origin: string; contextLength?: number }> {
-  if ('checkpoint' in source) {
-    const { model, tokenizer } = await loadCheckpoint(source.checkpoint);
-    return { sampler: new NanoSampler(model), tokenizer, origin: source.checkpoint, contextLength: model.config.contextLength };
+/**
+ * Sampling only (`arbor eval`): a checkpoint — a nano checkpoint, a Hugging Face model directory, or a
+ * PEFT adapter directory over its base (`base`, else the adapter's base_model_name_or_path) — or the
+ * remote servers of an engine config.
+ */
+export async function buildSamplingEngine(source: { checkpoint: string; base?: string; contextLength?: number } | { engine: EngineConfig }): Promise<{ sampler: Sampler; tokenizer: TextTokenizer; origin: string; contextLength?: number }> {
+  if (!('checkpoint' in source)) return buildRemoteSampler(source.engine);
+  const dir = source.checkpoint;
+  if (isPeftAdapterDir(dir) || isHfModelDir(dir)) {
+    const adapterDir = isPeftAdapterDir(dir) ? dir : undefined;
+    const baseDir = adapterDir ? adapterBase(adapterDir, source.base) : dir;
+    const { model, tokenizer, info } = await openHfModel(baseDir, { contextLength: source.contextLength });
+    const adapter = adapterDir ? loadPeftAdapter(adapterDir, model) : undefined;
+    const origin = adapterDir ? `${adapterDir} (LoRA on ${baseDir})` : `${dir} (${info.architecture})`;
+    return { sampler: new NanoSampler(model, { adapter }), tokenizer: tokenizer as HFTokenizer, origin, contextLength: model.config.contextLength };
   }
-  return buildRemoteSampler(source.engine);
+  const { model, tokenizer } = await loadCheckpoint(dir);
+  return { sampler: new NanoSampler(model), tokenizer, origin: dir, contextLength: model.config.contextLength };
 }
 
 /** `arbor serve`: an embedded checkpoint's sampler and trainer over one model, and a weight reloader. */

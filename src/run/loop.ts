@@ -30,7 +30,7 @@ import { Learner } from './learner.js';
 import { RolloutPipeline, type ProducerHost } from './pipeline.js';
 import { Producer } from './producer.js';
 import { Progress, formatSeconds } from './progress.js';
-import { fitPrompts, promptEncoder } from './prompts.js';
+import { fitPrompts, promptEncoder, stopTokens } from './prompts.js';
 import { writeReport } from './report.js';
 import { RUN_DIR_ENTRIES, RunDir } from './rundir.js';
 import { loadRunState, saveRunState, type LoopState } from './run-state.js';
@@ -76,14 +76,14 @@ export async function train(inputConfig: ArborConfig | undefined, options: Train
   const agentEnv = await openAgentEnv(config);
   const engine = await buildEngine(config, { warmStart: warmStartFor(config, task, agentEnv), needReference: config.optimize.loss.klCoef > 0, log: (l) => progress.line(l), update: (l) => progress.update(l) });
   const agent = agentEnv && agentRuntime(agentEnv, engine.tokenizer, config);
-  const encodePrompt = agent ? (item: TaskItem) => agent.encodePrompt(item, '') : promptEncoder(engine.tokenizer, config.engine.chatTemplate);
+  const encodePrompt = agent ? (item: TaskItem) => agent.encodePrompt(item, '') : promptEncoder(engine.tokenizer, config.engine.chatTemplate, config.engine.chatTemplateKwargs);
   const fitted = fitPrompts(task.makeItems('test', config.run.evalCount, config.run.seed), encodePrompt, engine.embedded ? config.model.contextLength : undefined, config.task.overlong, 'held-out');
   if (fitted.skipped) progress.line(`task.overlong skip: ${fitted.skipped} held-out prompts leave no room for a response and are left out`);
   const testItems = fitted.items;
   const evalAt = (step: number): Promise<EvalResult> =>
     agent && config.generate.kind === 'agent'
-      ? evaluateAgent(testItems, config.run.evalPassK, { sampler: engine.sampler, agent, options: config.generate, decode: (t) => engine.tokenizer.decode(t), stopTokens: [engine.tokenizer.eos], maxResponseTokens: config.sampling.maxResponseTokens, reward: task.reward, rng: new Rng(config.run.seed).fork(`eval/${step}`) })
-      : evaluate(testItems, config.run.evalPassK, { sampler: engine.sampler, encodePrompt, decode: (t) => engine.tokenizer.decode(t), stopTokens: [engine.tokenizer.eos], maxResponseTokens: config.sampling.maxResponseTokens, reward: task.reward, rng: new Rng(config.run.seed).fork(`eval/${step}`) });
+      ? evaluateAgent(testItems, config.run.evalPassK, { sampler: engine.sampler, agent, options: config.generate, decode: (t) => engine.tokenizer.decode(t), stopTokens: stopTokens(engine.tokenizer), maxResponseTokens: config.sampling.maxResponseTokens, reward: task.reward, rng: new Rng(config.run.seed).fork(`eval/${step}`) })
+      : evaluate(testItems, config.run.evalPassK, { sampler: engine.sampler, encodePrompt, decode: (t) => engine.tokenizer.decode(t), stopTokens: stopTokens(engine.tokenizer), maxResponseTokens: config.sampling.maxResponseTokens, reward: task.reward, rng: new Rng(config.run.seed).fork(`eval/${step}`) });
   const storeOptions = { maxInMemory: config.store.maxInMemory, spillFile: join(dir.path, 'store-spill.jsonl') };
   let state: LoopState;
   let store: RolloutStore;

@@ -25,7 +25,7 @@ import { siblingStats } from '../generate/siblings.js';
 import { DataOrder, type DataOrderState } from '../replay/data-order.js';
 import { getTask } from '../tasks/index.js';
 import type { ArborConfig } from './config.js';
-import { fitPrompts, promptEncoder } from './prompts.js';
+import { fitPrompts, promptEncoder, stopTokens } from './prompts.js';
 import { selectByDifficulty } from '../replay/select.js';
 import type { AgentRuntime } from '../generate/types.js';
 import { agentRuntimeFor } from './agent-runtime.js';
@@ -83,7 +83,7 @@ export class Producer {
     const reward = rewardFromConfig(config.reward, { taskReward: task.reward, taskExtract: task.extractAnswer?.bind(task), safety: { timeoutMs: config.reward.timeoutMs, failureReward: config.reward.failureReward } });
     const contextLength = config.engine.kind === 'embedded' ? config.model.contextLength : undefined;
     const agent = await agentRuntimeFor(config, tokenizer);
-    const encodeForFit = agent ? (item: TaskItem) => agent.encodePrompt(item, '') : promptEncoder(tokenizer, config.engine.chatTemplate);
+    const encodeForFit = agent ? (item: TaskItem) => agent.encodePrompt(item, '') : promptEncoder(tokenizer, config.engine.chatTemplate, config.engine.chatTemplateKwargs);
     const { items: pool, skipped } = fitPrompts(task.makeItems('train', config.run.trainItems, config.run.seed), encodeForFit, contextLength, config.task.overlong, 'training');
     if (skipped) console.error(`task.overlong skip: ${skipped} training prompts leave no room for a response and are left out`);
     if (config.select.kind !== 'sequential' && config.skip.kind !== 'none') throw new ConfigError(`select.kind "${config.select.kind}" and skip.kind "${config.skip.kind}" both choose the step's prompts: use one of them`, 'select.kind');
@@ -142,7 +142,7 @@ export class Producer {
       // a response hint's tokens count against the response budget
       const hintTokens = Math.max(0, ...entries.map((e) => (e.tree?.meta?.hint as { kind?: string; tokens?: number } | undefined)).map((h) => (h?.kind === 'response' ? h.tokens ?? 0 : 0)));
       const grown = await growSafely(this.generator, entries.map((e) => ({ item: e.item, promptTokens: e.tree ? e.tree.nodes[ROOT_ID].tokens : encodePrompt(e.item), tree: e.tree, groupSize: e.groupSize })), {
-        sampler: this.sampler, rng: rng.fork(`generate/${round}`), step: request.step, stopTokens: [this.tokenizer.eos],
+        sampler: this.sampler, rng: rng.fork(`generate/${round}`), step: request.step, stopTokens: stopTokens(this.tokenizer),
         maxResponseTokens: Math.max(1, config.sampling.maxResponseTokens - hintTokens), temperature: config.sampling.temperature, topP: config.sampling.topP, topK: config.sampling.topK,
         treeIdPrefix: `s${request.step}r${round}p`, stopAfterTrees: options.stopAfterTrees, quality: quality.hook, agent: this.agent,
       });

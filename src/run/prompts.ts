@@ -8,13 +8,18 @@ import { DataError } from '../core/errors.js';
 import type { TaskItem } from '../core/types.js';
 import type { TextTokenizer } from '../engine/types.js';
 
-export function promptEncoder(tokenizer: TextTokenizer, chatTemplate: boolean): (item: TaskItem) => number[] {
+/** The tokens that end a response: every EOS id of the tokenizer (generation_config.json's too, as vLLM stops on them). */
+export function stopTokens(tokenizer: TextTokenizer): number[] {
+  return [...(tokenizer.eosIds ?? [tokenizer.eos])];
+}
+
+export function promptEncoder(tokenizer: TextTokenizer, chatTemplate: boolean, kwargs?: Record<string, unknown>): (item: TaskItem) => number[] {
   const bos = tokenizer.bos !== undefined ? [tokenizer.bos] : [];
   const raw = (item: TaskItem) => [...bos, ...tokenizer.encode(item.prompt)];
   if (!chatTemplate || !tokenizer.encodeChat) return raw;
   const encodeChat = tokenizer.encodeChat.bind(tokenizer);
   // the template writes BOS itself where the model uses one (transformers' apply_chat_template(tokenize=True))
-  return (item) => encodeChat([{ role: 'user', content: item.prompt }], { addGenerationPrompt: true });
+  return (item) => encodeChat([{ role: 'user', content: item.prompt }], { addGenerationPrompt: true, kwargs });
 }
 
 /** Where an item came from, for messages: `file:line (id)` for dataset rows, else its id. */

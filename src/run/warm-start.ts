@@ -10,11 +10,14 @@ import type { TaskItem } from '../core/types.js';
 import type { Task } from '../tasks/types.js';
 import type { AgentEnv } from './agent-runtime.js';
 import type { ArborConfig } from './config.js';
+import { promptEncoder } from './prompts.js';
 
 export function sftCacheDir(config: ArborConfig, runsRoot = 'runs'): string {
   // agent runs: the environment and the tool format shape the demonstrations' prompts
   const agent = config.generate.kind === 'agent' ? { env: config.env, format: config.generate.format } : undefined;
-  const key = JSON.stringify({ task: config.task, model: config.model, sft: { ...config.sft, checkpoint: undefined }, seed: config.run.seed, v: 1, ...(agent ? { agent } : {}) });
+  // Hugging Face models: the prompt encoding (chat template and its variables) shapes the demonstrations too
+  const prompts = config.model.hf ? { chatTemplate: config.engine.chatTemplate, kwargs: config.engine.chatTemplateKwargs } : undefined;
+  const key = JSON.stringify({ task: config.task, model: config.model, sft: { ...config.sft, checkpoint: undefined }, seed: config.run.seed, v: 1, ...(agent ? { agent } : {}), ...(prompts ? { prompts } : {}) });
   return join(runsRoot, '_sft', createHash('sha256').update(key).digest('hex').slice(0, 16));
 }
 
@@ -28,6 +31,11 @@ export function warmStartFor(config: ArborConfig, task: Task, agent?: AgentEnv):
   return {
     dir: config.sft.checkpoint ?? sftCacheDir(config),
     seed: config.run.seed,
+    // SFT prompts are encoded exactly as RL's (the chat template when engine.chatTemplate); agent prompts are rendered text
+    encodePrompt: (tokenizer) => {
+      const encode = promptEncoder(tokenizer, config.engine.chatTemplate && !agent, config.engine.chatTemplateKwargs);
+      return (prompt) => encode({ id: 'sft', prompt } as TaskItem);
+    },
     examples: () =>
       task.makeItems('train', config.sft.examples, config.run.seed + 1).map((i) => ({
         prompt: agent ? agent.format.renderPrompt(i.prompt, agent.tools) : i.prompt,

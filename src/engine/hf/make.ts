@@ -6,14 +6,15 @@
  * tokenizer directory (tokenizer.json, tokenizer_config.json, chat template, generation_config.json).
  * The result loads in transformers as it loads here (`loadHfModel`).
  */
-import { copyFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { cpSync, copyFileSync, existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { ConfigError, DataError } from '../../core/errors.js';
+import { ConfigError } from '../../core/errors.js';
 import { writeFileAtomic } from '../../core/files.js';
 import { Rng } from '../../core/rng.js';
 import { paramSpecs, type ParamSpec } from '../nano/config.js';
 import { writeSafetensorsFrom, type FloatDtype } from '../nano/safetensors.js';
 import { parseHfConfig, type HfArchitecture } from './config.js';
+import { HFTokenizer } from '../tokenizer/hf.js';
 
 export interface MakeHfOptions {
   /** Output directory (created). */
@@ -49,35 +50,6 @@ const MODEL_TYPE: Record<HfArchitecture, string> = { LlamaForCausalLM: 'llama', 
 const TOKENIZER_FILES = ['tokenizer.json', 'tokenizer_config.json', 'chat_template.jinja', 'special_tokens_map.json', 'generation_config.json'];
 const DTYPE_NAME: Record<FloatDtype, string> = { F32: 'float32', F16: 'float16', BF16: 'bfloat16' };
 
-/** The largest token id of a tokenizer.json (vocabulary and added tokens) + 1. */
-export function tokenizerSize(file: string): number {
-  let json: { model?: { vocab?: Record<string, number> | Array<[string, number]> }; added_tokens?: Array<{ id: number }> };
-  try {
-    json = JSON.parse(readFileSync(file, 'utf8'));
-  } catch (cause) {
-    throw new DataError(`${file}: cannot read (${(cause as Error).message})`, file, undefined, undefined, { cause });
-  }
-  const vocab = json.model?.vocab;
-  let max = -1;
-  if (Array.isArray(vocab)) max = vocab.length - 1;
-  else if (vocab) for (const id of Object.values(vocab)) max = Math.max(max, id);
-  for (const t of json.added_tokens ?? []) max = Math.max(max, t.id);
-  if (max < 0) throw new DataError(`${file}: no vocabulary`, file, undefined, 'model.vocab');
-  return max + 1;
-}
-
-/** The special token ids a model's config names (bos/eos), read from the tokenizer's config and added tokens. */
-function specialIds(dir: string): { bos?: number; eos?: number } {
-  const tokFile = join(dir, 'tokenizer.json');
-  const cfgFile = join(dir, 'tokenizer_config.json');
-  if (!existsSync(cfgFile)) return {};
-  const added = (JSON.parse(readFileSync(tokFile, 'utf8')).added_tokens ?? []) as Array<{ id: number; content: string }>;
-  const cfg = JSON.parse(readFileSync(cfgFile, 'utf8')) as Record<string, unknown>;
-  const text = (v: unknown) => (typeof v === 'string' ? v : (v as { content?: string } | null)?.content);
-  const id = (key: string) => added.find((t) => t.content === text(cfg[key]))?.id;
-  return { bos: id('bos_token'), eos: id('eos_token') };
-}
-
 /** The config.json of the options, in the Hub's usual shape. */
 export function hfConfigJson(o: MakeHfOptions, vocabSize: number, ids: { bos?: number; eos?: number }): Record<string, unknown> {
   const qwen = o.architecture !== 'LlamaForCausalLM';
@@ -110,11 +82,11 @@ export function hfConfigJson(o: MakeHfOptions, vocabSize: number, ids: { bos?: n
 
 /** Write the model directory; returns its parameter count. */
 export function makeHfModel(o: MakeHfOptions): { dir: string; parameterCount: number; vocabSize: number } {
-  const tokenizerFile = o.tokenizer ? join(o.tokenizer, 'tokenizer.json') : undefined;
-  if (tokenizerFile && !existsSync(tokenizerFile)) throw new ConfigError(`tokenizer directory ${o.tokenizer} has no tokenizer.json`, 'tokenizer');
-  const vocabSize = o.vocabSize ?? (tokenizerFile ? Math.ceil(tokenizerSize(tokenizerFile) / 64) * 64 : undefined);
+  if (o.tokenizer && !existsSync(join(o.tokenizer, 'tokenizer.json'))) throw new ConfigError(`tokenizer directory ${o.tokenizer} has no tokenizer.json`, 'tokenizer');
+  const tokenizer = o.tokenizer ? HFTokenizer.fromDirectory(o.tokenizer) : undefined;
+  const vocabSize = o.vocabSize ?? (tokenizer ? Math.ceil(tokenizer.vocabSize / 64) * 64 : undefined);
   if (vocabSize === undefined) throw new ConfigError('vocabSize is required without a tokenizer', 'vocabSize');
-  const ids = o.tokenizer ? specialIds(o.tokenizer) : {};
+  const ids = tokenizer ? { bos: tokenizer.specialTokens[String(tokenizer.specialTokensMap.bos_token)], eos: tokenizer.eos } : {};
   const configJson = hfConfigJson(o, vocabSize, ids);
   const configFile = join(o.out, 'config.json');
   const { config } = parseHfConfig(configJson, configFile, o.out); // the same checks a load makes
@@ -133,6 +105,8 @@ export function makeHfModel(o: MakeHfOptions): { dir: string; parameterCount: nu
   writeFileAtomic(configFile, JSON.stringify(configJson, null, 2) + '\n');
   if (o.tokenizer) {
     for (const f of TOKENIZER_FILES) if (existsSync(join(o.tokenizer, f))) copyFileSync(join(o.tokenizer, f), join(o.out, f));
+    const named = join(o.tokenizer, 'additional_chat_templates');
+    if (existsSync(named)) cpSync(named, join(o.out, 'additional_chat_templates'), { recursive: true });
   }
   if (!existsSync(join(o.out, 'generation_config.json'))) {
     writeFileAtomic(join(o.out, 'generation_config.json'), JSON.stringify({ ...(ids.bos !== undefined ? { bos_token_id: ids.bos } : {}), ...(ids.eos !== undefined ? { eos_token_id: ids.eos } : {}) }, null, 2) + '\n');

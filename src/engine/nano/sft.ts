@@ -1,7 +1,9 @@
 /**
- * Supervised fine-tuning of the nano model on (prompt, completion) pairs: sequences
- * [BOS] prompt completion [EOS], weighted cross-entropy on the completion and EOS only (token mean
- * over the batch), AdamW with warm-up + cosine schedule, a held-out loss measured periodically.
+ * Supervised fine-tuning of the embedded model on (prompt, completion) pairs: sequences
+ * prompt-tokens completion [EOS], weighted cross-entropy on the completion and EOS only (token mean
+ * over the batch), AdamW with warm-up + cosine schedule, a held-out loss measured periodically. The
+ * prompt tokens come from the run's own prompt encoder (BOS + text, or a Hugging Face chat template),
+ * so SFT and RL see identical prompts; with a LoRA adapter only the adapter trains.
  * `readSftJsonl` reads the JSONL data (fields prompt, completion); the `arbor sft` command itself
  * lives in cli/sft.ts.
  */
@@ -10,8 +12,9 @@ import { DataError } from '../../core/errors.js';
 import { Rng } from '../../core/rng.js';
 import type { Datum } from '../types.js';
 import { NanoModel } from './model.js';
-import { CharTokenizer } from './tokenizer.js';
 import { NanoTrainer } from './trainer.js';
+import type { LoraAdapter } from './lora.js';
+import type { TextTokenizer } from '../types.js';
 import type { NanoConfig } from './config.js';
 
 export interface SftExample {
@@ -39,6 +42,10 @@ export interface SftOptions {
   evalEvery?: number;
   seed?: number;
   onProgress?: (p: SftProgress) => void;
+  /** Prompt text → tokens (default: BOS + the text); the run's own encoder (e.g. the chat template). */
+  encodePrompt?: (prompt: string) => number[];
+  /** Train only this LoRA adapter (the model is frozen). */
+  adapter?: LoraAdapter;
 }
 
 export interface SftProgress {
@@ -57,9 +64,14 @@ export interface SftResult {
   wallMs: number;
 }
 
+/** BOS (when the tokenizer has one) + the text: the prompt encoding without a chat template. */
+export function plainPrompt(tokenizer: TextTokenizer): (prompt: string) => number[] {
+  return (prompt) => [...(tokenizer.bos !== undefined ? [tokenizer.bos] : []), ...tokenizer.encode(prompt)];
+}
+
 /** One SFT datum: loss on completion + EOS tokens. Weights are 1 (scaled per batch later). */
-export function sftDatum(tokenizer: CharTokenizer, example: SftExample): Datum {
-  const prompt = [tokenizer.bos, ...tokenizer.encode(example.prompt)];
+export function sftDatum(tokenizer: TextTokenizer, example: SftExample, encodePrompt = plainPrompt(tokenizer)): Datum {
+  const prompt = encodePrompt(example.prompt);
   const completion: number[] = [];
   const trained: number[] = [];
   const segments = example.segments ?? [{ text: example.completion, role: 'policy' as const }];
@@ -90,11 +102,11 @@ function warmupCosine(step: number, peak: number, warmupSteps: number, totalStep
   return peak * (0.1 + 0.9 * 0.5 * (1 + Math.cos(Math.PI * progress)));
 }
 
-export async function runSft(model: NanoModel, tokenizer: CharTokenizer, examples: SftExample[], options: SftOptions): Promise<SftResult> {
+export async function runSft(model: NanoModel, tokenizer: TextTokenizer, examples: SftExample[], options: SftOptions): Promise<SftResult> {
   if (!examples.length) throw new DataError('sft: no examples');
   const rng = new Rng(options.seed ?? 0).fork('sft');
   const maxT = model.config.contextLength;
-  const encoded = examples.map((e) => sftDatum(tokenizer, e));
+  const encoded = examples.map((e) => sftDatum(tokenizer, e, options.encodePrompt));
   const tooLong = encoded.findIndex((d) => d.inputTokens.length > maxT);
   if (tooLong >= 0) {
     const where = examples[tooLong].source ?? `example ${tooLong + 1} of ${examples.length}`;
@@ -104,7 +116,7 @@ export async function runSft(model: NanoModel, tokenizer: CharTokenizer, example
   const nHeld = Math.min(Math.floor(data.length * (options.heldOutFraction ?? 0.05)), 256);
   const held = data.slice(0, nHeld);
   const train = data.slice(nHeld);
-  const trainer = new NanoTrainer(model);
+  const trainer = new NanoTrainer(model, { adapter: options.adapter });
   const warmupSteps = options.warmupSteps ?? Math.min(20, Math.floor(options.steps / 10));
   const result: SftResult = { trainLoss: [], heldOut: [], tokens: 0, wallMs: 0 };
   const started = Date.now();

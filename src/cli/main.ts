@@ -16,6 +16,7 @@ commands:
   eval --config <run.yaml> [--task <name>] [...]        accuracy (greedy, pass@k) on a task's test split, embedded or remote engine
   sft --data file.jsonl --out <dir> [...]               supervised training from prompt/completion pairs
   serve --checkpoint <dir> [--port P] [--host H]        serve a checkpoint over HTTP (OpenAI/SGLang/Tinker APIs)
+  hf-init --out <dir> [--arch qwen3] [--tokenizer DIR]  a small random Hugging Face model directory (tests, debugging)
   config --print-defaults | --check <config.yaml>       show every option with its default / validate a file
   export <run-dir> --to sft.jsonl [--min-reward R]    verified trajectories as SFT rows (arbor sft --data reads them)
   select <run-dir> --method limr|s2l --top K | --threshold X --to subset.jsonl   items chosen by reward dynamics (LIMR, S2L)
@@ -41,6 +42,8 @@ export async function main(argv: string[]): Promise<number> {
         return await (await import('./serve.js')).serveCommand(rest);
       case 'config':
         return await (await import('./config.js')).configCommand(rest);
+      case 'hf-init':
+        return await (await import('./hf-init.js')).hfInitCommand(rest);
       case 'report':
         return await (await import('./report.js')).reportCommand(rest);
       case 'export':

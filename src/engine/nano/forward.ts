@@ -49,8 +49,13 @@ export interface PackedBatch {
   targets?: number[][];
 }
 
-/** Logits held whole up to this many floats (N·V); above it the head runs in blocks of rows. */
-const FULL_HEAD_FLOATS = 1 << 24;
+/**
+ * Logits held whole up to this many floats (N·V, 256 MB per buffer: no recomputation); above it the
+ * head runs in blocks of HEAD_BLOCK_FLOATS / V rows (large blocks: each head GEMM call packs the whole
+ * [V, C] head, and a blocked backward recomputes its block's logits).
+ */
+const FULL_HEAD_FLOATS = 1 << 26;
+const HEAD_BLOCK_FLOATS = 1 << 25;
 
 export class TrainingGraph {
   private capacityN = 0;
@@ -100,8 +105,11 @@ export class TrainingGraph {
   rowOffset: number[] = [];
   lengths: number[] = [];
 
-  /** `adapter`: a LoRA on the model's linear layers (trained; the base is frozen when `model.frozen`). */
-  constructor(readonly model: NanoModel, readonly adapter?: LoraAdapter) {}
+  /**
+   * `adapter`: a LoRA on the model's linear layers (trained; the base is frozen when `model.frozen`).
+   * `blockRows`: run the head in blocks of this many rows whatever the size (tests); default by size.
+   */
+  constructor(readonly model: NanoModel, readonly adapter?: LoraAdapter, private readonly blockRows?: number) {}
 
   private ensureCapacity(N: number, attSize: number): void {
     const { C, F, V, L, NH, NKV, Cq, Ckv } = this.model.dims;
@@ -129,7 +137,7 @@ export class TrainingGraph {
         };
       });
       this.xF = a(cap * C); this.lnF = a(cap * C); this.rstdF = a(cap);
-      this.headBlockRows = cap * V <= FULL_HEAD_FLOATS ? 0 : Math.max(1, Math.floor(FULL_HEAD_FLOATS / 4 / V));
+      this.headBlockRows = this.blockRows ?? (cap * V <= FULL_HEAD_FLOATS ? 0 : Math.max(1, Math.floor(HEAD_BLOCK_FLOATS / V)));
       const headRows = this.headBlockRows || cap;
       this.logprobs = a(headRows * V); this.dlogits = a(headRows * V);
       this.rowCoef = a(cap); this.rowBonus = a(cap); this.rowEntropy = a(cap); this.rowTargets = new Int32Array(cap);

@@ -30,6 +30,8 @@ export interface NanoTrainerOptions {
   adapter?: LoraAdapter;
   /** base_model_name_or_path written with a saved adapter. */
   baseModelName?: string;
+  /** Run the output head in blocks of this many rows (default: only when the logits would pass 256 MB). */
+  headBlockRows?: number;
 }
 
 /** Activation memory a training pass may use by default (bytes). */
@@ -57,7 +59,7 @@ export class NanoTrainer implements Trainer {
     this.adapter = options.adapter;
     if (this.adapter) model.frozen = true;
     this.optimizer = new AdamW(this.trained.params, model.kernels);
-    this.graph = new TrainingGraph(model, this.adapter);
+    this.graph = new TrainingGraph(model, this.adapter, options.headBlockRows);
     this.maxRows = options.maxRowsPerPass ?? defaultMaxRows(model, this.adapter);
     this.baseModelName = options.baseModelName ?? 'base';
   }

@@ -1,6 +1,6 @@
 /**
  * The tokenizer a run was trained with, to decode its trees: the tokenizer.json of its newest
- * checkpoint (checkpoints/step-N/engine/), else of `model.checkpoint` / `engine.tokenizer` in its
+ * checkpoint (checkpoints/step-N/engine/), else of `model.checkpoint` / `model.hf` / `engine.tokenizer` in its
  * resolved config, else of the warm-start named in summary.json; the embedded engine's default
  * character tokenizer only when none of them exists (the result says which one was used).
  */
@@ -32,7 +32,7 @@ function configured(runDir: string): string[] {
   const out: string[] = [];
   try {
     const config = YAML.parse(readFileSync(join(runDir, 'config.resolved.yaml'), 'utf8')) as Record<string, Record<string, unknown>>;
-    for (const v of [config?.model?.checkpoint, config?.engine?.tokenizer]) if (typeof v === 'string') out.push(v);
+    for (const v of [config?.model?.checkpoint, config?.model?.hf, config?.engine?.tokenizer]) if (typeof v === 'string') out.push(v);
   } catch {
     // no readable config: the other candidates still apply
   }

@@ -45,15 +45,16 @@ export function hfRopeFrequencies(hd: number, theta: number, scaling?: RopeScali
   if (!scaling) return { invFreq: base, attentionFactor: 1 };
   if (scaling.type === 'linear') return { invFreq: base.map((x) => f(x / scaling.factor)), attentionFactor: 1 };
   if (scaling.type === 'llama3') {
+    // torch's float32 order of operations (python scalars become float32 operands), _compute_llama3_parameters
     const { factor, lowFreqFactor: lo, highFreqFactor: hi, originalMaxPositionEmbeddings: L0 } = scaling;
-    const lowWavelen = L0 / lo;
-    const highWavelen = L0 / hi;
+    const lowWavelen = f(L0 / lo);
+    const highWavelen = f(L0 / hi);
     const invFreq = base.map((inv) => {
-      const wavelen = f((2 * Math.PI) / inv);
+      const wavelen = f(f(2 * Math.PI) / inv);
       if (wavelen > lowWavelen) return f(inv / factor);
       if (wavelen < highWavelen) return inv;
-      const smooth = f((L0 / wavelen - lo) / (hi - lo));
-      return f(f((1 - smooth) * f(inv / factor)) + f(smooth * inv));
+      const smooth = f(f(f(f(L0) / wavelen) - lo) / f(hi - lo));
+      return f(f(f(f(1 - smooth) * inv) / factor) + f(smooth * inv));
     });
     return { invFreq, attentionFactor: 1 };
   }

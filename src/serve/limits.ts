@@ -67,14 +67,25 @@ export class WeightGate {
   }
 
   async shared<T>(fn: () => Promise<T>): Promise<T> {
-    while (this.writing || this.writersWaiting > 0) await this.wait();
-    this.readers++;
+    const leave = await this.enterShared();
     try {
       return await fn();
     } finally {
+      leave();
+    }
+  }
+
+  /** Share the weights until the returned function is called (a streamed request holds them across segments). */
+  async enterShared(): Promise<() => void> {
+    while (this.writing || this.writersWaiting > 0) await this.wait();
+    this.readers++;
+    let left = false;
+    return () => {
+      if (left) return;
+      left = true;
       this.readers--;
       this.wake();
-    }
+    };
   }
 
   async exclusive<T>(fn: () => Promise<T> | T): Promise<T> {
@@ -153,18 +164,20 @@ export class SampleGuard {
    * Sample one request under the shared weight lock, in slices of about `sliceTokens` decoded
    * tokens, yielding to the event loop before each slice. A request that fits one slice is one
    * sampler call (exactly what the sampler would return); a larger n is split into groups of
-   * continuations, group g > 0 seeded with `derivedSeed(seed, g)` when a seed is given.
+   * continuations, group g > 0 seeded with `derivedSeed(seed, g)` when a seed is given. `sampler`
+   * chooses another sampler over the same weights (a LoRA adapter's); default the guard's own.
    */
-  async sample(r: SampleRequest, perContinuation: number, signal?: AbortSignal): Promise<SampleResult> {
+  async sample(r: SampleRequest, perContinuation: number, signal?: AbortSignal, sampler: Sampler = this.sampler): Promise<SampleResult> {
     return this.gate.shared(async () => {
       const n = r.n ?? 1;
       const group = Math.max(1, Math.floor(this.limits.sliceTokens / Math.max(1, perContinuation)));
       await yieldToLoop();
       if (n <= group) {
-        const [result] = await this.sampler.sample([r], { signal });
+        const [result] = await sampler.sample([r], { signal });
         return result;
       }
-      const merged: SampleResult = { completions: [], usage: { promptTokensComputed: 0, prefixTokensReused: 0, tokensDecoded: 0 }, weightVersion: this.sampler.weightVersion() };
+      const usage = { promptTokensComputed: 0, prefixTokensReused: 0, tokensDecoded: 0 };
+      const merged: SampleResult = { completions: [], usage, weightVersion: sampler.weightVersion() };
       for (let g = 0, start = 0; start < n; g++, start += group) {
         if (g > 0) await yieldToLoop();
         const count = Math.min(group, n - start);
@@ -172,7 +185,9 @@ export class SampleGuard {
           for (let i = 0; i < count; i++) merged.completions.push({ tokens: [], logprobs: [], finishReason: 'abort' });
           continue;
         }
-        const [part] = await this.sampler.sample([{ ...r, n: count, seed: r.seed === undefined ? undefined : derivedSeed(r.seed, g), forcedTokens: r.forcedTokens?.slice(start, start + count) }], { signal });
+        const seed = r.seed === undefined ? undefined : derivedSeed(r.seed, g);
+        const forcedTokens = r.forcedTokens?.slice(start, start + count);
+        const [part] = await sampler.sample([{ ...r, n: count, seed, forcedTokens }], { signal });
         merged.completions.push(...part.completions);
         merged.usage.promptTokensComputed += part.usage.promptTokensComputed;
         merged.usage.prefixTokensReused += part.usage.prefixTokensReused;

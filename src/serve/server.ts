@@ -1,34 +1,55 @@
 /**
- * `arbor serve`: an HTTP server exposing any local Sampler/Trainer through the same APIs the remote
- * clients speak — OpenAI-compatible `/v1/completions` (vLLM token-id fields), SGLang-style
+ * `arbor serve`: an HTTP server exposing a local Sampler/Trainer through the APIs the remote clients
+ * speak — vLLM's OpenAI-compatible routes (serve/vllm.ts: `/v1/completions`, `/v1/chat/completions`,
+ * SSE streaming, `/v1/models`, `/tokenize`, `/detokenize`, runtime LoRA adapters), SGLang-style
  * `/generate` + `/abort_request` + `/update_weights_from_disk`, the Tinker-compatible API under
- * `/api/v1/*` (serve/tinker.ts: SDK 0.3–0.24.1 bodies), and `/health`. Usage is reported with the one
- * accounting of engine/remote/usage.ts. It validates every request body and answers 400/404/409 naming
- * the offending field, 413 for a request over `--max-batch-tokens`, 429 when `--max-concurrent`
- * sampling requests are running; 5xx only for server faults. It never crashes on input. Sampling is
- * sliced (serve/limits.ts) so `/health` stays responsive; `/update_weights_from_disk` loads and
+ * `/api/v1/*` (serve/tinker.ts: SDK 0.3–0.24.1 bodies, checkpoint archives), and `/health`. Usage is
+ * reported with the one accounting of engine/remote/usage.ts. Every request body is validated: 400/404/
+ * 409 name the offending field (in vLLM's error envelope on its routes), 413 for a request over
+ * `--max-batch-tokens`, 429 when `--max-concurrent` sampling requests are running; 5xx only for server
+ * faults; it never crashes on input. Sampling is sliced (serve/limits.ts) so `/health` stays
+ * responsive; a client that disconnects cancels its completion; `/update_weights_from_disk` loads and
  * validates a whole checkpoint inside the weight roots before swapping it in (serve/weights.ts).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { SampleRequest, SampleResult, Sampler, Trainer } from '../engine/types.js';
+import type { SampleRequest, Sampler, Trainer } from '../engine/types.js';
 import { ArborError } from '../core/errors.js';
 import { usageToWire } from '../engine/remote/usage.js';
-import { TinkerService } from './tinker.js';
+import { TinkerService, type TinkerModels } from './tinker.js';
 import { DEFAULT_LIMITS, modelShape, SampleGuard, type ServeLimits } from './limits.js';
+import type { LoraRegistry } from './lora.js';
+import type { ModelDefaults, ServeTokenizer } from './text.js';
+import { VllmRoutes } from './vllm.js';
+import { stopList, topP } from './vllm-params.js';
 import { resolveWeightsPath } from './weights.js';
-import { BadRequest, boundedInt, boundedNum, Conflict, NotFound, optBool, TooBusy, TooLarge, tokenList } from './validate.js';
+import { BadRequest, boundedInt, boundedNum, errorReply, NotFound, optBool, TooLarge, tokenList } from './validate.js';
+import type { ServeReply } from './validate.js';
+
+export type { ServeReply } from './validate.js';
 
 export interface ServeOptions {
   sampler: Sampler;
-  /** Optional: enables the Tinker-compatible training endpoints. */
+  /** Optional: enables the Tinker-compatible training endpoints (full fine-tuning of the served model). */
   trainer?: Trainer;
+  /** Tinker training of a Hugging Face model: LoRA per create_model, saved adapters, archives (serve/engine.ts). */
+  tinkerModels?: TinkerModels;
   /** Name reported by /v1/models and accepted as `model`. */
   modelName?: string;
-  /** Decode token ids to text for the `text` fields (optional). */
+  /** /v1/models `root` of the served model (default: its name). */
+  modelRoot?: string;
+  /** The tokenizer: text prompts, chat templates, /tokenize, output text (absent: token ids only). */
+  tokenizer?: ServeTokenizer;
+  /** Without a tokenizer: decode token ids to text for the `text` fields (optional). */
   decode?: (tokens: number[]) => string;
+  /** --skip-tokenizer-init: no tokenizer on purpose (logprob token names need return_tokens_as_token_ids). */
+  skipTokenizerInit?: boolean;
+  /** generation_config.json's sampling defaults (vLLM --generation-config auto). */
+  generationDefaults?: ModelDefaults['generation'];
+  /** LoRA adapters a request may name as `model`; with it, /v1/load_lora_adapter and /v1/unload_lora_adapter. */
+  lora?: LoraRegistry;
   /**
    * Two-phase weight loading for /update_weights_from_disk: read and validate the whole checkpoint at
    * `dir` (its `file` = dir/model.safetensors, both inside `weightsRoots`) without changing anything,
@@ -44,17 +65,27 @@ export interface ServeOptions {
   limits?: Partial<ServeLimits>;
   /** End-of-sequence token: completions and /generate stop at it unless the request sets ignore_eos. */
   eosTokenId?: number;
+  /** Every end id (generation_config's eos_token_id list); overrides eosTokenId. */
+  eosTokenIds?: number[];
   /** Long-poll time for retrieve_future before answering {type: "try_again"} (ms). */
   futureWaitMs?: number;
   /** Where save_weights / load_weights keep trainer states (default: <tmpdir>/arbor-serve-state). */
   stateDir?: string;
 }
 
+/** Routes answered with vLLM's error envelope. */
+const VLLM_ROUTES = new Set([
+  '/v1/completions', '/v1/chat/completions', '/v1/models', '/tokenize', '/detokenize', '/v1/load_lora_adapter',
+  '/v1/unload_lora_adapter',
+]);
+
 export class ArborServer {
   private server: Server | undefined;
   private futureCounter = 0;
   /** The Tinker-compatible API under /api/v1/* (serve/tinker.ts). */
   readonly tinker: TinkerService;
+  /** The vLLM routes (serve/vllm.ts). */
+  readonly vllm: VllmRoutes;
   private readonly running = new Map<string, AbortController>();
   /** Requests answered, by route (for tests and /health). */
   readonly counters: Record<string, number> = {};
@@ -62,17 +93,31 @@ export class ArborServer {
   readonly limits: ServeLimits;
   /** Request checks, the concurrency bound, sliced sampling and the weight lock. */
   readonly guard: SampleGuard;
+  private readonly eosIds: number[];
 
   constructor(readonly options: ServeOptions) {
     this.limits = { ...DEFAULT_LIMITS, ...definedOnly(modelShape(options.sampler)), ...definedOnly(options.limits ?? {}) };
     this.guard = new SampleGuard(options.sampler, this.limits);
+    this.eosIds = options.eosTokenIds ?? (options.eosTokenId === undefined ? [] : [options.eosTokenId]);
     this.tinker = new TinkerService({
       guard: this.guard,
       sampler: options.sampler,
       trainer: options.trainer,
-      modelName: options.modelName ?? 'arbor-nano',
+      models: options.tinkerModels,
+      modelName: this.modelName,
       stateDir: options.stateDir ?? join(tmpdir(), 'arbor-serve-state'),
       futureWaitMs: options.futureWaitMs ?? 30_000,
+    });
+    this.vllm = new VllmRoutes({
+      modelName: this.modelName,
+      modelRoot: options.modelRoot ?? this.modelName,
+      sampler: options.sampler,
+      guard: this.guard,
+      tokenizer: options.tokenizer,
+      decode: options.decode,
+      skipTokenizerInit: options.skipTokenizerInit === true,
+      defaults: { eosIds: this.eosIds, generation: options.generationDefaults ?? {} },
+      lora: options.lora,
     });
   }
 
@@ -100,51 +145,81 @@ export class ArborServer {
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    // a client that goes away cancels its request (vLLM: @with_cancellation); the engine stops between decode steps
+    const disconnected = new AbortController();
+    res.once('close', () => {
+      if (!res.writableFinished) disconnected.abort();
+    });
     let reply: ServeReply;
     try {
       const body = req.method === 'POST' ? await readBody(req) : undefined;
-      reply = await this.handleRequest(req.method ?? 'GET', req.url ?? '/', body);
+      reply = await this.dispatch(req.method ?? 'GET', req.url ?? '/', body, disconnected.signal);
     } catch (error) {
-      reply = errorReply(error);
+      reply = errorReply(error, VLLM_ROUTES.has((req.url ?? '/').split('?')[0]));
     }
-    if (!res.headersSent && !res.destroyed) send(res, reply);
+    await send(res, reply);
   }
 
   /**
    * Answer one request in process (no socket): what the HTTP handler does after reading the body.
-   * `body` is the raw body (undefined for GET). Used by the fuzz tests and benches.
+   * `body` is the raw body (undefined for GET); a streamed reply comes back whole, as its SSE text.
+   * Used by the fuzz tests and benches.
    */
   async handleRequest(method: string, rawUrl: string, body?: string | Buffer): Promise<ServeReply> {
+    const reply = await this.dispatch(method, rawUrl, body);
+    if (!reply.events) return reply;
+    let text = '';
+    for await (const event of reply.events) text += event;
+    return { status: reply.status, body: text, raw: { contentType: 'text/event-stream', data: text } };
+  }
+
+  private async dispatch(method: string, rawUrl: string, body?: string | Buffer, signal?: AbortSignal):
+    Promise<ServeReply> {
     const url = rawUrl.split('?')[0];
     // bounded: arbitrary URLs from clients do not grow the map without end
     if (this.counters[url] !== undefined || Object.keys(this.counters).length < 256) this.counters[url] = (this.counters[url] ?? 0) + 1;
     try {
       const parsed = body === undefined ? undefined : parseJson(body);
-      const result = await this.route(method, url, parsed);
-      return { status: 200, body: result };
+      return await this.route(method, url, parsed, signal);
     } catch (error) {
-      return errorReply(error);
+      return errorReply(error, VLLM_ROUTES.has(url));
     }
   }
 
-  private async route(method: string, url: string, body: unknown): Promise<unknown> {
+  private async route(method: string, url: string, body: unknown, signal?: AbortSignal): Promise<ServeReply> {
     if (body !== undefined && body !== null && (typeof body !== 'object' || Array.isArray(body))) throw new BadRequest('request body must be a JSON object');
     const b = (body ?? {}) as Record<string, unknown>;
-    if (method === 'GET' && (url === '/health' || url === '/api/v1/healthz')) return { status: 'ok', weight_version: this.options.sampler.weightVersion() };
-    if (method === 'GET' && url === '/v1/models') return { object: 'list', data: [{ id: this.modelName, object: 'model' }] };
-    if (url.startsWith('/api/v1/')) return this.tinker.handle(method, url.slice('/api/v1/'.length), b);
+    const ok = (value: unknown): ServeReply => ({ status: 200, body: value });
+    if (method === 'GET' && (url === '/health' || url === '/api/v1/healthz')) {
+      return ok({ status: 'ok', weight_version: this.options.sampler.weightVersion() });
+    }
+    if (method === 'GET' && url === '/v1/models') return ok(this.vllm.models());
+    if (url.startsWith('/api/v1/')) {
+      const archive = method === 'GET' ? this.tinker.archive(url.slice('/api/v1/'.length)) : undefined;
+      return archive ?? ok(await this.tinker.handle(method, url.slice('/api/v1/'.length), b));
+    }
     if (method !== 'POST') throw new NotFound(`${method} ${url}: no such route`);
     switch (url) {
       case '/v1/completions':
-        return this.completions(b);
+        return this.vllm.completions(b, signal);
+      case '/v1/chat/completions':
+        return this.vllm.chat(b, signal);
+      case '/tokenize':
+        return ok(this.vllm.tokenize(b));
+      case '/detokenize':
+        return ok(this.vllm.detokenize(b));
+      case '/v1/load_lora_adapter':
+        return this.vllm.loadLora(b);
+      case '/v1/unload_lora_adapter':
+        return this.vllm.unloadLora(b);
       case '/generate':
-        return this.generate(b);
+        return ok(await this.generate(b));
       case '/abort_request':
         if (b.rid !== undefined && typeof b.rid !== 'string' && typeof b.rid !== 'number') throw new BadRequest('field "rid" must be a string');
         this.running.get(String(b.rid))?.abort();
-        return { success: true };
+        return ok({ success: true });
       case '/update_weights_from_disk':
-        return this.updateWeights(b);
+        return ok(await this.updateWeights(b));
       default:
         throw new NotFound(`POST ${url}: no such route`);
     }
@@ -154,66 +229,10 @@ export class ArborServer {
     return this.options.modelName ?? 'arbor-nano';
   }
 
-  /** The stop tokens of a request: its own, plus the end-of-sequence token unless ignore_eos. */
+  /** The stop tokens of a request: its own, plus the end-of-sequence tokens unless ignore_eos. */
   private stops(given: number[] | undefined, ignoreEos: boolean): number[] | undefined {
-    const eos = this.options.eosTokenId;
-    if (eos === undefined || ignoreEos || given?.includes(eos)) return given;
-    return [...(given ?? []), eos];
-  }
-
-  private async completions(b: Record<string, unknown>): Promise<unknown> {
-    if (b.model !== undefined && b.model !== this.modelName) throw new BadRequest(`field "model": unknown model ${JSON.stringify(b.model)} (serving ${this.modelName})`);
-    const tokens = tokenList(b.prompt, 'prompt');
-    const k = boundedInt(b.logprobs, 'logprobs', 0, 0, this.limits.maxLogprobs);
-    const request: SampleRequest = {
-      tokens,
-      n: boundedInt(b.n, 'n', 1, 1, this.limits.maxN, ' (--max-n)'),
-      maxTokens: boundedInt(b.max_tokens, 'max_tokens', 16, 1, Number.MAX_SAFE_INTEGER),
-      temperature: boundedNum(b.temperature, 'temperature', 1, 0, 1e4),
-      topP: topP(b.top_p, 'top_p'),
-      topK: boundedInt(b.top_k, 'top_k', -1, -1, Number.MAX_SAFE_INTEGER),
-      stopTokens: this.stops(b.stop_token_ids === undefined || b.stop_token_ids === null ? undefined : stopList(b.stop_token_ids, 'stop_token_ids'), optBool(b.ignore_eos, 'ignore_eos', false)),
-      seed: b.seed === undefined || b.seed === null ? undefined : boundedInt(b.seed, 'seed', 0, -(2 ** 53) + 1, 2 ** 53 - 1),
-      topLogprobs: k,
-    };
-    optBool(b.return_token_ids, 'return_token_ids', false);
-    if (optBool(b.stream, 'stream', false)) throw new BadRequest('field "stream": streaming is not supported by arbor serve (send stream: false)');
-    optBool(b.return_tokens_as_token_ids, 'return_tokens_as_token_ids', false);
-    const per = this.guard.check(request, { prompt: 'prompt', n: 'n', maxTokens: 'max_tokens' });
-    this.guard.checkBudget((request.n ?? 1) * per, `n × max_tokens = ${request.n} × ${per}`);
-    const release = this.guard.acquire();
-    let result: SampleResult;
-    try {
-      result = await this.guard.sample(request, per);
-    } finally {
-      release();
-    }
-    const usage = usageToWire(result.usage);
-    const asId = b.return_tokens_as_token_ids === true;
-    const tokenName = (t: number) => (asId ? `token_id:${t}` : this.options.decode?.([t]) ?? `token_id:${t}`);
-    return {
-      id: `cmpl-${++this.futureCounter}`,
-      object: 'text_completion',
-      model: this.modelName,
-      choices: result.completions.map((c, index) => ({
-        index,
-        text: this.options.decode?.(c.tokens) ?? '',
-        token_ids: b.return_token_ids === true ? c.tokens : undefined,
-        finish_reason: c.finishReason,
-        logprobs: k > 0 ? {
-          tokens: c.tokens.map(tokenName),
-          token_logprobs: c.logprobs,
-          top_logprobs: (c.topLogprobs ?? c.tokens.map(() => [])).map((row) => Object.fromEntries(row.map(([t, lp]) => [tokenName(t), lp]))),
-          text_offset: c.tokens.map(() => 0),
-        } : null,
-      })),
-      usage: {
-        prompt_tokens: usage.prompt_tokens,
-        completion_tokens: usage.completion_tokens,
-        total_tokens: usage.prompt_tokens + usage.completion_tokens,
-        prompt_tokens_details: { cached_tokens: usage.cached_tokens },
-      },
-    };
+    const eos = ignoreEos ? [] : this.eosIds.filter((id) => !given?.includes(id));
+    return eos.length ? [...(given ?? []), ...eos] : given;
   }
 
   private async generate(b: Record<string, unknown>): Promise<unknown> {
@@ -303,38 +322,6 @@ export class ArborServer {
   }
 }
 
-/** One HTTP answer: status, JSON body, extra headers. */
-export interface ServeReply {
-  status: number;
-  body: unknown;
-  headers?: Record<string, string>;
-}
-
-/** Client errors by type; anything else is a server fault (500). */
-function errorReply(error: unknown): ServeReply {
-  const message = (error as Error)?.message ?? String(error);
-  if (error instanceof BadRequest) return { status: 400, body: { error: message } };
-  if (error instanceof TooLarge) return { status: 413, body: { error: message } };
-  if (error instanceof TooBusy) return { status: 429, body: { error: message }, headers: { 'retry-after': '1' } };
-  if (error instanceof NotFound) return { status: 404, body: { error: message } };
-  if (error instanceof Conflict) return { status: 409, body: { error: message } };
-  return { status: 500, body: { error: message } };
-}
-
-/** top_p in (0, 1]. */
-function topP(value: unknown, field: string): number {
-  const v = boundedNum(value, field, 1, 0, 1);
-  if (v <= 0) throw new BadRequest(`field "${field}" must be a number in (0, 1], got ${v}`);
-  return v;
-}
-
-/** Stop token ids: at most 1024 non-negative integers. */
-function stopList(value: unknown, field: string): number[] {
-  const list = tokenList(value, field);
-  if (list.length > 1024) throw new BadRequest(`field "${field}": ${list.length} stop tokens, at most 1024`);
-  return list;
-}
-
 function definedOnly<T extends object>(o: T): Partial<T> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
@@ -364,8 +351,32 @@ function parseJson(body: string | Buffer): unknown {
   }
 }
 
-function send(res: ServerResponse, reply: ServeReply): void {
-  const text = JSON.stringify(reply.body);
-  res.writeHead(reply.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...reply.headers });
-  res.end(text);
+/** Write a reply: JSON, a raw body, or server-sent events as they come (stopped when the client leaves). */
+async function send(res: ServerResponse, reply: ServeReply): Promise<void> {
+  if (res.headersSent || res.destroyed) {
+    await drainFirst(reply);
+    return;
+  }
+  if (reply.events) {
+    const headers = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' };
+    res.writeHead(reply.status, { ...headers, ...reply.headers });
+    // iterating at least once runs the stream's own cleanup (its concurrency slot) even for a client already gone
+    for await (const event of reply.events) {
+      if (res.destroyed) break;
+      res.write(event);
+    }
+    res.end();
+    return;
+  }
+  const raw = reply.raw;
+  const data = raw ? raw.data : JSON.stringify(reply.body);
+  const type = raw ? raw.contentType : 'application/json';
+  res.writeHead(reply.status, { 'content-type': type, 'content-length': Buffer.byteLength(data), ...reply.headers });
+  res.end(data);
+}
+
+/** A stream nobody will read: start it and close it, so its cleanup runs. */
+async function drainFirst(reply: ServeReply): Promise<void> {
+  if (!reply.events) return;
+  for await (const _ of reply.events) break;
 }

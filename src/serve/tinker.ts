@@ -5,20 +5,54 @@
  * `get_server_capabilities`, one model per server with `seq_id` checked to increase, training
  * operations queued in order, sampling sessions and `asample` run concurrently, results fetched by
  * `retrieve_future` (long poll, then `{type: "try_again"}`). SDK 0.25's protobuf bodies are not
- * accepted (no protobuf dependency). Sampling always uses the server's current weights.
+ * accepted (no protobuf dependency).
+ * A nano model trains whole and samples with the current weights. A Hugging Face model (`models`)
+ * trains a LoRA adapter when create_model gives `lora_config` (specs/hf-models.md §6), under a new
+ * model id each time: the adapter starts from PEFT's init, save_weights_for_sampler writes it in PEFT's
+ * layout under the state directory, GET `training_runs/{run}/checkpoints/sampler_weights/{name}/archive`
+ * redirects to a tar of it in Tinker's layout, `weights_info` describes it, and a sampling session
+ * created with its `model_path` samples with it. Tinker's unembedding LoRA (`train_unembed`) is not trained.
  */
-import { existsSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DataError, NumericsError } from '../core/errors.js';
 import type { Datum, LossSpec, SampleRequest, Sampler, Trainer } from '../engine/types.js';
-import { BadRequest, TooLarge, boundedInt, boundedNum, Conflict, NotFound, optBool, optInt, requiredString, tokenList } from './validate.js';
+import { ADAPTER_CONFIG, ADAPTER_WEIGHTS, savePeftAdapter } from '../engine/hf/peft.js';
+import type { LoraAdapter, LoraModule, LoraSettings } from '../engine/nano/lora.js';
+import { BadRequest, TooLarge, boundedInt, boundedNum, Conflict, NotFound, optBool, optInt, requiredString } from './validate.js';
+import { tokenList, type ServeReply } from './validate.js';
 import { DEFAULT_LIMITS, SampleGuard } from './limits.js';
+import { tarFiles } from './archive.js';
+
+/** What a Hugging Face model's Tinker training needs from the engine (serve/engine.ts builds it). */
+export interface TinkerModels {
+  /** base_model_name_or_path written into saved adapters. */
+  baseModel: string;
+  /** Largest LoRA rank create_model accepts. */
+  maxRank: number;
+  /**
+   * A trainer of a fresh LoRA adapter (PEFT init from `seed`) over the frozen base, with a fresh
+   * optimizer (the arrays of an earlier trainer of the same shape may be reused: it is replaced).
+   */
+  loraTrainer(settings: LoraSettings, seed: number): { trainer: Trainer; adapter: LoraAdapter };
+  /** A trainer of the whole model (create_model without lora_config). */
+  fullTrainer(): Trainer;
+  /** A sampler applying the PEFT adapter saved in `dir`. */
+  adapterSampler(dir: string): Sampler;
+}
+
+/** Tinker's LoRA alpha is not part of its API; SkyRL tx uses 32 (SkyRL@a956457 skyrl/tinker/api.py). */
+export const TINKER_LORA_ALPHA = 32;
 
 export interface TinkerServiceOptions {
   sampler: Sampler;
   /** Request checks, concurrency bound, sliced sampling and the weight lock shared with the server. */
   guard?: SampleGuard;
+  /** The trainer of the served model (nano: full fine-tuning; lora_config is ignored). */
   trainer?: Trainer;
+  /** A Hugging Face model: LoRA (or full) trainers per create_model, adapters saved for sampling. */
+  models?: TinkerModels;
   /** The one model this server trains (model_id and base model name). */
   modelName: string;
   /** Where save_weights / load_weights keep trainer states. */
@@ -41,15 +75,34 @@ export class TinkerService {
   private counter = 0;
   private queue: Promise<void> = Promise.resolve();
   private readonly sessions = new Map<string, { heartbeats: number }>();
-  private readonly samplingSessions = new Map<string, { lastSeq: number }>();
+  /** Sampling sessions: the last seq_id, and the adapter's sampler for a session of saved LoRA weights. */
+  private readonly samplingSessions = new Map<string, { lastSeq: number; sampler?: Sampler }>();
   private modelCreated = false;
   /** seq_id of the model's last request (0 = none yet). */
   private lastSeq = 0;
+  /** The model being trained (set when create_model runs; the nano trainer before that). */
+  private current: { trainer: Trainer; lora?: { adapter: LoraAdapter; settings: LoraSettings } } | undefined;
+  /** Samplers of saved adapters (sampling sessions), the most recent few. */
+  private readonly adapterSamplers = new Map<string, Sampler>();
+  /** The model name made path-safe: the model id of a nano model, the prefix of an HF model's ids. */
+  readonly runId: string;
+  /**
+   * The current model's id (the run in tinker:// paths): the runId for a nano model; for an HF model a new
+   * id per create_model, as Tinker's are unique (clients cache downloaded adapters by run and name).
+   */
+  modelId: string;
 
   private readonly guard: SampleGuard;
 
   constructor(readonly options: TinkerServiceOptions) {
     this.guard = options.guard ?? new SampleGuard(options.sampler, DEFAULT_LIMITS);
+    this.runId = options.modelName.replace(/[^A-Za-z0-9_.-]+/g, '-');
+    this.modelId = this.runId;
+    if (options.trainer) this.current = { trainer: options.trainer };
+  }
+
+  private get trains(): boolean {
+    return this.options.trainer !== undefined || this.options.models !== undefined;
   }
 
   /** Heartbeats received per session (for tests and /health). */
@@ -77,6 +130,8 @@ export class TinkerService {
         return this.createSamplingSession(b);
       case 'asample':
         return this.asample(b);
+      case 'weights_info':
+        return this.weightsInfo(b);
       default:
         return this.training(op, b);
     }
@@ -97,14 +152,25 @@ export class TinkerService {
     return session;
   }
 
+  /** The trainer of the current model, when a training operation runs (create_model may have replaced it). */
+  private trainer(): Trainer {
+    if (!this.current) throw new BadRequest('field "model_id": no model yet (call create_model first)');
+    return this.current.trainer;
+  }
+
   private training(op: string, b: Record<string, unknown>): unknown {
-    const trainer = this.options.trainer;
-    if (!trainer) throw new NotFound(`/api/v1/${op}: this server has no trainer`);
+    if (!this.trains) throw new NotFound(`/api/v1/${op}: this server has no trainer`);
     if (op === 'create_model') return this.createModel(b);
     const known = ['forward_backward', 'forward', 'optim_step', 'save_weights_for_sampler', 'save_weights', 'load_weights'];
     if (!known.includes(op)) throw new NotFound(`/api/v1/${op}: not part of the supported Tinker subset`);
     this.checkModel(b);
     this.checkSeq(b.seq_id);
+    // the model's trainer when the operation runs: a create_model queued before it may have replaced it
+    const trainer: Pick<Trainer, 'forwardBackward' | 'logprobs' | 'optimStep'> = {
+      forwardBackward: (data, loss, extras) => this.trainer().forwardBackward(data, loss, extras),
+      logprobs: (data) => this.trainer().logprobs(data),
+      optimStep: (params) => this.trainer().optimStep(params),
+    };
     switch (op) {
       case 'forward_backward': {
         const input = (b.forward_backward_input ?? {}) as Record<string, unknown>;
@@ -123,11 +189,89 @@ export class TinkerService {
       }
       case 'save_weights_for_sampler': {
         const name = b.path === undefined ? undefined : checkpointName(b.path, 'path');
-        return { request_id: this.enqueue(async () => { const r = await trainer.saveForSampler(); return { type: 'save_weights_for_sampler', path: `tinker://${this.options.modelName}/sampler_weights/${name ?? `v${r.weightVersion}`}`, weight_version: r.weightVersion }; }) };
+        return { request_id: this.enqueue(() => this.saveForSampler(name)) };
       }
       default:
-        return this.saveOrLoad(op, b, trainer);
+        return this.saveOrLoad(op, b);
     }
+  }
+
+  /** Publish the weights; a LoRA adapter is also written in PEFT's layout for sampling sessions and archives. */
+  private async saveForSampler(given: string | undefined): Promise<unknown> {
+    const r = await this.trainer().saveForSampler();
+    const name = given ?? `v${r.weightVersion}`;
+    const lora = this.current?.lora;
+    if (lora) {
+      const dir = this.samplerDir(name);
+      savePeftAdapter(dir, lora.adapter, this.options.models!.baseModel);
+      this.adapterSamplers.delete(dir);
+    }
+    const path = `tinker://${this.modelId}/sampler_weights/${name}`;
+    return { type: 'save_weights_for_sampler', path, weight_version: r.weightVersion };
+  }
+
+  /** Where sampler weights `name` of model `run` (the current one by default) are saved. */
+  private samplerDir(name: string, run = this.modelId): string {
+    return join(this.options.stateDir, 'sampler_weights', run, name);
+  }
+
+  /** The saved adapter a `tinker://<run>/sampler_weights/<name>` path names, if there is one. */
+  private savedAdapter(path: unknown, field: string): string | undefined {
+    if (typeof path !== 'string') throw new BadRequest(`field "${field}" must be a tinker:// path`);
+    const m = /^tinker:\/\/([A-Za-z0-9_.-]+)\/sampler_weights\/([A-Za-z0-9_.-]+)$/.exec(path);
+    if (!m || m[1].includes('..') || m[2].includes('..')) return undefined;
+    const dir = this.samplerDir(m[2], m[1]);
+    return existsSync(join(dir, ADAPTER_WEIGHTS)) && existsSync(join(dir, ADAPTER_CONFIG)) ? dir : undefined;
+  }
+
+  /**
+   * GET `training_runs/{run}/checkpoints/sampler_weights/{name}/archive` → 302 to the archive (Tinker
+   * answers with a signed URL and an `Expires` date, thinking-machines-lab/tinker@d595dc2
+   * resources/weights.py); GET `…/archive/download` → the tar. Other GETs: undefined (not an archive route).
+   */
+  archive(op: string): ServeReply | undefined {
+    const m = /^training_runs\/([^/]+)\/checkpoints\/sampler_weights\/([^/]+)\/archive(\/download)?$/.exec(op);
+    if (!m) return undefined;
+    const [run, name] = [decodeURIComponent(m[1]), decodeURIComponent(m[2])];
+    const dir = this.savedAdapter(`tinker://${run}/sampler_weights/${name}`, 'path');
+    if (!dir) {
+      const why = this.options.models
+        ? 'no saved LoRA sampler weights by that name'
+        : 'this server trains the whole nano model; only LoRA sampler weights have archives';
+      throw new NotFound(`checkpoint tinker://${run}/sampler_weights/${name} has no archive: ${why}`);
+    }
+    if (!m[3]) {
+      const expires = new Date(Date.now() + 15 * 60_000).toUTCString();
+      const headers = { location: `/api/v1/${op}/download`, expires };
+      return { status: 302, body: null, headers, raw: { contentType: 'text/plain', data: '' } };
+    }
+    const files: Array<[string, Buffer]> = [
+      [ADAPTER_CONFIG, readFileSync(join(dir, ADAPTER_CONFIG))],
+      [ADAPTER_WEIGHTS, readFileSync(join(dir, ADAPTER_WEIGHTS))],
+      ['checkpoint_complete', Buffer.alloc(0)],
+    ];
+    return { status: 200, body: null, raw: { contentType: 'application/x-tar', data: tarFiles(files) } };
+  }
+
+  /**
+   * POST weights_info `{tinker_path}` →
+   * `{base_model, is_lora, lora_rank?, train_unembed?, train_mlp?, train_attn?}`.
+   */
+  private weightsInfo(b: Record<string, unknown>): unknown {
+    const path = requiredString(b.tinker_path, 'tinker_path');
+    const dir = this.savedAdapter(path, 'tinker_path');
+    if (!dir) {
+      if (this.options.models) throw new NotFound(`field "tinker_path": no saved sampler weights at ${path}`);
+      return { type: 'weights_info', base_model: this.options.modelName, is_lora: false };
+    }
+    const config = JSON.parse(readFileSync(join(dir, ADAPTER_CONFIG), 'utf8')) as { r?: number; target_modules?: string[] };
+    const targets = new Set(config.target_modules ?? []);
+    return {
+      type: 'weights_info', base_model: this.options.modelName, is_lora: true, lora_rank: config.r,
+      train_unembed: false,
+      train_mlp: ['gate_proj', 'up_proj', 'down_proj'].some((t) => targets.has(t)),
+      train_attn: ['q_proj', 'k_proj', 'v_proj', 'o_proj'].some((t) => targets.has(t)),
+    };
   }
 
   /** Datums the model can take: non-empty, within the context length and the vocabulary, bounded in count. */
@@ -157,28 +301,49 @@ export class TinkerService {
     if (b.session_id !== undefined) this.session(b.session_id);
     optInt(b.model_seq_id, 'model_seq_id', 0);
     if (b.base_model !== undefined && b.base_model !== this.options.modelName) throw new BadRequest(`field "base_model": this server trains ${JSON.stringify(this.options.modelName)}, not ${JSON.stringify(b.base_model)}`);
+    const lora = this.options.models ? loraFromTinker(b, this.options.models.maxRank) : undefined;
     this.modelCreated = true;
     this.lastSeq = 0;
-    const modelId = this.options.modelName;
-    return { model_id: modelId, base_model: modelId, request_id: this.enqueue(async () => ({ type: 'create_model', model_id: modelId })) };
+    const modelId = this.options.models ? `${this.runId}-${randomUUID().slice(0, 8)}` : this.runId;
+    this.modelId = modelId;
+    return { model_id: modelId, base_model: this.options.modelName, request_id: this.enqueue(async () => {
+      this.current = this.newModel(lora);
+      return { type: 'create_model', model_id: modelId };
+    }) };
   }
 
-  private saveOrLoad(op: string, b: Record<string, unknown>, trainer: Trainer): unknown {
+  /** The trainer of a new model: nano's own; for an HF model a fresh LoRA adapter, or the whole model. */
+  private newModel(lora: { settings: LoraSettings; seed: number } | undefined): NonNullable<TinkerService['current']> {
+    const models = this.options.models;
+    if (!models) return { trainer: this.options.trainer! };
+    if (!lora) return { trainer: models.fullTrainer() };
+    const { trainer, adapter } = models.loraTrainer(lora.settings, lora.seed);
+    return { trainer, lora: { adapter, settings: lora.settings } };
+  }
+
+  private saveOrLoad(op: string, b: Record<string, unknown>): unknown {
     const name = checkpointName(b.path, 'path');
     const dir = join(this.options.stateDir, name);
     if (op === 'save_weights') {
-      return { request_id: this.enqueue(async () => { await trainer.saveState(dir); return { type: 'save_weights', path: `tinker://${this.options.modelName}/weights/${name}` }; }) };
+      return { request_id: this.enqueue(async () => {
+        await this.trainer().saveState(dir);
+        return { type: 'save_weights', path: `tinker://${this.modelId}/weights/${name}` };
+      }) };
     }
     optBool(b.optimizer, 'optimizer', true);
     return { request_id: this.enqueue(async () => {
-      if (!existsSync(join(dir, 'model.safetensors'))) throw new NotFound(`field "path": no saved weights named ${JSON.stringify(name)}`);
-      await trainer.loadState(dir);
+      if (!existsSync(join(dir, 'model.safetensors')) && !existsSync(join(dir, ADAPTER_WEIGHTS))) {
+        throw new NotFound(`field "path": no saved weights named ${JSON.stringify(name)}`);
+      }
+      await this.trainer().loadState(dir);
       return { type: 'load_weights', path: b.path };
     }) };
   }
 
   private checkModel(b: Record<string, unknown>): void {
-    if (b.model_id !== this.options.modelName) throw new BadRequest(`field "model_id": unknown model ${JSON.stringify(b.model_id)}${this.modelCreated ? '' : ' (call create_model first)'}`);
+    if (b.model_id === this.modelId) return;
+    const hint = this.modelCreated ? '' : ' (call create_model first)';
+    throw new BadRequest(`field "model_id": unknown model ${JSON.stringify(b.model_id)}${hint}`);
   }
 
   /** seq_id is optional (SDK ≤ 0.2); when sent it must grow (SkyRL tx answers 409 to a reused one). */
@@ -193,10 +358,33 @@ export class TinkerService {
     this.session(b.session_id);
     optInt(b.sampling_session_seq_id, 'sampling_session_seq_id', 0);
     if ((b.model_path === undefined || b.model_path === null) === (b.base_model === undefined || b.base_model === null)) throw new BadRequest('fields "model_path" / "base_model": exactly one must be given');
+    let sampler: Sampler | undefined;
+    if (b.model_path !== undefined && b.model_path !== null && this.options.models) {
+      // an HF model's sampler weights are adapters: sample with the one saved at that path
+      const dir = this.savedAdapter(b.model_path, 'model_path');
+      if (!dir) throw new NotFound(`field "model_path": no saved sampler weights at ${String(b.model_path)}`);
+      sampler = this.adapterSampler(dir);
+    }
     const id = `sampling-${++this.counter}`;
-    this.samplingSessions.set(id, { lastSeq: -1 });
+    this.samplingSessions.set(id, { lastSeq: -1, sampler });
     evictOldest(this.samplingSessions, MAX_ENTRIES);
     return { type: 'create_sampling_session', sampling_session_id: id };
+  }
+
+  /** The sampler of a saved adapter, kept for the few most recent (older ones are left to the collector). */
+  private adapterSampler(dir: string): Sampler {
+    let sampler = this.adapterSamplers.get(dir);
+    if (!sampler) {
+      try {
+        sampler = this.options.models!.adapterSampler(dir);
+      } catch (error) {
+        throw new BadRequest(`field "model_path": ${(error as Error).message}`, { cause: error });
+      }
+    }
+    this.adapterSamplers.delete(dir);
+    this.adapterSamplers.set(dir, sampler);
+    evictOldest(this.adapterSamplers, 4);
+    return sampler;
   }
 
   private asample(b: Record<string, unknown>): unknown {
@@ -212,7 +400,7 @@ export class TinkerService {
     return { request_id: this.start(async () => {
       let result;
       try {
-        result = await this.guard.sample(request, per);
+        result = await this.guard.sample(request, per, undefined, session.sampler);
       } finally {
         release();
       }
@@ -278,6 +466,36 @@ export class TinkerService {
     if (entry.error !== undefined) return { error: entry.error, category: entry.category ?? 'server' };
     return entry.result;
   }
+}
+
+/**
+ * create_model's LoRA request: `lora_config.rank` (or a top-level `rank`), `seed`, and which layers
+ * train (`train_attn` → q/k/v/o_proj, `train_mlp` → gate/up/down_proj; both default true). Undefined:
+ * no LoRA asked (the whole model trains).
+ */
+function loraFromTinker(b: Record<string, unknown>, maxRank: number):
+  { settings: LoraSettings; seed: number } | undefined {
+  const c = b.lora_config;
+  if (c !== undefined && c !== null && (typeof c !== 'object' || Array.isArray(c))) {
+    throw new BadRequest('field "lora_config" must be an object');
+  }
+  const config = (c ?? {}) as Record<string, unknown>;
+  const rankValue = config.rank ?? b.rank;
+  if (rankValue === undefined || rankValue === null) return undefined;
+  const rank = boundedInt(rankValue, config.rank !== undefined ? 'lora_config.rank' : 'rank', 0, 1, maxRank);
+  const seed = boundedInt(config.seed, 'lora_config.seed', 0, 0, 2 ** 32 - 1);
+  const attn = optBool(config.train_attn, 'lora_config.train_attn', true);
+  const mlp = optBool(config.train_mlp, 'lora_config.train_mlp', true);
+  optBool(config.train_unembed, 'lora_config.train_unembed', true);
+  if (!attn && !mlp) {
+    const why = 'train_attn and train_mlp are both false (the unembedding LoRA alone is not supported)';
+    throw new BadRequest(`field "lora_config": ${why}`);
+  }
+  const targets: LoraModule[] = [
+    ...(attn ? ['q_proj', 'k_proj', 'v_proj', 'o_proj'] as const : []),
+    ...(mlp ? ['gate_proj', 'up_proj', 'down_proj'] as const : []),
+  ];
+  return { settings: { rank, alpha: TINKER_LORA_ALPHA, targets }, seed };
 }
 
 /** Sessions, sampling sessions and unfetched finished futures kept at most (the oldest are dropped). */

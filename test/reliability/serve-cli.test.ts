@@ -56,7 +56,10 @@ test('serve refuses a checkpoint with NaN or infinite weights, naming the tensor
 test('serve --help lists the limits; an unknown flag or a bad number is an error naming it', () => {
   const help = arbor(['serve', '--help']);
   assert.equal(help.status, 0);
-  for (const flag of ['--weights-root', '--max-n', '--max-batch-tokens', '--max-concurrent', '--slice-tokens']) assert.match(help.stdout, new RegExp(flag));
+  const flags = ['--weights-root', '--max-n', '--max-batch-tokens', '--max-concurrent', '--slice-tokens', '--name', '--max-model-len', '--threads', '--skip-tokenizer-init', '--enable-lora', '--lora-modules', '--max-lora-rank', '--max-loras'];
+  for (const flag of flags) assert.match(help.stdout, new RegExp(`${flag} `));
+  assert.match(help.stdout, /VLLM_ALLOW_RUNTIME_LORA_UPDATING/);
+  assert.match(help.stdout, /Hugging Face model directory/);
   const unknown = arbor(['serve', '--checkpoint', 'x', '--max-tokenz', '3']);
   assert.equal(unknown.status, 1);
   assert.match(unknown.stderr, /Unknown option '--max-tokenz'/);
@@ -112,6 +115,11 @@ test('arbor serve end to end: the tokenizer\'s EOS ends completions; /health ans
       assert.equal(c.token_ids.indexOf(tokenizer.eos), c.token_ids.length - 1, 'nothing after EOS');
       assert.equal(c.finish_reason, 'stop');
     }
+    // text prompts go through the checkpoint's char tokenizer (its BOS first), and text comes back
+    const text = await fetch(`${url}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: '1+2=', max_tokens: 4, seed: 1, return_token_ids: true }) });
+    const choice = ((await text.json()) as { choices: Array<{ text: string; token_ids: number[]; prompt_token_ids: number[] }> }).choices[0];
+    assert.deepEqual(choice.prompt_token_ids, [tokenizer.bos, ...tokenizer.encode('1+2=')]);
+    assert.equal(choice.text, tokenizer.decode(choice.token_ids));
   } finally {
     child.kill('SIGTERM');
   }

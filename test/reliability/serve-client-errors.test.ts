@@ -17,9 +17,12 @@ async function server() {
   const model = await NanoModel.create({ vocabSize: 40, dModel: 8, nLayers: 1, nHeads: 2, dFF: 16, contextLength: 16 }, { seed: 1 });
   return new ArborServer({ sampler: new NanoSampler(model), trainer: new NanoTrainer(model), modelName: 'm', futureWaitMs: 1000 });
 }
+/** Status and error message; the vLLM routes answer with vLLM's envelope {error: {message, type, param, code}}. */
 const call = async (s: ArborServer, route: string, body: unknown) => {
   const r = await s.handleRequest('POST', route, JSON.stringify(body));
-  return { status: r.status, error: (r.body as { error?: string }).error };
+  const error = (r.body as { error?: string | { message: string; code: number } }).error;
+  if (typeof error === 'object') assert.equal(error.code, r.status, 'the envelope repeats the status');
+  return { status: r.status, error: typeof error === 'object' ? error.message : error };
 };
 
 const completionCases: Array<[Record<string, unknown>, string]> = [
@@ -45,6 +48,9 @@ const completionCases: Array<[Record<string, unknown>, string]> = [
 test('/v1/completions: every bad field is a 400 naming it (it was a 500 from the sampler)', async () => {
   const s = await server();
   for (const [body, error] of completionCases) assert.deepEqual(await call(s, '/v1/completions', body), { status: 400, error }, JSON.stringify(body));
+  // vLLM's envelope names the field as `param`
+  const r = await s.handleRequest('POST', '/v1/completions', JSON.stringify({ prompt: [1], top_k: -2 }));
+  assert.deepEqual(r.body, { error: { message: completionCases[12][1], type: 'BadRequestError', param: 'top_k', code: 400 } });
   assert.equal((await call(s, '/v1/completions', { prompt: [1, 2], max_tokens: 3 })).status, 200);
 });
 
@@ -90,5 +96,7 @@ test('a body that is not a JSON object is a 400; a sampler fault is a 500', asyn
   }
   const broken: Sampler = { ...new ScriptedSampler(), specificationVersion: 'arbor.sampler.v1', capabilities: new ScriptedSampler().capabilities, weightVersion: () => 1, release: () => undefined, sample: async () => { throw new Error('device lost'); } };
   const faulty = new ArborServer({ sampler: broken, modelName: 'm' });
-  assert.deepEqual(await faulty.handleRequest('POST', '/v1/completions', JSON.stringify({ prompt: [1] })), { status: 500, body: { error: 'device lost' } });
+  const fault = { message: 'device lost', type: 'InternalServerError', param: null, code: 500 };
+  assert.deepEqual(await faulty.handleRequest('POST', '/v1/completions', JSON.stringify({ prompt: [1] })), { status: 500, body: { error: fault } });
+  assert.deepEqual(await faulty.handleRequest('POST', '/generate', JSON.stringify({ input_ids: [1] })), { status: 500, body: { error: 'device lost' } });
 });

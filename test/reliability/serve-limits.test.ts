@@ -11,9 +11,12 @@ import { ArborServer } from '../../src/serve/server.js';
 import type { ServeLimits } from '../../src/serve/limits.js';
 import { ScriptedSampler } from '../remote/scripted-sampler.js';
 
+/** POST; `message` is the error text of either envelope (vLLM's {error: {message}} or {error: string}). */
 const post = async (url: string, body: unknown) => {
   const res = await fetch(url, { method: 'POST', body: JSON.stringify(body) });
-  return { status: res.status, headers: res.headers, body: (await res.json()) as Record<string, unknown> };
+  const json = (await res.json()) as Record<string, unknown>;
+  const error = json.error as string | { message?: string } | undefined;
+  return { status: res.status, headers: res.headers, body: json, message: typeof error === 'object' ? error.message : error };
 };
 
 async function nanoServer(limits: Partial<ServeLimits>) {
@@ -31,14 +34,14 @@ test('n × max_tokens over --max-batch-tokens is 413, n over --max-n is 400, bef
     const started = Date.now();
     const huge = await post(`${url}/v1/completions`, { prompt: [1, 2], n: 100000, max_tokens: 60 });
     assert.equal(huge.status, 400);
-    assert.match(String(huge.body.error), /^field "n" must be an integer in \[1, 64\] \(--max-n\), got 100000$/);
+    assert.match(String(huge.message), /^field "n" must be an integer in \[1, 64\] \(--max-n\), got 100000$/);
     assert.ok(Date.now() - started < 2000);
     const big = await post(`${url}/v1/completions`, { prompt: [1, 2], n: 50, max_tokens: 60 });
     assert.equal(big.status, 413);
-    assert.match(String(big.body.error), /n × max_tokens = 50 × 60 asks for up to 3000 decoded tokens, over the limit of 1000 \(--max-batch-tokens\)/);
+    assert.match(String(big.message), /n × max_tokens = 50 × 60 asks for up to 3000 decoded tokens, over the limit of 1000 \(--max-batch-tokens\)/);
     const gen = await post(`${url}/generate`, { input_ids: [[1], [2], [3]], sampling_params: { max_new_tokens: 400 } });
     assert.equal(gen.status, 413);
-    assert.match(String(gen.body.error), /the batch of 3 inputs asks for up to 1200 decoded tokens/);
+    assert.match(String(gen.message), /the batch of 3 inputs asks for up to 1200 decoded tokens/);
     assert.equal(engine.calls, 0, 'nothing was sampled');
     // at the limit it is served
     const ok = await post(`${url}/v1/completions`, { prompt: [1, 2], n: 10, max_tokens: 100 });
@@ -55,12 +58,12 @@ test('the budget counts the tokens a continuation can decode: the context length
     // 10 × min(1000, 128 - 3) = 1250 > 1000
     const over = await post(`${url}/v1/completions`, { prompt: [1, 2, 3], n: 10, max_tokens: 1000 });
     assert.equal(over.status, 413);
-    assert.match(String(over.body.error), /10 × 125 asks for up to 1250/);
+    assert.match(String(over.message), /10 × 125 asks for up to 1250/);
     const fits = await post(`${url}/v1/completions`, { prompt: [1, 2, 3], n: 2, max_tokens: 100000 });
     assert.equal(fits.status, 200);
     const full = await post(`${url}/v1/completions`, { prompt: Array(128).fill(1), max_tokens: 1 });
     assert.equal(full.status, 400);
-    assert.equal(full.body.error, 'field "prompt": 128 tokens leave no room in the context length of 128');
+    assert.equal(full.message, 'field "prompt": 128 tokens leave no room in the context length of 128');
   } finally {
     await server.close();
   }
@@ -76,7 +79,7 @@ test('more than --max-concurrent sampling requests at once: 429 with Retry-After
     const busy = await post(`${url}/v1/completions`, { prompt: [1], max_tokens: 2 });
     assert.equal(busy.status, 429);
     assert.equal(busy.headers.get('retry-after'), '1');
-    assert.match(String(busy.body.error), /server busy: 2 sampling requests running \(limit 2, --max-concurrent\)/);
+    assert.match(String(busy.message), /server busy: 2 sampling requests running \(limit 2, --max-concurrent\)/);
     const health = await fetch(`${url}/health`);
     assert.equal(health.status, 200, '/health is not limited');
     assert.deepEqual((await Promise.all(running)).map((r) => r.status), [200, 200]);

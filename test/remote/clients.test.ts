@@ -85,7 +85,7 @@ test('serve rejects malformed requests with 400 naming the field', async () => {
   try {
     const res = await fetch(`${url}/v1/completions`, { method: 'POST', body: JSON.stringify({ model: 'm', prompt: [1, -2] }) });
     assert.equal(res.status, 400);
-    assert.match(((await res.json()) as { error: string }).error, /field "prompt"/);
+    assert.match(((await res.json()) as { error: { message: string } }).error.message, /field "prompt"/);
     const res2 = await fetch(`${url}/v1/completions`, { method: 'POST', body: '{not json' });
     assert.equal(res2.status, 400);
     const health = (await (await fetch(`${url}/health`)).json()) as { status: string };

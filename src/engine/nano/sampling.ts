@@ -69,9 +69,27 @@ function argmax(x: Float64Array): number {
   return best;
 }
 
+/**
+ * The k largest entries, largest first, ties to the lower id (the order of a full sort), in one pass
+ * over V keeping a sorted list of at most k: O(V) for small k where a sort of a 150k vocabulary is not.
+ */
 function topEntries(logp: Float64Array, k: number): Array<[number, number]> {
-  const idx = Array.from(logp.keys()).sort((a, b) => logp[b] - logp[a] || a - b);
-  return idx.slice(0, k).map((i) => [i, logp[i]]);
+  const best: number[] = [];
+  for (let i = 0; i < logp.length; i++) {
+    const x = logp[i];
+    if (best.length === k) {
+      if (!(x > logp[best[k - 1]])) continue;
+      best.pop();
+    }
+    let j = best.length;
+    best.push(i);
+    while (j > 0 && x > logp[best[j - 1]]) {
+      best[j] = best[j - 1];
+      j--;
+    }
+    best[j] = i;
+  }
+  return best.map((i) => [i, logp[i]]);
 }
 
 /** Sample from softmax(logp) restricted to the top-k, then the top-p nucleus. One uniform draw. */
@@ -85,8 +103,9 @@ function sampleTruncated(logp: Float64Array, V: number, rng: Rng, topK: number, 
     }
     return argmax(logp);
   }
-  let idx = Array.from(logp.keys()).sort((a, b) => logp[b] - logp[a] || a - b);
-  if (topK > 0 && topK < V) idx = idx.slice(0, topK);
+  let idx = topK > 0 && topK < V
+    ? topEntries(logp, topK).map(([i]) => i)
+    : Array.from(logp.keys()).sort((a, b) => logp[b] - logp[a] || a - b);
   if (topP < 1) {
     let acc = 0;
     let cut = idx.length;

@@ -1,0 +1,56 @@
+/**
+ * Small pieces of vLLM's reply bodies shared by `arbor serve`'s completions and chat routes: the SSE
+ * event line, ids and timestamps, the usage object (engine/remote/usage.ts's accounting: the prompt
+ * tokens of n forks count as cached) and the model card of /v1/models.
+ */
+import { randomUUID } from 'node:crypto';
+import { usageToWire } from '../engine/remote/usage.js';
+import type { SampleUsage } from '../engine/types.js';
+
+/** One server-sent event as vLLM writes it. */
+export const sse = (value: unknown): string => `data: ${JSON.stringify(value)}\n\n`;
+
+/** The last event of every vLLM stream. */
+export const DONE = 'data: [DONE]\n\n';
+
+/** Seconds since the epoch (`created`). */
+export const now = (): number => Math.floor(Date.now() / 1000);
+
+/** A request id's random part (vLLM: a uuid4 hex). */
+export const uid = (): string => randomUUID().replace(/-/g, '');
+
+export function emptyUsage(): SampleUsage {
+  return { promptTokensComputed: 0, prefixTokensReused: 0, tokensDecoded: 0 };
+}
+
+export function addUsage(into: SampleUsage, u: SampleUsage): void {
+  into.promptTokensComputed += u.promptTokensComputed;
+  into.prefixTokensReused += u.prefixTokensReused;
+  into.tokensDecoded += u.tokensDecoded;
+}
+
+/**
+ * vLLM's usage object; `details` adds prompt_tokens_details.cached_tokens (vLLM with
+ * --enable-prompt-tokens-details; the final usage chunk of a stream omits it, as vLLM drops nulls there).
+ */
+export function wireUsage(u: SampleUsage, details: boolean): Record<string, unknown> {
+  const w = usageToWire(u);
+  const total = w.prompt_tokens + w.completion_tokens;
+  const usage: Record<string, unknown> = {
+    prompt_tokens: w.prompt_tokens, total_tokens: total, completion_tokens: w.completion_tokens,
+  };
+  if (details) usage.prompt_tokens_details = { cached_tokens: w.cached_tokens };
+  return usage;
+}
+
+/** A /v1/models card (vLLM's ModelCard with one ModelPermission). */
+export function modelCard(id: string, root: string, parent: string | null, maxModelLen: number | null):
+  Record<string, unknown> {
+  const permission = {
+    id: `modelperm-${uid()}`, object: 'model_permission', created: now(), allow_create_engine: false,
+    allow_sampling: true, allow_logprobs: true, allow_search_indices: false, allow_view: true,
+    allow_fine_tuning: false, organization: '*', group: null, is_blocking: false,
+  };
+  const card = { id, object: 'model', created: now(), owned_by: 'arbor', root, parent, max_model_len: maxModelLen };
+  return { ...card, permission: [permission] };
+}

@@ -11,7 +11,7 @@ import { dirname, join, resolve } from 'node:path';
 import { ConfigError } from '../core/errors.js';
 import type { EngineConfig, ModelConfig, SftConfig } from './config.js';
 import { loadKernels } from './kernels/index.js';
-import { isCheckpointDir, loadArena, loadCheckpoint, saveCheckpoint, writeCheckpointMeta } from './nano/checkpoint.js';
+import { isCheckpointDir, loadCheckpoint, saveCheckpoint, writeCheckpointMeta } from './nano/checkpoint.js';
 import type { NanoConfig } from './nano/config.js';
 import { NanoModel } from './nano/model.js';
 import { NanoSampler } from './nano/sampler.js';
@@ -250,22 +250,6 @@ export async function buildSamplingEngine(source: { checkpoint: string; base?: s
   }
   const { model, tokenizer } = await loadCheckpoint(dir);
   return { sampler: new NanoSampler(model), tokenizer, origin: dir, contextLength: model.config.contextLength };
-}
-
-/** `arbor serve`: an embedded checkpoint's sampler and trainer over one model, and a weight reloader. */
-export async function buildServingEngine(checkpoint: string): Promise<{ sampler: Sampler; trainer: Trainer; decode: (tokens: number[]) => string; reloadWeights: (path: string) => Promise<number>; description: string }> {
-  const { model, tokenizer } = await loadCheckpoint(checkpoint);
-  return {
-    sampler: new NanoSampler(model),
-    trainer: new NanoTrainer(model),
-    decode: (t) => tokenizer.decode(t, true),
-    reloadWeights: async (path) => {
-      loadArena(model.params, join(path, 'model.safetensors'));
-      model.weightVersion++;
-      return model.weightVersion;
-    },
-    description: `${checkpoint} (${model.parameterCount} parameters)`,
-  };
 }
 
 /** The embedded engine's own tokenizer (runs without a tokenizer.json of their own). */

@@ -23,23 +23,39 @@ function data(): Datum[] {
   });
 }
 
-async function run(blockRows: number | undefined, loss: LossSpec, lora: boolean): Promise<{ lp: number[][]; loss: number; metrics: Record<string, number>; grads: Float32Array }> {
+async function run(blockRows: number | undefined, loss: LossSpec, lora: boolean, weightedRowsOnly = false): Promise<{ lp: number[][]; loss: number; metrics: Record<string, number>; grads: Float32Array }> {
   const model = NanoModel.createSync(config, kernels, 11);
   const adapter = lora ? new LoraAdapter(model, { rank: 4, alpha: 8, targets: ['q_proj', 'v_proj', 'down_proj'] }) : undefined;
   if (adapter) {
     adapter.initialise(2);
     adapter.params.data.forEach((_, i) => (adapter.params.data[i] += 0.01 * Math.sin(i)));
   }
-  const trainer = new NanoTrainer(model, { adapter, headBlockRows: blockRows });
-  const out = await trainer.forwardBackward(data(), loss, { entropyCoef: 0.01 });
+  const trainer = new NanoTrainer(model, { adapter, headBlockRows: blockRows, weightedRowsOnly });
+  // a third of the positions carry no weight (a prompt)
+  const batch = data().map((d) => ({ ...d, weights: d.weights.map((w, t) => (t % 3 === 0 ? 0 : w)) }));
+  const out = await trainer.forwardBackward(batch, loss, { entropyCoef: 0.01 });
   return { lp: out.logprobs, loss: out.loss, metrics: out.metrics, grads: Float32Array.from((adapter ?? model).grads.data) };
 }
 
 for (const lora of [false, true]) {
-  for (const loss of [{ kind: 'cross_entropy' }, { kind: 'ppo', clipLow: 0.2, clipHigh: 0.2 }] as LossSpec[]) {
-    test(`blocked head (5-row blocks) = whole head: ${loss.kind}${lora ? ', LoRA' : ''}`, async () => {
+  for (const [loss, blocks, weighted] of [
+    [{ kind: 'cross_entropy' }, 5, false], [{ kind: 'ppo', clipLow: 0.2, clipHigh: 0.2 }, 5, false],
+    [{ kind: 'cross_entropy' }, undefined, true], [{ kind: 'ppo', clipLow: 0.2, clipHigh: 0.2 }, 4, true],
+  ] as Array<[LossSpec, number | undefined, boolean]>) {
+    const how = `${blocks ? `${blocks}-row blocks` : 'one kept block'}${weighted ? ' of the weighted rows only' : ''}`;
+    test(`head in ${how} = whole head: ${loss.kind}${lora ? ', LoRA' : ''}`, async () => {
       const whole = await run(undefined, loss, lora);
-      const blocked = await run(5, loss, lora);
+      const blocked = await run(blocks, loss, lora, weighted);
+      if (weighted) {
+        // skipped rows report NaN; compare the others
+        blocked.lp.forEach((row, i) => row.forEach((x, t) => {
+          if (t % 3 === 0) {
+            assert.ok(Number.isNaN(x), `lp[${i}][${t}] of a skipped row is NaN`);
+            blocked.lp[i][t] = whole.lp[i][t];
+          }
+        }));
+        // the entropy metric averages over weights: unchanged
+      }
       // a 5-row head GEMM takes the decode-sized kernel (another summation order): equal to float32 rounding
       blocked.lp.forEach((row, i) => row.forEach((x, t) => assert.ok(Math.abs(x - whole.lp[i][t]) <= 1e-5, `lp[${i}][${t}] ${x} vs ${whole.lp[i][t]}`)));
       assert.ok(Math.abs(blocked.loss - whole.loss) <= 1e-5 * Math.abs(whole.loss), `loss ${blocked.loss} vs ${whole.loss}`);

@@ -5,16 +5,17 @@
  * The forward caches exactly what backward needs (per layer: inputs, norm outputs and rstd, q/k/v
  * after rotary, attention probabilities, attention output, MLP pre-activations, LoRA x·Aᵀ) in buffers
  * reused across calls. Grouped-query attention expands K/V to the query heads (repeat_kv) for the
- * attention kernels and sums the expanded gradients back. With a large vocabulary the output head runs
- * in blocks of rows (`headBlockRows`): the forward keeps each row's target log-prob and entropy, and
- * backward recomputes a block's logits, so no [N, V] buffer is held. backward ACCUMULATES parameter
- * gradients into model.grads (not when the model is frozen) and the LoRA adapter's grads.
+ * attention kernels and sums the expanded gradients back. The output head is head.ts (whole, or in
+ * blocks of rows for a large vocabulary, optionally only the rows that carry loss weight). backward
+ * ACCUMULATES parameter gradients into model.grads (not when the model is frozen) and the LoRA
+ * adapter's grads.
  */
 import type { NanoModel } from './model.js';
 import type { LayerRole } from './config.js';
 import type { LoraAdapter, LoraTarget } from './lora.js';
 import { embeddingBackward, embeddingForward } from './ops/embedding.js';
 import { addColumnSums, linearForward, repeatKV, scaleInPlace, sumKV } from './ops/linear.js';
+import { OutputHead } from './head.js';
 import { attentionLayout } from '../kernels/reference.js';
 
 interface LayerCache {
@@ -47,15 +48,13 @@ export interface PackedBatch {
   sequences: number[][];
   /** Target token of each input position (sequence-aligned); required when the head runs in blocks. */
   targets?: number[][];
+  /**
+   * Loss weight of each position (sequence-aligned): with `weightedRowsOnly`, the head computes only
+   * the rows whose weight is not 0 (the others' log-probs are NaN).
+   */
+  weights?: number[][];
+  weightedRowsOnly?: boolean;
 }
-
-/**
- * Logits held whole up to this many floats (N·V, 256 MB per buffer: no recomputation); above it the
- * head runs in blocks of HEAD_BLOCK_FLOATS / V rows (large blocks: each head GEMM call packs the whole
- * [V, C] head, and a blocked backward recomputes its block's logits).
- */
-const FULL_HEAD_FLOATS = 1 << 26;
-const HEAD_BLOCK_FLOATS = 1 << 25;
 
 export class TrainingGraph {
   private capacityN = 0;
@@ -64,20 +63,21 @@ export class TrainingGraph {
   private xF!: Float32Array; // [N,C] final residual
   private lnF!: Float32Array; // [N,C]
   private rstdF!: Float32Array; // [N]
-  /** [N,V] log-softmax of the logits after forward (full head), or [headBlockRows,V] scratch (blocked). */
-  logprobs!: Float32Array;
-  /** [N,V] gradient w.r.t. logits (full head), or a block's scratch. */
-  dlogits!: Float32Array;
-  /** [N] per-row scratch of the loss (kernels.logitGrad): d loss / d lp(target), entropy-bonus weight, entropy. */
-  rowCoef!: Float32Array;
-  rowBonus!: Float32Array;
-  rowEntropy!: Float32Array;
-  /** [N] target token of each row (set by the loss). */
-  rowTargets: Int32Array = new Int32Array(0);
-  /** [N] log-prob of each row's target (blocked head only; the full head reads `logprobs`). */
-  rowTargetLogprob = new Float64Array(0);
-  /** Rows per block of the output head; 0 = the whole batch at once. */
-  headBlockRows = 0;
+  /** The output head: logits, their log-softmax, the loss's per-row coefficients (head.ts). */
+  readonly head: OutputHead;
+  /** [N] per-row scratch of the loss: d loss / d lp(target), entropy-bonus weight, entropy, target. */
+  get rowCoef(): Float32Array {
+    return this.head.rowCoef;
+  }
+  get rowBonus(): Float32Array {
+    return this.head.rowBonus;
+  }
+  get rowEntropy(): Float32Array {
+    return this.head.rowEntropy;
+  }
+  get rowTargets(): Int32Array {
+    return this.head.rowTargets;
+  }
   // backward scratch
   private dx!: Float32Array;
   private dx2!: Float32Array;
@@ -109,10 +109,12 @@ export class TrainingGraph {
    * `adapter`: a LoRA on the model's linear layers (trained; the base is frozen when `model.frozen`).
    * `blockRows`: run the head in blocks of this many rows whatever the size (tests); default by size.
    */
-  constructor(readonly model: NanoModel, readonly adapter?: LoraAdapter, private readonly blockRows?: number) {}
+  constructor(readonly model: NanoModel, readonly adapter?: LoraAdapter, blockRows?: number) {
+    this.head = new OutputHead(model, blockRows);
+  }
 
   private ensureCapacity(N: number, attSize: number): void {
-    const { C, F, V, L, NH, NKV, Cq, Ckv } = this.model.dims;
+    const { C, F, L, NH, NKV, Cq, Ckv } = this.model.dims;
     const k = this.model.kernels;
     const gqa = NKV !== NH;
     const qkNorm = this.model.config.qkNorm === true;
@@ -137,11 +139,6 @@ export class TrainingGraph {
         };
       });
       this.xF = a(cap * C); this.lnF = a(cap * C); this.rstdF = a(cap);
-      this.headBlockRows = this.blockRows ?? (cap * V <= FULL_HEAD_FLOATS ? 0 : Math.max(1, Math.floor(HEAD_BLOCK_FLOATS / V)));
-      const headRows = this.headBlockRows || cap;
-      this.logprobs = a(headRows * V); this.dlogits = a(headRows * V);
-      this.rowCoef = a(cap); this.rowBonus = a(cap); this.rowEntropy = a(cap); this.rowTargets = new Int32Array(cap);
-      this.rowTargetLogprob = new Float64Array(cap);
       this.dx = a(cap * C); this.dx2 = a(cap * C); this.dln = a(cap * C);
       this.dq = a(cap * Cq); this.dk = a(cap * Ckv); this.dv = a(cap * Ckv);
       this.dkAtt = gqa ? a(cap * Cq) : this.dk; this.dvAtt = gqa ? a(cap * Cq) : this.dv;
@@ -200,7 +197,7 @@ export class TrainingGraph {
     return this.model.frozen ? this.sink.fill(0) : this.model.grads.get(name);
   }
 
-  /** Forward pass; afterwards `logprobs` [N,V] holds log-softmax rows (or, blocked, `rowTargetLogprob` and `rowEntropy`). */
+  /** Forward pass; afterwards the head holds each row's log-probs (`targetLogprob`) and entropy. */
   forward(batch: PackedBatch): void {
     const m = this.model;
     const { contextLength, normEps } = m.config;
@@ -261,72 +258,25 @@ export class TrainingGraph {
       this.linear(xOut, c.act, l, 'wDown', 'bDown', N, F, C, true);
     }
     k.rmsnormForward(this.lnF, this.rstdF, this.xF, m.param(names.finalNorm), N, C, normEps);
-    if (!this.headBlockRows) {
-      const lp = this.logprobs.subarray(0, N * V);
-      k.matmulBT(lp, this.lnF, m.param(names.head), N, C, V, false);
-      k.logSoftmaxForward(lp, lp, N, V);
-      return;
+    const targets = batch.targets ? new Int32Array(N) : undefined;
+    batch.targets?.forEach((ts, b) => ts.forEach((t, i) => (targets![this.rowOffset[b] + i] = t)));
+    let rows: Int32Array | undefined;
+    if (batch.weightedRowsOnly && batch.weights) {
+      const list: number[] = [];
+      batch.weights.forEach((ws, b) => ws.forEach((w, i) => w !== 0 && list.push(this.rowOffset[b] + i)));
+      rows = Int32Array.from(list);
     }
-    if (!batch.targets) throw new Error('forward: a blocked output head needs the batch targets');
-    batch.targets.forEach((ts, b) => ts.forEach((t, i) => (this.rowTargets[this.rowOffset[b] + i] = t)));
-    this.rowCoef.fill(0, 0, N);
-    this.rowBonus.fill(0, 0, N);
-    for (let r0 = 0; r0 < N; r0 += this.headBlockRows) {
-      const R = Math.min(this.headBlockRows, N - r0);
-      const lp = this.headBlock(r0, R);
-      // entropy of each row (coef = bonus = 0: dlogits is scratch here)
-      k.logitGrad(this.dlogits, this.rowEntropy.subarray(r0, r0 + R), lp, this.rowCoef.subarray(r0, r0 + R), this.rowBonus.subarray(r0, r0 + R), this.rowTargets.subarray(r0, r0 + R), R, V);
-      for (let i = 0; i < R; i++) this.rowTargetLogprob[r0 + i] = lp[i * V + this.rowTargets[r0 + i]];
-    }
+    this.head.forward(this.lnF, N, targets, rows);
   }
 
-  /** Log-softmax of rows [r0, r0+R) of the head into `logprobs` [R, V]. */
-  private headBlock(r0: number, R: number): Float32Array {
-    const { C, V } = this.model.dims;
-    const lp = this.logprobs.subarray(0, R * V);
-    this.model.kernels.matmulBT(lp, this.lnF.subarray(r0 * C, (r0 + R) * C), this.model.param(this.model.names.head), R, C, V, false);
-    this.model.kernels.logSoftmaxForward(lp, lp, R, V);
-    return lp;
-  }
-
-  /** Log-prob of `target` at row n (after forward). */
+  /** Log-prob of `target` at row n (after forward; NaN for a row the head skipped). */
   targetLogprob(n: number, target: number): number {
-    return this.headBlockRows ? this.rowTargetLogprob[n] : this.logprobs[n * this.model.config.vocabSize + target];
+    return this.head.targetLogprob(n, target);
   }
 
-  /**
-   * d loss / d logits from the per-row coefficients the loss wrote (rowCoef, rowBonus, rowTargets):
-   * at once for a full head (fills dlogits and rowEntropy); a blocked head does it block by block in
-   * backward (its entropies are already known from the forward).
-   */
+  /** d loss / d logits from the per-row coefficients the loss wrote (rowCoef, rowBonus, rowTargets). */
   logitGradient(): void {
-    if (this.headBlockRows) return;
-    const { V } = this.model.dims;
-    this.model.kernels.logitGrad(this.dlogits, this.rowEntropy, this.logprobs, this.rowCoef, this.rowBonus, this.rowTargets, this.N, V);
-  }
-
-  /** The head's backward into dlnF [N,C] (and the head weight's gradient unless frozen). */
-  private headBackward(dlnF: Float32Array): void {
-    const m = this.model;
-    const k = m.kernels;
-    const { C, V } = m.dims;
-    const N = this.N;
-    const head = m.param(m.names.head);
-    if (!this.headBlockRows) {
-      const dlogits = this.dlogits.subarray(0, N * V);
-      k.matmul(dlnF, dlogits, head, N, V, C, false);
-      if (!m.frozen) k.matmulAT(m.grads.get(m.names.head), dlogits, this.lnF, V, N, C, true);
-      return;
-    }
-    for (let r0 = 0; r0 < N; r0 += this.headBlockRows) {
-      const R = Math.min(this.headBlockRows, N - r0);
-      const lp = this.headBlock(r0, R);
-      const entropy = this.tmpC.subarray(0, R);
-      const dlogits = this.dlogits.subarray(0, R * V);
-      k.logitGrad(dlogits, entropy, lp, this.rowCoef.subarray(r0, r0 + R), this.rowBonus.subarray(r0, r0 + R), this.rowTargets.subarray(r0, r0 + R), R, V);
-      k.matmul(dlnF.subarray(r0 * C, (r0 + R) * C), dlogits, head, R, V, C, false);
-      if (!m.frozen) k.matmulAT(m.grads.get(m.names.head), dlogits, this.lnF.subarray(r0 * C, (r0 + R) * C), V, R, C, true);
-    }
+    this.head.gradient();
   }
 
   /** Backward from the loss's row coefficients; accumulates into model.grads (unless frozen) and the adapter's grads. */
@@ -339,7 +289,7 @@ export class TrainingGraph {
     const NF = N * F;
     const names = m.names;
     const dlnF = this.dln.subarray(0, NC);
-    this.headBackward(dlnF);
+    this.head.backward(dlnF);
     let dx = this.dx.subarray(0, NC);
     dx.fill(0);
     k.rmsnormBackward(dx, this.normGrad(names.finalNorm), dlnF, this.xF, m.param(names.finalNorm), this.rstdF, N, C);

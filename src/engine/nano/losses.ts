@@ -62,6 +62,7 @@ export function computeLoss(graph: TrainingGraph, data: Datum[], loss: LossSpec,
     const g = new Float64Array(T);
     if (loss.kind === 'cross_entropy') {
       for (let t = 0; t < T; t++) {
+        if (d.weights[t] === 0) continue; // (its log-prob may be NaN: a head computed on weighted rows only)
         total -= d.weights[t] * lps[t];
         g[t] = -d.weights[t];
       }

@@ -116,7 +116,8 @@ export async function runSft(model: NanoModel, tokenizer: TextTokenizer, example
   const nHeld = Math.min(Math.floor(data.length * (options.heldOutFraction ?? 0.05)), 256);
   const held = data.slice(0, nHeld);
   const train = data.slice(nHeld);
-  const trainer = new NanoTrainer(model, { adapter: options.adapter });
+  // the head only at the completion's positions: prompts carry no loss (half of a chat-template SFT batch)
+  const trainer = new NanoTrainer(model, { adapter: options.adapter, weightedRowsOnly: model.config.naming === 'hf' });
   const warmupSteps = options.warmupSteps ?? Math.min(20, Math.floor(options.steps / 10));
   const result: SftResult = { trainLoss: [], heldOut: [], tokens: 0, wallMs: 0 };
   const started = Date.now();

@@ -32,6 +32,11 @@ export interface NanoTrainerOptions {
   baseModelName?: string;
   /** Run the output head in blocks of this many rows (default: only when the logits would pass 256 MB). */
   headBlockRows?: number;
+  /**
+   * Compute the output head only at positions with a loss weight (SFT: not the prompt); the returned
+   * log-probs of the others are NaN. Saves the vocabulary-wide work of unweighted rows.
+   */
+  weightedRowsOnly?: boolean;
 }
 
 /** Activation memory a training pass may use by default (bytes). */
@@ -62,7 +67,10 @@ export class NanoTrainer implements Trainer {
     this.graph = new TrainingGraph(model, this.adapter, options.headBlockRows);
     this.maxRows = options.maxRowsPerPass ?? defaultMaxRows(model, this.adapter);
     this.baseModelName = options.baseModelName ?? 'base';
+    this.weightedRowsOnly = options.weightedRowsOnly === true;
   }
+
+  private readonly weightedRowsOnly: boolean;
 
   /** The parameters that train and their gradients: the adapter's, or the model's. */
   private get trained(): { params: ParamArena; grads: ParamArena } {
@@ -89,7 +97,7 @@ export class NanoTrainer implements Trainer {
     const sums: Record<string, number> = {};
     let weight = 0;
     for (const chunk of this.chunks(data)) {
-      this.graph.forward({ sequences: chunk.map((d) => d.inputTokens), targets: chunk.map((d) => d.targetTokens) });
+      this.graph.forward({ sequences: chunk.map((d) => d.inputTokens), targets: chunk.map((d) => d.targetTokens), weights: chunk.map((d) => d.weights), weightedRowsOnly: this.weightedRowsOnly });
       const out = computeLoss(this.graph, chunk, loss, extras);
       if (backward) this.graph.backward();
       total += out.loss;

@@ -4,7 +4,7 @@
  * disk, a fault injected by a test) leaves the old file untouched, removes the temporary file and
  * throws a DataError naming the file.
  */
-import { closeSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { DataError } from './errors.js';
 
@@ -63,4 +63,29 @@ export function fsyncDirectory(dir: string): void {
   } finally {
     if (fd !== undefined) closeSync(fd);
   }
+}
+
+/**
+ * The JSON object in `file` (a model directory's config.json, tokenizer_config.json, adapter_config.json,
+ * ...): a missing required file, malformed JSON or a top level that is not an object is a DataError
+ * naming the file. Fields are the readers' to validate.
+ */
+/** The object in `file`; undefined when the file is absent and `optional`. */
+export function readJsonObject(file: string, optional: true): Record<string, unknown> | undefined;
+export function readJsonObject(file: string, optional?: false): Record<string, unknown>;
+export function readJsonObject(file: string, optional = false): Record<string, unknown> | undefined {
+  if (!existsSync(file)) {
+    if (optional) return undefined;
+    throw new DataError(`${file}: no such file`, file);
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (cause) {
+    throw new DataError(`${file}: invalid JSON (${(cause as Error).message})`, file, undefined, undefined, { cause });
+  }
+  if (!value || typeof value !== 'object' || Array.isArray(value)) {
+    throw new DataError(`${file}: expected a JSON object at the top level`, file);
+  }
+  return value as Record<string, unknown>;
 }

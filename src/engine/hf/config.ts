@@ -9,7 +9,8 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ConfigError, DataError } from '../../core/errors.js';
+import { ConfigError } from '../../core/errors.js';
+import { readJsonObject } from '../../core/files.js';
 import type { NanoConfig, RopeScaling } from '../nano/config.js';
 
 export const HF_ARCHITECTURES = ['LlamaForCausalLM', 'Qwen2ForCausalLM', 'Qwen3ForCausalLM'] as const;
@@ -47,15 +48,7 @@ export function isHfModelDir(dir: string): boolean {
 /** Read and check `dir/config.json`; `contextLength` caps the context (rotary tables, KV cache) below the checkpoint's. */
 export function readHfConfig(dir: string, options: { contextLength?: number } = {}): HfModelInfo {
   const file = join(dir, 'config.json');
-  let raw: Record<string, unknown>;
-  try {
-    raw = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
-  } catch (cause) {
-    const why = (cause as NodeJS.ErrnoException).code === 'ENOENT' ? 'not found' : `not valid JSON (${(cause as Error).message})`;
-    throw new DataError(`${file}: ${why}`, file, undefined, undefined, { cause });
-  }
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new DataError(`${file}: not a JSON object`, file);
-  return parseHfConfig(raw, file, dir, options);
+  return parseHfConfig(readJsonObject(file), file, dir, options);
 }
 
 /** The checks and defaults of readHfConfig over an already-parsed config (`file` names it in errors). */

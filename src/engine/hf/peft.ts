@@ -8,9 +8,9 @@
  * the base (an adapter for another model). `options.kernels` chooses where its arrays live (the
  * model's kernel memory by default; plain arrays for a copy that is validated and then discarded).
  */
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { writeFileAtomic } from '../../core/files.js';
+import { readJsonObject, writeFileAtomic } from '../../core/files.js';
 import { DataError } from '../../core/errors.js';
 import type { NanoModel } from '../nano/model.js';
 import type { Kernels } from '../kernels/types.js';
@@ -35,13 +35,7 @@ export interface PeftConfig {
 /** Read and check adapter_config.json (the targets are resolved against the weights by `loadPeftAdapter`). */
 export function readPeftConfig(dir: string): PeftConfig {
   const file = join(dir, ADAPTER_CONFIG);
-  let raw: Record<string, unknown>;
-  try {
-    raw = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
-  } catch (cause) {
-    const why = (cause as NodeJS.ErrnoException).code === 'ENOENT' ? 'not found' : `not valid JSON (${(cause as Error).message})`;
-    throw new DataError(`${file}: ${why}`, file, undefined, undefined, { cause });
-  }
+  const raw = readJsonObject(file);
   const bad = (field: string, why: string) => new DataError(`${file}: ${field}: ${why}`, file, undefined, field);
   if (raw.peft_type !== undefined && raw.peft_type !== 'LORA') throw bad('peft_type', `${JSON.stringify(raw.peft_type)} is not LORA`);
   const r = raw.r;

@@ -10,7 +10,7 @@ import { Tokenizer } from '@huggingface/tokenizers';
 import { DataError } from '../../core/errors.js';
 import type { ChatMessage, ChatTemplateOptions, TextTokenizer } from '../types.js';
 import { ChatTemplates } from './chat-template.js';
-import { readJsonObject } from './json-file.js';
+import { readJsonObject } from '../../core/files.js';
 
 export interface HFTokenizerOptions {
   /** The model's embedding rows (config.json `vocab_size`): a token id ≥ this is refused at load. */

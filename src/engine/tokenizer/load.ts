@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { DataError } from '../../core/errors.js';
 import { CharTokenizer } from '../nano/tokenizer.js';
 import { HFTokenizer, type HFTokenizerOptions } from './hf.js';
-import { readJsonObject } from './json-file.js';
+import { readJsonObject } from '../../core/files.js';
 
 export function loadTokenizer(dir: string, options: HFTokenizerOptions = {}): CharTokenizer | HFTokenizer {
   const file = join(dir, 'tokenizer.json');

@@ -2,19 +2,25 @@
  * Multi-threaded kernels (src/engine/kernels/wasm.ts over threads.ts's KernelPool): T−1 workers over
  * the same shared memory each run one share of every large call. Results at 2, 3 and 4 threads must be
  * bit-identical to one thread: GEMMs in all three layouts (cut by rows and by columns, and the decode
- * path), with and without accumulation, kernel-owned and foreign arrays, ragged shapes and shapes
- * below the crossover; every other split kernel above its threshold with ragged tails; each call seen
- * to reach every helper; and all still matching the plain-TypeScript reference. This VM has 2 cores,
+ * path up to DECODE_MAX_ROWS rows), with and without accumulation, kernel-owned and foreign arrays,
+ * ragged shapes and shapes below the crossover; every other split kernel (paged decode attention and
+ * sampling statistics included) above its threshold with ragged tails; each call seen to be split for
+ * every helper (whichever thread ends up running a share: a late helper's share is taken by the caller,
+ * tested with stopped helpers); and all still matching the plain-TypeScript reference. This VM has 2 cores,
  * so 3 and 4 threads also exercise oversubscription. Also: the config bound and the split arithmetic.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import {
   ATTENTION_THREAD_MIN_WORK, createWasmKernels, ELEMENTWISE_THREAD_MIN, GEMM_THREAD_MIN_WORK, kernelThreadJobs,
+  kernelWasmPath,
 } from '../../src/engine/kernels/wasm.js';
-import { AdaptiveSplit, partitionByCost, partitionByShares } from '../../src/engine/kernels/threads.js';
-import { attentionLayout, decodeAttentionRef, referenceKernels } from '../../src/engine/kernels/reference.js';
+import { AdaptiveSplit, KernelPool, partitionByCost, partitionByShares } from '../../src/engine/kernels/threads.js';
+import {
+  attentionLayout, decodeAttentionRef, pagedDecodeAttentionRef, referenceKernels, samplingStatsRef,
+} from '../../src/engine/kernels/reference.js';
 import { loadKernels } from '../../src/engine/kernels/index.js';
 import type { Kernels } from '../../src/engine/kernels/types.js';
 import { buildEngine } from '../../src/engine/build.js';
@@ -36,7 +42,7 @@ function kernelsFor(variant: 'fma' | 'plain'): Promise<Kernels[]> {
   return k;
 }
 
-/** Which helpers got at least one job while `call` ran (true for each helper of k). */
+/** Which helpers had a share posted while `call` ran (true for each helper of k): the call was split for it. */
 function helpersUsed(k: Kernels, call: () => void): boolean[] {
   const before = [...kernelThreadJobs(k)];
   call();
@@ -48,12 +54,13 @@ for (const variant of ['fma', 'plain'] as const) test(`${gemmTitle} [${variant}]
   const [k1, ...kt] = await kernelsFor(variant);
   kt.forEach((k, i) => assert.match(k.name, new RegExp(`-${THREADS[i]}t$`)));
   const rng = new Rng(5);
-  // [M, K, N]: M ≥ N cuts rows (4-row tiles), M < N cuts columns (8-column panels), M ≤ 8 with
-  // matmulBT takes the decode path (4-column ranges). [24000, 16, 13]: short K and a ragged last panel,
-  // so every thread writes ragged-edge tiles all the time (the shape that exposed shared scratch).
+  // [M, K, N]: M ≥ N cuts rows (4-row tiles), M < N cuts columns (8-column panels), M ≤ DECODE_MAX_ROWS
+  // with matmulBT takes the decode path (column ranges cut anywhere). [24000, 16, 13]: short K and a
+  // ragged last panel, so every thread writes ragged-edge tiles all the time (the shape that exposed
+  // shared scratch). [48, 97, 2001], [13, 301, 3001]: the decode path's 4-row tiles with 2- and 1-row tails.
   const shapes: Array<[number, number, number]> = [
     [16, 64, 4100], [1000, 128, 384], [37, 300, 129], [203, 97, 515], [384, 2048, 128], [8, 16, 8], [24000, 16, 13],
-    [4, 1024, 4100], [6, 300, 1203],
+    [4, 1024, 4100], [6, 300, 1203], [48, 97, 2001], [13, 301, 3001],
   ];
   const work = shapes.map(([M, K, N]) => M * K * N);
   assert.ok(work.some((w) => w >= GEMM_THREAD_MIN_WORK) && work.some((w) => w < GEMM_THREAD_MIN_WORK));
@@ -84,7 +91,7 @@ for (const variant of ['fma', 'plain'] as const) test(`${gemmTitle} [${variant}]
           b2.set(b);
           const used = helpersUsed(k, () => k[op](owned, a2, b2, M, K, N, acc));
           if (M * K * N >= 4 * GEMM_THREAD_MIN_WORK && !(M <= 8 && op !== 'matmulBT')) {
-            assert.ok(used.every(Boolean), `${tag} on ${k.name}: every helper ran a share (${used})`);
+            assert.ok(used.every(Boolean), `${tag} on ${k.name}: a share for every helper (${used})`);
           }
           if (M * K * N < GEMM_THREAD_MIN_WORK) {
             assert.ok(!used.some(Boolean), `${tag} on ${k.name}: below the crossover, one thread`);
@@ -119,7 +126,7 @@ function runAll(ks: Kernels[], inputs: Float32Array[], outputs: Float32Array[], 
     const outs = outputs.map((o) => copy(k, o));
     const ins = inputs.map((i) => copy(k, i));
     if (!k || kernelThreadJobs(k).length === 0) call(ker, ins, outs);
-    else assert.ok(helpersUsed(k, () => call(ker, ins, outs)).every(Boolean), `${k.name}: every helper ran a share`);
+    else assert.ok(helpersUsed(k, () => call(ker, ins, outs)).every(Boolean), `${k.name}: a share for every helper`);
     return outs;
   };
   const [k1, ...kt] = ks;
@@ -153,8 +160,8 @@ test('assertSame rejects a one-ulp difference between thread counts and a pertur
   assertSame('t', { one: [a], many: [[a], [Float32Array.from(a)]], ref: [a] }, 1e-6, 1e-6);
 });
 
-const kernelsTitle = 'attention, decode attention, SwiGLU, RoPE, RMSNorm, softmax, logitGrad and AdamW at 2, 3, 4 '
-  + 'threads are bit-identical to one thread and match the reference';
+const kernelsTitle = 'attention, decode and paged decode attention, SwiGLU, RoPE, RMSNorm, softmax, sampling stats, '
+  + 'logitGrad and AdamW at 2, 3, 4 threads are bit-identical to one thread and match the reference';
 for (const variant of ['fma', 'plain'] as const) test(`${kernelsTitle} [${variant}]`, async () => {
   const ks = await kernelsFor(variant);
   const rng = new Rng(11);
@@ -187,6 +194,37 @@ for (const variant of ['fma', 'plain'] as const) test(`${kernelsTitle} [${varian
       else k.decodeAttention!(out, qq, kk, vv, T, NH, NKV, hd);
     });
     assertSame(`decodeAttention T=${T} ${NH}/${NKV}x${hd}`, r, 1e-5, 1e-4);
+  }
+  // paged decode attention: 16 rows of a batch (cut by (row, kv head) at equal work), pages scattered
+  {
+    const [L, P, NH, NKV, hd, layer] = [2, 16, 12, 4, 20, 1];
+    const lengths = Int32Array.from({ length: 16 }, (_, r) => 40 + 29 * r);
+    const W = Math.ceil(Math.max(...lengths) / P);
+    const pageCount = 16 * W;
+    const pageFloats = L * P * NKV * hd;
+    const pages = Int32Array.from({ length: pageCount }, (_, i) => (i * 37) % pageCount);
+    const kvInputs = [...Array.from({ length: 2 * pageCount }, () => rand(pageFloats)), rand(16 * NH * hd)];
+    const r = runAll(ks, kvInputs, [rand(16 * NH * hd)], (k, ins, [out]) => {
+      const [kPages, vPages, q] = [ins.slice(0, pageCount), ins.slice(pageCount, 2 * pageCount), ins[2 * pageCount]];
+      if (k === referenceKernels) {
+        pagedDecodeAttentionRef(out, q, kPages, vPages, pages, W, lengths, 16, layer, P, NH, NKV, hd);
+      } else k.pagedDecodeAttention!(out, q, kPages, vPages, pages, W, lengths, 16, layer, P, NH, NKV, hd);
+    });
+    assertSame('pagedDecodeAttention', r, 1e-5, 1e-4);
+  }
+  // sampling statistics: rows of a large vocabulary at three temperatures (cut by rows)
+  {
+    const [R, V] = [7, 20011];
+    const invT = Float32Array.from({ length: R }, (_, i) => [1, 1.4, 0.8][i % 3]);
+    const stats = ks.map(() => new Float64Array(R * 3));
+    const ref = new Float64Array(R * 3);
+    const r = runAll(ks, [rand(R * V, 3), invT], [rand(R * V)], (k, [x, t], [e]) => {
+      if (k === referenceKernels) samplingStatsRef(e, ref, x, t, R, V);
+      else k.samplingStats!(e, stats[ks.indexOf(k)], x, t, R, V);
+    });
+    assertSame('samplingStats exponentials', r, 1e-7, 1e-6);
+    stats.forEach((st, i) => assert.deepEqual(st, stats[0], `samplingStats: stats at ${[1, ...THREADS][i]} threads`));
+    for (let i = 0; i < R * 3; i++) assert.ok(Math.abs(stats[0][i] - ref[i]) <= 1e-6 * (1 + Math.abs(ref[i])));
   }
   // elementwise and row-wise kernels, sizes above the threshold with ragged tails
   const n = ELEMENTWISE_THREAD_MIN * 2 + 3;
@@ -323,4 +361,36 @@ test('partitions: contiguous, non-empty, covering; by shares in proportion, by c
   assert.deepEqual(b, [0, 2, 12]);
   assert.deepEqual(partitionByCost(8, 4, () => 1), [0, 2, 4, 6, 8]);
   assert.deepEqual(partitionByCost(3, 3, (i) => (i === 0 ? 1000 : 1)), [0, 1, 2, 3]);
+});
+
+test('a call never waits for a helper that has not started: stopped helpers leave the caller every share', async () => {
+  const bytes = new Uint8Array(readFileSync(kernelWasmPath('plain')));
+  const module = await WebAssembly.compile(bytes);
+  const memory = new WebAssembly.Memory({ initial: 64, maximum: 1024, shared: true });
+  const instance = await WebAssembly.instantiate(module, { env: { memory, abort: () => {} } });
+  const swiglu = instance.exports.swigluForward as (out: number, gate: number, up: number, n: number) => void;
+  const n = 3000;
+  const [gate, up, out] = [1 << 20, (1 << 20) + n * 4, (1 << 20) + 2 * n * 4];
+  const f = new Float32Array(memory.buffer);
+  const rng = new Rng(3);
+  for (let i = 0; i < 2 * n; i++) f[gate / 4 + i] = rng.normal();
+  swiglu(out, gate, up, n);
+  const one = f.slice(out / 4, out / 4 + n);
+  const pool = new KernelPool(module, memory, 3);
+  const shares = [0, 1000, 2000].map((i0) => ({
+    op: 'swigluForward' as const, args: [out + i0 * 4, gate + i0 * 4, up + i0 * 4, 1000],
+  }));
+  const here = (s: { args: number[] }) => swiglu(s.args[0], s.args[1], s.args[2], s.args[3]);
+  const check = (tag: string) => {
+    for (let i = 0; i < n; i++) if (!Object.is(f[out / 4 + i], one[i])) assert.fail(`${tag}: entry ${i}`);
+  };
+  f.fill(0, out / 4, out / 4 + n);
+  pool.run(shares, here);
+  check('three threads');
+  await pool.terminate();
+  f.fill(0, out / 4, out / 4 + n);
+  const times = pool.run(shares, here);
+  check('helpers stopped');
+  assert.deepEqual(times, [-1, -1, -1], 'shares run off their own threads teach the adaptive split nothing');
+  assert.deepEqual(pool.jobs, [2, 2], 'each call was still split for every helper');
 });

@@ -249,6 +249,56 @@ export function decodeAttentionRef(
   }
 }
 
+/**
+ * Paged decode attention (types.ts, pagedDecodeAttention): each row r is decodeAttentionRef over its
+ * lengths[r] positions, gathered from its pages (row s mod P of layer `layer` of page pages[r·W + ⌊s/P⌋]).
+ */
+export function pagedDecodeAttentionRef(
+  out: FloatArray, q: FloatArray, kPages: readonly FloatArray[], vPages: readonly FloatArray[], pages: Int32Array,
+  W: number, lengths: Int32Array, R: number, layer: number, P: number, NH: number, NKV: number, hd: number,
+): void {
+  const C = NKV * hd;
+  const Cq = NH * hd;
+  for (let r = 0; r < R; r++) {
+    const T = lengths[r];
+    const k = new Float64Array(T * C);
+    const v = new Float64Array(T * C);
+    for (let s = 0; s < T; s++) {
+      const page = pages[r * W + Math.floor(s / P)];
+      const at = (layer * P + (s % P)) * C;
+      k.set(kPages[page].subarray(at, at + C), s * C);
+      v.set(vPages[page].subarray(at, at + C), s * C);
+    }
+    decodeAttentionRef(out.subarray(r * Cq, (r + 1) * Cq), q.subarray(r * Cq, (r + 1) * Cq), k, v, T, NH, NKV, hd);
+  }
+}
+
+/**
+ * Sampling statistics (types.ts, samplingStats) in float64: per row, z = x·invT[n], out = exp(z − max z),
+ * stats = [logsumexp z, −Σ p·log p, Σ out].
+ */
+export function samplingStatsRef(
+  out: FloatArray, stats: Float64Array, x: FloatArray, invT: FloatArray, N: number, V: number,
+): void {
+  for (let n = 0; n < N; n++) {
+    const row = n * V;
+    let mx = -Infinity;
+    for (let v = 0; v < V; v++) mx = Math.max(mx, x[row + v] * invT[n]);
+    let S = 0;
+    let W = 0;
+    for (let v = 0; v < V; v++) {
+      const d = x[row + v] * invT[n] - mx;
+      const e = Math.exp(d);
+      out[row + v] = e;
+      S += e;
+      W += d > -Infinity ? e * d : 0;
+    }
+    stats[n * 3] = mx + Math.log(S);
+    stats[n * 3 + 1] = Math.log(S) - W / S;
+    stats[n * 3 + 2] = S;
+  }
+}
+
 export function ropeRef(
   x: FloatArray, positions: Int32Array, N: number, C: number, NH: number, cos: FloatArray, sin: FloatArray,
   inverse: boolean,

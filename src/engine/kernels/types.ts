@@ -97,4 +97,23 @@ export interface Kernels<F extends FloatArray = Float32Array> {
    * (`decodeAttentionRef` in reference.ts is the oracle).
    */
   decodeAttention?(out: F, q: F, k: F, v: F, T: number, NH: number, NKV: number, hd: number): void;
+
+  /**
+   * Optional (WASM backends): token sampling's pass over logit rows x [N, V] at inverse temperatures
+   * invT [N]: out = exp((x − max x)·invT) (unnormalised; may alias x) and stats [N, 3] = (logsumexp of
+   * x·invT, entropy of softmax(x·invT), Σ out), the sums in float64 (`samplingStatsRef` is the oracle).
+   */
+  samplingStats?(out: F, stats: Float64Array, x: F, invT: F, N: number, V: number): void;
+
+  /**
+   * Optional (WASM backends): decodeAttention for R query rows at once over a paged KV cache, reading the
+   * cached rows where they lie. q, out [R, NH·hd]. Row r attends over positions 0..lengths[r]−1 of its
+   * sequence; position s is row s mod P of layer `layer` of page pages[r·W + ⌊s/P⌋], whose storage
+   * [L, P, NKV·hd] is kPages[page] / vPages[page] (arrays in kernel memory are read in place, others
+   * copied). Incremental decoding uses it when present (`pagedDecodeAttentionRef` is the oracle).
+   */
+  pagedDecodeAttention?(
+    out: F, q: F, kPages: readonly F[], vPages: readonly F[], pages: Int32Array, W: number, lengths: Int32Array,
+    R: number, layer: number, P: number, NH: number, NKV: number, hd: number,
+  ): void;
 }

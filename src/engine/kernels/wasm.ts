@@ -70,7 +70,6 @@ function chooseVariant(preference: 'auto' | WasmVariant): { variant: WasmVariant
 }
 
 interface Exports {
-  gemmSmallBT(M: number, N: number, K: number, a: number, b: number, c: number, ldc: number, accumulate: number): void;
   rmsnormForward(out: number, rstd: number, x: number, weight: number, N: number, C: number, eps: number): void;
   rmsnormBackward(
     dx: number, dweight: number, dout: number, x: number, weight: number, rstd: number, N: number, C: number,
@@ -169,10 +168,19 @@ export const ELEMENTWISE_THREAD_MIN = 1 << 15;
  */
 export const RMSNORM_GROUPS = 64;
 const RMSNORM_GROUP_MIN_ROWS = 4;
-/** The GEMM micro-kernel's tile: MR rows by NR columns; KC the K block (assembly/matmul.ts). */
+/**
+ * matmulBT with at most this many rows takes gemmDecodeBT (no packing) instead of the packed GEMM.
+ * Crossover on the 2-core VM (one thread, load ~5, assembly/matmul.ts's two kernels, weights cold as in
+ * a decode step, medians of interleaved runs): at K = 576 and 1536 and N = 192, 576, 1536 and 49152 the
+ * unpacked kernel was 1.1–1.5× as fast up to 32 rows, 2–10% faster at 48, even at 64, and 1–3% slower
+ * at 96 and 128 rows.
+ */
+export const DECODE_MAX_ROWS = 48;
+/** The GEMM micro-kernel's tile: MR rows by NR columns; KC the K block; NC the B block (assembly/matmul.ts). */
 const MR = 4;
 const NR = 8;
 const KC = 256;
+const NC = 512;
 
 /** The pool behind each multi-threaded backend, for kernelThreadJobs. */
 const pools = new WeakMap<Kernels, KernelPool>();
@@ -190,7 +198,7 @@ export interface WasmKernelOptions {
   variant?: 'auto' | WasmVariant;
   /** 1 to MAX_KERNEL_THREADS (default 1); the engine config caps it at the machine's parallelism. */
   threads?: number;
-  /** Spin before sleeping, ms (default: defaultSpinMs(threads)). */
+  /** Spin before sleeping, ms (default: defaultSpinMs of the machine's load, looked at every second). */
   spinMs?: number;
 }
 
@@ -238,7 +246,7 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
     const outOwned = mem.owns(out);
     const pc = outOwned ? out.byteOffset : mem.pointer(out, M * N);
     const kc = Math.min(KC, Math.max(K, 1));
-    const packB = (cols: number) => mem.scratch(kc * Math.ceil(cols / NR) * NR * 4);
+    const packB = (cols: number) => mem.scratch(kc * Math.ceil(Math.min(cols, NC) / NR) * NR * 4);
     const packA = () => mem.scratch((kc * MR + MR * NR) * 4); // packed A panel + the 4×8 ragged-edge tile
     const acc = accumulate ? 1 : 0;
     const byRows = M >= N;
@@ -390,20 +398,81 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
     });
   }
 
-  /** C[M,N] (+)= A[M,K]·B[N,K]ᵀ for M ≤ 8 (decode steps): a large call is cut into 4-column ranges. */
-  function smallBT(
+  /**
+   * pagedDecodeAttention: i32 tables of every row's page addresses at `layer` (a page outside kernel memory
+   * is copied into scratch, once per call), then (row, kv head) items cut into ranges of equal Σ T.
+   */
+  function pagedDecodeAttn(
+    out: Float32Array, q: Float32Array, kPages: readonly Float32Array[], vPages: readonly Float32Array[],
+    pages: Int32Array, W: number, lengths: Int32Array, R: number, layer: number, P: number, NH: number, NKV: number,
+    hd: number,
+  ): void {
+    if (!(Number.isInteger(NKV) && NKV >= 1 && NH % NKV === 0)) {
+      throw new ArborError(`pagedDecodeAttention: ${NH} query heads are not a multiple of ${NKV} key/value heads`);
+    }
+    const Cq = NH * hd;
+    const layerFloats = P * NKV * hd;
+    const at = layer * layerFloats;
+    withPointers([[q, R * Cq]], [[out, R * Cq]], ([po, pq]) => {
+      const copied = new Map<Float32Array, number>();
+      const address = (a: Float32Array) => {
+        if (mem.owns(a)) return a.byteOffset + at * 4;
+        let p = copied.get(a);
+        if (p === undefined) {
+          p = mem.scratch(layerFloats * 4);
+          mem.view(p, layerFloats).set(a.subarray(at, at + layerFloats));
+          copied.set(a, p);
+        }
+        return p;
+      };
+      const kTable = new Int32Array(R * W);
+      const vTable = new Int32Array(R * W);
+      let maxT = 0;
+      let positions = 0;
+      for (let r = 0; r < R; r++) {
+        const T = lengths[r];
+        maxT = Math.max(maxT, T);
+        positions += T;
+        for (let i = 0; i < Math.ceil(T / P); i++) {
+          const page = pages[r * W + i];
+          kTable[r * W + i] = address(kPages[page]);
+          vTable[r * W + i] = address(vPages[page]);
+        }
+      }
+      const [pk, pv, pl] = [ints(kTable, R * W), ints(vTable, R * W), ints(lengths, R)];
+      const items = R * NKV;
+      const work = 2 * positions * Cq;
+      const S = work >= ATTENTION_THREAD_MIN_WORK ? sharesFor(items, work, ATTENTION_THREAD_MIN_WORK) : 1;
+      const bounds = S > 1 ? partitionByCost(items, S, (i) => lengths[Math.floor(i / NKV)] + 1) : [0, items];
+      const scratchBytes = (NH / NKV) * Math.ceil(maxT / 4) * 16;
+      const share = (s: number): Share => ({
+        op: 'pagedAttention',
+        args: [po, pq, pk, pv, pl, W, P, NH, NKV, hd, bounds[s], bounds[s + 1], mem.scratch(scratchBytes)],
+      });
+      runShares(bounds.slice(0, S).map((_, s) => share(s)));
+    });
+  }
+
+  /**
+   * C[M,N] (+)= A[M,K]·B[N,K]ᵀ for M ≤ DECODE_MAX_ROWS (decode steps): gemmDecodeBT, nothing packed; a
+   * large call is cut into column ranges (any cut gives the same bits) at the threads' measured speeds.
+   */
+  function decodeBT(
     out: Float32Array, a: Float32Array, b: Float32Array, M: number, K: number, N: number, accumulate: boolean,
   ): void {
     withPointers([[a, M * K], [b, N * K]], [[out, M * N]], ([pc, pa, pb]) => {
-      const units = Math.ceil(N / 4);
+      const units = Math.ceil(N / 2);
       const S = sharesFor(units, M * N * K, GEMM_THREAD_MIN_WORK);
-      const bounds = partitionByShares(units, new Array(S).fill(1 / S));
+      const bounds = S > 1 ? partitionByShares(units, split.shares(S)) : [0, units];
       const share = (s: number): Share => {
-        const j0 = bounds[s] * 4;
-        const cols = Math.min(N, bounds[s + 1] * 4) - j0;
-        return { op: 'gemmSmallBT', args: [M, cols, K, pa, pb + j0 * K * 4, pc + j0 * 4, N, accumulate ? 1 : 0] };
+        const j0 = bounds[s] * 2;
+        const cols = Math.min(N, bounds[s + 1] * 2) - j0;
+        const args = [M, cols, K, pa, pb + j0 * K * 4, pc + j0 * 4, N, accumulate ? 1 : 0, mem.scratch(16)];
+        return { op: 'gemmDecodeBT', args };
       };
-      runShares(bounds.slice(0, S).map((_, s) => share(s)));
+      const shares = bounds.slice(0, S).map((_, s) => share(s));
+      const times = runShares(shares);
+      if (S > 1) split.observe(shares.map((_, s) => bounds[s + 1] - bounds[s]), times);
     });
   }
 
@@ -486,11 +555,21 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
           return { op: 'swigluBackward', args: [pdg + o, pdu + o, pdo + o, pg + o, pu + o, len] };
         })),
     decodeAttention: decodeAttn,
+    pagedDecodeAttention: pagedDecodeAttn,
+    samplingStats: (out, stats, x, invT, N, V) =>
+      withPointers([[x, N * V], [invT, N]], [[out, N * V]], ([po, px, pt]) => {
+        const ps = mem.scratch(N * 24);
+        byRows(N, V, (n0, rows) => {
+          const o = n0 * V * 4;
+          return { op: 'samplingStats', args: [po + o, ps + n0 * 24, px + o, pt + n0 * 4, rows, V] };
+        });
+        stats.set(new Float64Array(mem.memory.buffer, ps, N * 3));
+      }),
     name: (variant === 'fma' ? 'wasm-simd-fma' : 'wasm-simd') + (threads > 1 ? `-${threads}t` : ''),
     alloc: (n: number) => mem.alloc(n),
     matmul: (out, a, b, M, K, N, acc) => gemm(out, a, M * K, K, 1, b, K * N, N, 1, M, K, N, acc),
     matmulBT: (out, a, b, M, K, N, acc) =>
-      M > 8 ? gemm(out, a, M * K, K, 1, b, N * K, 1, K, M, K, N, acc) : smallBT(out, a, b, M, K, N, acc),
+      M > DECODE_MAX_ROWS ? gemm(out, a, M * K, K, 1, b, N * K, 1, K, M, K, N, acc) : decodeBT(out, a, b, M, K, N, acc),
     matmulAT: (out, a, b, M, K, N, acc) => gemm(out, a, K * M, 1, M, b, K * N, N, 1, M, K, N, acc),
   };
   if (pool) pools.set(kernels, pool);

@@ -3,7 +3,9 @@
  * at the sequence's next position. Prefill (many rows of one sequence) and batched decoding (one row
  * per sequence) are the same call. Linear layers run on all R rows at once; each row's K/V (NKV·hd
  * wide) is written to its page slot before attention, and attention for a row reads positions 0..pos
- * of its sequence (query head h reads kv head ⌊h·NKV/NH⌋). Math is exactly the training forward's
+ * of its sequence (query head h reads kv head ⌊h·NKV/NH⌋): with kernels.pagedDecodeAttention, all rows
+ * of a layer in one call reading the pages in place (the cache is attached to the kernels' memory);
+ * otherwise row by row over a gathered copy, in float64. Math is exactly the training forward's
  * (config.ts), with the same optional LoRA adapter; logits are computed only for rows that ask.
  */
 import type { NanoModel } from './model.js';
@@ -45,6 +47,16 @@ export class DecodeWorkspace {
 
   constructor(readonly model: NanoModel, readonly adapter?: LoraAdapter) {}
 
+  /** [n] exponentials of the logit rows being sampled (kernels.samplingStats output), grown on demand. */
+  private expBuffer: Float32Array = new Float32Array(0);
+
+  /** Kernel-memory room for n floats of sampling exponentials (valid until the next call). */
+  exps(n: number): Float32Array {
+    const have = this.expBuffer.length;
+    if (have < n) this.expBuffer = this.model.kernels.alloc(Math.max(n, 2 * have));
+    return this.expBuffer.subarray(0, n);
+  }
+
   /** Kernel-memory gather buffers for T positions. */
   ensureRows(T: number): void {
     const { Ckv } = this.model.dims;
@@ -80,6 +92,7 @@ export function forwardRows(model: NanoModel, cache: PagedKVCache, ws: DecodeWor
   const kern = model.kernels;
   const R = rows.length;
   ws.ensure(R);
+  cache.attach(kern);
   const positions = new Int32Array(R);
   const slot = new Int32Array(R);
   for (let r = 0; r < R; r++) {
@@ -87,6 +100,7 @@ export function forwardRows(model: NanoModel, cache: PagedKVCache, ws: DecodeWor
     if (positions[r] >= model.config.contextLength) throw new Error(`decode: position ${positions[r]} exceeds contextLength ${model.config.contextLength}`);
     slot[r] = cache.appendSlot(rows[r].seq);
   }
+  const table = kern.pagedDecodeAttention ? pageTable(cache, rows, positions) : undefined;
   const tokens = rows.map((r) => r.token);
   const x = ws.x;
   embeddingForward(x, model.param(model.names.embed), tokens, R, C);
@@ -109,7 +123,11 @@ export function forwardRows(model: NanoModel, cache: PagedKVCache, ws: DecodeWor
     kern.rope(ws.q, positions, R, Cq, NH, model.rope.cos, model.rope.sin, false);
     kern.rope(ws.k, positions, R, Ckv, NKV, model.rope.cos, model.rope.sin, false);
     for (let r = 0; r < R; r++) cache.write(slot[r], l, ws.k.subarray(r * Ckv, (r + 1) * Ckv), ws.v.subarray(r * Ckv, (r + 1) * Ckv));
-    for (let r = 0; r < R; r++) {
+    if (table) {
+      const { pages, W, lengths } = table;
+      const P = cache.pageSize;
+      kern.pagedDecodeAttention!(ws.att, ws.q, cache.kPages, cache.vPages, pages, W, lengths, R, l, P, NH, NKV, hd);
+    } else for (let r = 0; r < R; r++) {
       const T = positions[r] + 1;
       ws.ensureRows(T);
       cache.gather(rows[r].seq, l, T, ws.kRows, ws.vRows);
@@ -137,6 +155,18 @@ export function forwardRows(model: NanoModel, cache: PagedKVCache, ws: DecodeWor
   kern.matmulBT(logits, ws.ln, model.param(model.headName), Rl, C, V, false);
   if (hiddenOut) hiddenOut.set(ws.ln.subarray(0, Rl * C));
   return logits;
+}
+
+/** Each row's pages [R, W] (W: the most any row spans) and its length after this step (position + 1). */
+function pageTable(
+  cache: PagedKVCache, rows: DecodeRow[], positions: Int32Array,
+): { pages: Int32Array; W: number; lengths: Int32Array } {
+  const P = cache.pageSize;
+  const lengths = Int32Array.from(positions, (p) => p + 1);
+  const W = Math.ceil(Math.max(...lengths) / P);
+  const pages = new Int32Array(rows.length * W);
+  rows.forEach((row, r) => pages.set(cache.pagesOf(row.seq).slice(0, Math.ceil(lengths[r] / P)), r * W));
+  return { pages, W, lengths };
 }
 
 /**

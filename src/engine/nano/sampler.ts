@@ -17,7 +17,8 @@ import type { SampleCompletion, SampleOptions, SampleRequest, SampleResult, Samp
 import { DecodeWorkspace, forwardRows, type DecodeRow } from './decode.js';
 import { PagedKVCache } from './kvcache.js';
 import type { NanoModel } from './model.js';
-import { chooseToken } from './sampling.js';
+import { chooseToken, rowDistributions, usesDistribution } from './sampling.js';
+import type { ChoiceOptions, RowDistribution } from './sampling.js';
 import type { LoraAdapter } from './lora.js';
 
 export interface NanoSamplerOptions {
@@ -34,6 +35,9 @@ export interface NanoSamplerOptions {
   /** A LoRA adapter applied on top of the (shared, frozen) base weights. */
   adapter?: LoraAdapter;
 }
+
+/** Rows of a prompt's logits whose distributions scorePrompt computes per kernel call. */
+const SCORE_CHUNK_ROWS = 16;
 
 interface Retained {
   seq: number;
@@ -219,16 +223,35 @@ export class NanoSampler implements Sampler {
         const rows = tokens.slice(t0, Math.min(tokens.length - 1, t0 + block)).map((token) => ({ seq, token, wantLogits: true }));
         const logits = forwardRows(this.model, this.cache, this.ws, rows);
         this.totals.forwardCalls++;
-        rows.forEach((_, i) => {
-          const choice = chooseToken(logits, i * V, V, this.seedRng, { temperature: 1, topP: 1, topK: 0, topLogprobs: topK, forced: tokens[t0 + i + 1] });
-          logprobs.push(choice.logprob);
-          top.push(choice.top ?? []);
-        });
+        for (let c0 = 0; c0 < rows.length; c0 += SCORE_CHUNK_ROWS) {
+          const chunk = Math.min(SCORE_CHUNK_ROWS, rows.length - c0);
+          const o = (i: number): ChoiceOptions =>
+            ({ temperature: 1, topP: 1, topK: 0, topLogprobs: topK, forced: tokens[t0 + i + 1] });
+          const rowLogits = logits.subarray(c0 * V, (c0 + chunk) * V);
+          const ones = new Float64Array(chunk).fill(1);
+          const dists = usesDistribution(o(0), V) ? this.distributions(rowLogits, ones) : undefined;
+          for (let i = c0; i < c0 + chunk; i++) {
+            const choice = chooseToken(logits, i * V, V, this.seedRng, o(i), dists?.[i - c0]);
+            logprobs.push(choice.logprob);
+            top.push(choice.top ?? []);
+          }
+        }
       }
     } finally {
       this.cache.free(seq);
     }
     return { logprobs, top };
+  }
+
+  /**
+   * Each row's distribution at its temperature (sampling.ts rowDistributions: one kernel call over
+   * logits [R, V]), or undefined on kernels without samplingStats. Valid until the next call.
+   */
+  private distributions(logits: Float32Array, temperatures: ArrayLike<number>): RowDistribution[] | undefined {
+    const V = this.model.dims.V;
+    const R = logits.length / V;
+    if (!this.model.kernels.samplingStats) return undefined;
+    return rowDistributions(this.model.kernels, logits, R, V, temperatures, this.ws.exps(R * V));
   }
 
   /** Prefill every context from its start; returns the last row's logits per prefill [P, V] (and hidden states [P, C]). */
@@ -278,18 +301,22 @@ export class NanoSampler implements Sampler {
       const rows: DecodeRow[] = [];
       // first tokens already taken per request (distinctFirstTokens: sampling without replacement)
       const taken = new Map<number, Set<number>>();
-      for (const c of active) {
+      const choiceOptions = (c: Continuation): ChoiceOptions => {
         const r = requests[c.request];
         const first = c.tokens.length === 0;
         const exclude = first && r.distinctFirstTokens ? taken.get(c.request) ?? new Set<number>() : undefined;
-        const choice = chooseToken(c.logits, c.logitsOffset, V, c.rng, {
-          temperature: r.temperature ?? 1,
-          topP: r.topP ?? 1,
-          topK: r.topK ?? 0,
-          topLogprobs: r.topLogprobs ?? 0,
-          forced: first ? c.forced : undefined,
-          exclude,
-        });
+        const forced = first ? c.forced : undefined;
+        const topLogprobs = r.topLogprobs ?? 0;
+        return { temperature: r.temperature ?? 1, topP: r.topP ?? 1, topK: r.topK ?? 0, topLogprobs, forced, exclude };
+      };
+      // every continuation's logits row lies in one array (the prefill's, then each step's)
+      const kernelRows = active.some((c) => usesDistribution(choiceOptions(c), V));
+      const dists = kernelRows ? this.distributions(active[0].logits, rowTemperatures(active, requests, V)) : undefined;
+      for (const c of active) {
+        const r = requests[c.request];
+        const o = choiceOptions(c);
+        const exclude = o.exclude;
+        const choice = chooseToken(c.logits, c.logitsOffset, V, c.rng, o, dists?.[c.logitsOffset / V]);
         if (exclude) taken.set(c.request, exclude.add(choice.token));
         c.tokens.push(choice.token);
         c.logprobs.push(choice.logprob);
@@ -314,6 +341,13 @@ export class NanoSampler implements Sampler {
       active = next;
     }
   }
+}
+
+/** Temperature of each row of the logits array the active continuations read (rows no one reads: 1). */
+function rowTemperatures(active: Continuation[], requests: SampleRequest[], V: number): Float64Array {
+  const temperatures = new Float64Array(active[0].logits.length / V).fill(1);
+  for (const c of active) temperatures[c.logitsOffset / V] = requests[c.request].temperature ?? 1;
+  return temperatures;
 }
 
 /** Counts groups whose continuations have all finished, given the ones still active. */

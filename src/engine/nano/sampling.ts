@@ -2,9 +2,13 @@
  * Choosing one token from a logits row: temperature (0 = greedy), top-k, top-p, forced tokens.
  * The reported log-prob and entropy are those of the temperature-scaled distribution BEFORE top-k/top-p
  * truncation (what a trainer recomputes from logits at the same temperature; identical when
- * truncation is off, the RL default).
+ * truncation is off, the RL default). The common draws (full distribution, greedy, forced; no top
+ * log-probs, no exclusions) can take a row's distribution from kernels.samplingStats (`rowDistributions`,
+ * one call for a decode step's rows): then only the random walk over its exponentials runs here;
+ * every other draw computes the row in float64 here.
  */
 import type { Rng } from '../../core/rng.js';
+import type { Kernels } from '../kernels/types.js';
 
 export interface TokenChoice {
   token: number;
@@ -27,7 +31,50 @@ export interface ChoiceOptions {
   exclude?: Set<number>;
 }
 
-export function chooseToken(logits: Float32Array, offset: number, V: number, rng: Rng, o: ChoiceOptions): TokenChoice {
+/** A row's distribution from kernels.samplingStats: e = exp(z − max z) at e[offset..offset+V), z = logits / T. */
+export interface RowDistribution {
+  e: Float32Array;
+  offset: number;
+  /** log Σ exp z. */
+  lse: number;
+  /** −Σ p·log p. */
+  entropy: number;
+  /** Σ e. */
+  sum: number;
+}
+
+/** Whether a draw with these options can use a RowDistribution (chooseToken's kernel path). */
+export function usesDistribution(o: ChoiceOptions, V: number): boolean {
+  if (o.topLogprobs > 0 || (o.exclude?.size && o.exclude.size < V)) return false;
+  return o.temperature <= 0 || ((o.topK <= 0 || o.topK >= V) && o.topP >= 1);
+}
+
+/**
+ * The distributions of the R rows of logits [R, V], row r at temperature temperatures[r] (≤ 0: greedy,
+ * computed at 1), in one kernels.samplingStats call writing the exponentials into e [R, V]; undefined
+ * when the kernels have no samplingStats.
+ */
+export function rowDistributions(
+  kernels: Kernels, logits: Float32Array, R: number, V: number, temperatures: ArrayLike<number>, e: Float32Array,
+): RowDistribution[] | undefined {
+  if (!kernels.samplingStats) return undefined;
+  const invT = Float32Array.from({ length: R }, (_, r) => (temperatures[r] > 0 ? 1 / temperatures[r] : 1));
+  const stats = new Float64Array(R * 3);
+  kernels.samplingStats(e, stats, logits, invT, R, V);
+  return Array.from({ length: R }, (_, r) => ({
+    e, offset: r * V, lse: stats[r * 3], entropy: stats[r * 3 + 1], sum: stats[r * 3 + 2],
+  }));
+}
+
+/**
+ * One token from logits[offset..offset+V) (a row's raw logits). With `dist`, the distribution of this
+ * row at this temperature from rowDistributions, a draw that usesDistribution takes its log-prob,
+ * entropy and random walk from it (one uniform draw, as the float64 path).
+ */
+export function chooseToken(
+  logits: Float32Array, offset: number, V: number, rng: Rng, o: ChoiceOptions, dist?: RowDistribution,
+): TokenChoice {
+  if (dist && usesDistribution(o, V)) return chooseFromDistribution(logits, offset, V, rng, o, dist);
   const t = o.temperature > 0 ? o.temperature : 1;
   const logp = new Float64Array(V);
   let mx = -Infinity;
@@ -63,7 +110,32 @@ export function chooseToken(logits: Float32Array, offset: number, V: number, rng
   return choice;
 }
 
-function argmax(x: Float64Array): number {
+function chooseFromDistribution(
+  logits: Float32Array, offset: number, V: number, rng: Rng, o: ChoiceOptions, dist: RowDistribution,
+): TokenChoice {
+  let token: number;
+  if (o.forced !== undefined) token = o.forced;
+  else if (o.temperature <= 0) token = argmax(logits.subarray(offset, offset + V));
+  else {
+    // the token where the running sum of e first exceeds u·Σe (sampleTruncated's walk over p = e/Σe)
+    const target = rng.next() * dist.sum;
+    const e = dist.e.subarray(dist.offset, dist.offset + V);
+    let acc = 0;
+    token = -1;
+    for (let v = 0; v < V; v++) {
+      acc += e[v];
+      if (target < acc) {
+        token = v;
+        break;
+      }
+    }
+    if (token < 0) token = argmax(logits.subarray(offset, offset + V));
+  }
+  const t = o.temperature > 0 ? o.temperature : 1;
+  return { token, logprob: logits[offset + token] / t - dist.lse, entropy: dist.entropy };
+}
+
+function argmax(x: Float64Array | Float32Array): number {
   let best = 0;
   for (let i = 1; i < x.length; i++) if (x[i] > x[best]) best = i;
   return best;

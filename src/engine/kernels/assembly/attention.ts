@@ -1,12 +1,14 @@
 // Causal multi-head attention forward/backward (AssemblyScript). Training-time attention runs through
 // the GEMM micro-kernel (matmul.ts) per (sequence, head); incremental decoding uses dot/axpy over the
-// head dimension, with grouped-query attention (several query heads per cached key/value head).
+// head dimension, with grouped-query attention (several query heads per cached key/value head): one
+// row over contiguous K/V (decodeAttention), or many rows over a paged KV cache read in place, four
+// positions at a time (pagedAttention).
 // Layout as in kernels/types.ts: q,k,v,out [B,T,C] with heads interleaved (C = NH·hs), att [B,NH,T,T].
 // Head dimension loops use f32x4 for the first hs&~3 lanes and scalars for the rest.
 
 import { madd } from './madd';
 import { expv, exps } from './expv';
-import { gemmCore, zeroFloats, CAUSAL_N, CAUSAL_K_LOWER, CAUSAL_K_UPPER, KC, MR, NR } from './matmul';
+import { gemmCore, laneSums4, zeroFloats, CAUSAL_N, CAUSAL_K_LOWER, CAUSAL_K_UPPER, KC, MR, NR } from './matmul';
 
 // @ts-ignore: decorator
 @inline
@@ -33,6 +35,65 @@ function axpy(y: usize, alpha: f32, x: usize, n: i32): void {
   for (; i < n; i++) {
     const p = y + (<usize>i << 2);
     store<f32>(p, load<f32>(p) + alpha * load<f32>(x + (<usize>i << 2)));
+  }
+}
+
+/** The dot products of a with the rows b + i·stride (i < 4), n long, as one vector (laneSums4, then the tail). */
+// @ts-ignore: decorator
+@inline
+function dot4(a: usize, b: usize, stride: usize, n: i32): v128 {
+  const z = f32x4.splat(0);
+  let a0 = z, a1 = z, a2 = z, a3 = z;
+  let i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const o = <usize>i << 2;
+    const av = v128.load(a + o);
+    const bo = b + o;
+    a0 = madd(av, v128.load(bo), a0);
+    a1 = madd(av, v128.load(bo + stride), a1);
+    a2 = madd(av, v128.load(bo + stride * 2), a2);
+    a3 = madd(av, v128.load(bo + stride * 3), a3);
+  }
+  let sum = laneSums4(a0, a1, a2, a3);
+  if (i < n) {
+    let t0: f32 = 0, t1: f32 = 0, t2: f32 = 0, t3: f32 = 0;
+    for (; i < n; i++) {
+      const o = <usize>i << 2;
+      const x = load<f32>(a + o);
+      t0 += x * load<f32>(b + o);
+      t1 += x * load<f32>(b + stride + o);
+      t2 += x * load<f32>(b + stride * 2 + o);
+      t3 += x * load<f32>(b + stride * 3 + o);
+    }
+    const tail = f32x4.replace_lane(f32x4.replace_lane(f32x4.replace_lane(f32x4.splat(t0), 1, t1), 2, t2), 3, t3);
+    sum = f32x4.add(sum, tail);
+  }
+  return sum;
+}
+
+/** y[0..n) += w0·x0 + w1·x1 + w2·x2 + w3·x3 (w_i: lane i of w4; rows x_i at x + i·stride), added in that order. */
+// @ts-ignore: decorator
+@inline
+function axpy4(y: usize, w4: v128, x: usize, stride: usize, n: i32): void {
+  const w0 = f32x4.splat(f32x4.extract_lane(w4, 0));
+  const w1 = f32x4.splat(f32x4.extract_lane(w4, 1));
+  const w2 = f32x4.splat(f32x4.extract_lane(w4, 2));
+  const w3 = f32x4.splat(f32x4.extract_lane(w4, 3));
+  let i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const o = <usize>i << 2;
+    const xo = x + o;
+    let acc = madd(w0, v128.load(xo), v128.load(y + o));
+    acc = madd(w1, v128.load(xo + stride), acc);
+    acc = madd(w2, v128.load(xo + stride * 2), acc);
+    v128.store(y + o, madd(w3, v128.load(xo + stride * 3), acc));
+  }
+  for (; i < n; i++) {
+    const o = <usize>i << 2;
+    let acc = load<f32>(y + o) + f32x4.extract_lane(w4, 0) * load<f32>(x + o);
+    acc += f32x4.extract_lane(w4, 1) * load<f32>(x + stride + o);
+    acc += f32x4.extract_lane(w4, 2) * load<f32>(x + stride * 2 + o);
+    store<f32>(y + o, acc + f32x4.extract_lane(w4, 3) * load<f32>(x + stride * 3 + o));
   }
 }
 
@@ -227,4 +288,126 @@ export function decodeAttention(
       axpy(oo, load<f32>(scores + (<usize>s << 2)) * inv, v + (<usize>(s * ld + kvo) << 2), hd);
     }
   }
+}
+
+/**
+ * One load per cache line of page table entry `pi`'s P rows (rowBytes each) when positions reach it, OR-ed
+ * together: the page's misses then overlap the work on the page before it (WASM has no prefetch).
+ */
+// @ts-ignore: decorator
+@inline
+function readAhead(table: usize, pi: i32, T: i32, P: i32, rowBytes: usize): v128 {
+  let seen = f32x4.splat(0);
+  if (pi * P >= T) return seen;
+  const page = <usize>load<u32>(table + (<usize>pi << 2));
+  const end = page + <usize>min(P, T - pi * P) * rowBytes;
+  for (let p = page; p < end; p += 64) seen = v128.or(seen, v128.load(p));
+  return seen;
+}
+
+/**
+ * Decode attention for many query rows over a paged KV cache, reading cached rows in place. Items
+ * i0..i1 are (row r = ⌊i/NKV⌋, kv head g = i mod NKV): row r's query heads g·G..(g+1)·G−1 (G = NH/NKV)
+ * attend over positions 0..T−1 (T = lengths[r]), position s lying at row s mod P of the page whose byte
+ * address is kPages[r·W + ⌊s/P⌋] (vPages for values; i32 tables, the layer's offset included), rows C
+ * floats apart (C = NKV·hd, the cache's width). q, out [R, NH·hd]. Each cached key row is read once for
+ * its G query heads (grouped-query attention's saving). Per head: scores scaled by 1/√hd, softmax with
+ * expv in 4-lane steps, out = Σ_s p_s·v_s in position order. An item writes only its own heads of its
+ * own row, so threads may take disjoint item ranges, each with its own `scores` (G rows of the longest
+ * T rounded up to 4 floats, then 16 bytes where the read-ahead loads are stored so that they stay).
+ */
+export function pagedAttention(
+  out: usize, q: usize, kPages: usize, vPages: usize, lengths: usize, W: i32, P: i32, NH: i32, NKV: i32, hd: i32,
+  i0: i32, i1: i32, scores: usize,
+): void {
+  const G = NH / NKV;
+  const C = NKV * hd;
+  const rowBytes = <usize>C << 2;
+  const scale = <f32>(1.0 / Math.sqrt(<f64>hd));
+  let seen = f32x4.splat(0);
+  let sinkAt: usize = scores;
+  for (let item = i0; item < i1; item++) {
+    const r = item / NKV;
+    const g = item - r * NKV;
+    const T = load<i32>(lengths + (<usize>r << 2));
+    const Tp = (T + 3) & ~3;
+    sinkAt = max(sinkAt, scores + (<usize>(G * Tp) << 2));
+    const qh = q + (<usize>(r * NH + g * G) * <usize>hd << 2);
+    const oh = out + (<usize>(r * NH + g * G) * <usize>hd << 2);
+    const headBytes = <usize>hd << 2;
+    const kvOffset = <usize>(g * hd) << 2;
+    const kTable = kPages + (<usize>(r * W) << 2);
+    const vTable = vPages + (<usize>(r * W) << 2);
+    // scores[j, s] = q_j · k_s / √hd, page by page, four positions at a time
+    const sc = f32x4.splat(scale);
+    seen = v128.or(seen, readAhead(vTable, 0, T, P, rowBytes));
+    for (let s0 = 0, pi = 0; s0 < T; s0 += P, pi++) {
+      const page = <usize>load<u32>(kTable + (<usize>pi << 2)) + kvOffset;
+      const n = min(P, T - s0);
+      seen = v128.or(seen, readAhead(kTable, pi + 1, T, P, rowBytes));
+      let t = 0;
+      for (; t + 4 <= n; t += 4) {
+        const kr = page + <usize>t * rowBytes;
+        for (let j = 0; j < G; j++) {
+          const d = dot4(qh + <usize>j * headBytes, kr, rowBytes, hd);
+          v128.store(scores + (<usize>(j * Tp + s0 + t) << 2), f32x4.mul(d, sc));
+        }
+      }
+      for (; t < n; t++) {
+        const kr = page + <usize>t * rowBytes;
+        for (let j = 0; j < G; j++) {
+          store<f32>(scores + (<usize>(j * Tp + s0 + t) << 2), dot(qh + <usize>j * headBytes, kr, hd) * scale);
+        }
+      }
+    }
+    // softmax per query head, normalised in place
+    for (let j = 0; j < G; j++) {
+      const row = scores + (<usize>(j * Tp) << 2);
+      let mx: f32 = -Infinity;
+      for (let s = 0; s < T; s++) mx = max(mx, load<f32>(row + (<usize>s << 2)));
+      const m = f32x4.splat(mx);
+      let sv = f32x4.splat(0);
+      let s = 0;
+      for (; s + 4 <= T; s += 4) {
+        const p = row + (<usize>s << 2);
+        const e = expv(f32x4.sub(v128.load(p), m));
+        v128.store(p, e);
+        sv = f32x4.add(sv, e);
+      }
+      let sum = f32x4.extract_lane(sv, 0) + f32x4.extract_lane(sv, 1)
+        + f32x4.extract_lane(sv, 2) + f32x4.extract_lane(sv, 3);
+      for (; s < T; s++) {
+        const p = row + (<usize>s << 2);
+        const e = exps(load<f32>(p) - mx);
+        store<f32>(p, e);
+        sum += e;
+      }
+      const inv: f32 = 1 / sum;
+      for (s = 0; s < T; s++) {
+        const p = row + (<usize>s << 2);
+        store<f32>(p, load<f32>(p) * inv);
+      }
+      zeroFloats(oh + <usize>j * headBytes, hd);
+    }
+    // out_j = Σ_s p[j, s] · v_s, page by page, four value rows at a time, each read once for the G heads
+    for (let s0 = 0, pi = 0; s0 < T; s0 += P, pi++) {
+      const page = <usize>load<u32>(vTable + (<usize>pi << 2)) + kvOffset;
+      const n = min(P, T - s0);
+      seen = v128.or(seen, readAhead(vTable, pi + 1, T, P, rowBytes));
+      let t = 0;
+      for (; t + 4 <= n; t += 4) {
+        const vr = page + <usize>t * rowBytes;
+        for (let j = 0; j < G; j++) {
+          axpy4(oh + <usize>j * headBytes, v128.load(scores + (<usize>(j * Tp + s0 + t) << 2)), vr, rowBytes, hd);
+        }
+      }
+      for (; t < n; t++) {
+        const vr = page + <usize>t * rowBytes;
+        for (let j = 0; j < G; j++) {
+          axpy(oh + <usize>j * headBytes, load<f32>(scores + (<usize>(j * Tp + s0 + t) << 2)), vr, hd);
+        }
+      }
+    }
+  }
+  v128.store(sinkAt, seen);
 }

@@ -9,12 +9,18 @@
 // Packing uses 4×4 SIMD transposes where the source is contiguous along k (A·Bᵀ's B; A·B's and A·Bᵀ's
 // A). Ragged edges are zero-padded in the packs and written through a bounds-checked store. Each
 // output element is the same sum in the same k order whatever tile or thread computes it.
+// Columns are taken NC at a time (the packed B of one K block, kc×NC floats, stays in L2 while every
+// row panel of A passes over it): packing the whole of a vocabulary-wide B (49152 columns: 50 MB per
+// K block) and streaming it from memory once per 4-row panel ran at a quarter of the speed.
+// gemmDecodeBT (decode steps: a few rows of A against a weight matrix) packs nothing: see its doc.
 
 import { madd } from './madd';
 
 export const MR: i32 = 4;
 export const NR: i32 = 8;
 export const KC: i32 = 256;
+/** Columns per packed B block (a multiple of NR): kc·NC·4 = 512 KB. */
+export const NC: i32 = 512;
 
 /**
  * Zero n floats at p with vector stores. memory.fill is a call out of the generated code in V8, which
@@ -157,29 +163,37 @@ export function gemmCore(
     if (!accumulate) for (let i = 0; i < M; i++) zeroFloats(c + <usize>(i * ldc) * 4, N);
     return;
   }
-  const panels = (N + NR - 1) / NR;
-  for (let k0 = 0; k0 < K; k0 += KC) {
-    const kc = min(KC, K - k0);
-    const acc = accumulate != 0 || k0 > 0;
-    packB(b, sbk, sbj, k0, kc, N, packBuf);
-    for (let i0 = 0; i0 < M; i0 += MR) {
-      const h = min(MR, M - i0);
-      // the k range [ks, ke) of this block that can be nonzero for rows i0..i0+h-1
-      let ks = 0;
-      let ke = kc;
-      if (mode == CAUSAL_K_LOWER) ke = min(kc, i0 + h - k0);
-      else if (mode == CAUSAL_K_UPPER) ks = max(0, i0 - k0);
-      const pEnd = mode == CAUSAL_N ? min(panels, (i0 + h - 1) / NR + 1) : panels;
-      if (ke <= ks) {
-        if (!acc) for (let i = 0; i < h; i++) zeroFloats(c + <usize>((i0 + i) * ldc) * 4, N);
-        continue;
-      }
-      packA(a, sai, sak, i0, k0 + ks, ke - ks, M, packABuf);
-      for (let p = 0; p < pEnd; p++) {
-        const j0 = p * NR;
-        const w = min(NR, N - j0);
-        const pb = packBuf + <usize>(p * kc * NR + ks * NR) * 4;
-        kernel4x8(packABuf, pb, ke - ks, c + <usize>(i0 * ldc + j0) * 4, ldc, h, w, acc);
+  for (let n0 = 0; n0 < N; n0 += NC) {
+    const nb = min(NC, N - n0);
+    const bn = b + (<usize>n0 * <usize>sbj << 2);
+    const cn = c + (<usize>n0 << 2);
+    const panels = (nb + NR - 1) / NR;
+    for (let k0 = 0; k0 < K; k0 += KC) {
+      const kc = min(KC, K - k0);
+      const acc = accumulate != 0 || k0 > 0;
+      packB(bn, sbk, sbj, k0, kc, nb, packBuf);
+      for (let i0 = 0; i0 < M; i0 += MR) {
+        const h = min(MR, M - i0);
+        // the k range [ks, ke) of this block that can be nonzero for rows i0..i0+h-1
+        let ks = 0;
+        let ke = kc;
+        if (mode == CAUSAL_K_LOWER) ke = min(kc, i0 + h - k0);
+        else if (mode == CAUSAL_K_UPPER) ks = max(0, i0 - k0);
+        // causal scores: this block's panels up to the one holding column i0 + h − 1 (none before n0)
+        const last = i0 + h - 1 - n0;
+        const pEnd = mode != CAUSAL_N ? panels : last < 0 ? 0 : min(panels, last / NR + 1);
+        if (pEnd == 0) continue;
+        if (ke <= ks) {
+          if (!acc) for (let i = 0; i < h; i++) zeroFloats(cn + <usize>((i0 + i) * ldc) * 4, nb);
+          continue;
+        }
+        packA(a, sai, sak, i0, k0 + ks, ke - ks, M, packABuf);
+        for (let p = 0; p < pEnd; p++) {
+          const j0 = p * NR;
+          const w = min(NR, nb - j0);
+          const pb = packBuf + <usize>(p * kc * NR + ks * NR) * 4;
+          kernel4x8(packABuf, pb, ke - ks, cn + <usize>(i0 * ldc + j0) * 4, ldc, h, w, acc);
+        }
       }
     }
   }
@@ -251,59 +265,130 @@ function storeRow(p: usize, v0: v128, v1: v128, acc: bool): void {
 }
 
 /**
- * Small-M path for C[M,N] (+)= A[M,K]·B[N,K]ᵀ (decode steps), C(i, j) at c[i*ldc + j]: each output
- * is a dot product of two contiguous rows, so no packing is needed. Four B rows are processed together
- * to reuse A loads; columns from ⌊N/4⌋·4 on take a scalar loop, so a column range that starts at a
- * multiple of 4 (a thread's share) computes each entry exactly as the whole call would.
+ * The four lane sums of a, b, c, d as one vector [Σa, Σb, Σc, Σd], each summed as (l0 + l1) + (l2 + l3)
+ * (the order every dot product of gemmDecodeBT uses, whichever tile computes it).
  */
-export function gemmSmallBT(M: i32, N: i32, K: i32, a: usize, b: usize, c: usize, ldc: i32, accumulate: i32): void {
-  for (let i = 0; i < M; i++) {
-    const ar = a + (<usize>(i * K) << 2);
-    const cr = c + (<usize>(i * ldc) << 2);
-    let j = 0;
-    for (; j + 4 <= N; j += 4) {
-      const b0 = b + (<usize>(j * K) << 2);
-      const b1 = b0 + (<usize>K << 2);
-      const b2 = b1 + (<usize>K << 2);
-      const b3 = b2 + (<usize>K << 2);
-      let s0 = f32x4.splat(0), s1 = f32x4.splat(0), s2 = f32x4.splat(0), s3 = f32x4.splat(0);
-      let k = 0;
-      for (; k + 4 <= K; k += 4) {
-        const o = <usize>k << 2;
-        const av = v128.load(ar + o);
-        s0 = madd(av, v128.load(b0 + o), s0);
-        s1 = madd(av, v128.load(b1 + o), s1);
-        s2 = madd(av, v128.load(b2 + o), s2);
-        s3 = madd(av, v128.load(b3 + o), s3);
-      }
-      let t0 = f32x4.extract_lane(s0, 0) + f32x4.extract_lane(s0, 1)
-        + f32x4.extract_lane(s0, 2) + f32x4.extract_lane(s0, 3);
-      let t1 = f32x4.extract_lane(s1, 0) + f32x4.extract_lane(s1, 1)
-        + f32x4.extract_lane(s1, 2) + f32x4.extract_lane(s1, 3);
-      let t2 = f32x4.extract_lane(s2, 0) + f32x4.extract_lane(s2, 1)
-        + f32x4.extract_lane(s2, 2) + f32x4.extract_lane(s2, 3);
-      let t3 = f32x4.extract_lane(s3, 0) + f32x4.extract_lane(s3, 1)
-        + f32x4.extract_lane(s3, 2) + f32x4.extract_lane(s3, 3);
-      for (; k < K; k++) {
-        const o = <usize>k << 2;
-        const av = load<f32>(ar + o);
-        t0 += av * load<f32>(b0 + o);
-        t1 += av * load<f32>(b1 + o);
-        t2 += av * load<f32>(b2 + o);
-        t3 += av * load<f32>(b3 + o);
-      }
-      const p = cr + (<usize>j << 2);
-      if (accumulate) {
-        t0 += load<f32>(p); t1 += load<f32>(p + 4); t2 += load<f32>(p + 8); t3 += load<f32>(p + 12);
-      }
-      store<f32>(p, t0); store<f32>(p + 4, t1); store<f32>(p + 8, t2); store<f32>(p + 12, t3);
+// @ts-ignore: decorator
+@inline
+export function laneSums4(a: v128, b: v128, c: v128, d: v128): v128 {
+  const ab = f32x4.add(v128.shuffle<f32>(a, b, 0, 4, 2, 6), v128.shuffle<f32>(a, b, 1, 5, 3, 7));
+  const cd = f32x4.add(v128.shuffle<f32>(c, d, 0, 4, 2, 6), v128.shuffle<f32>(c, d, 1, 5, 3, 7));
+  return f32x4.add(v128.shuffle<f32>(ab, cd, 0, 1, 4, 5), v128.shuffle<f32>(ab, cd, 2, 3, 6, 7));
+}
+
+/** One output of gemmDecodeBT: the vector part `v`, plus the k ≥ k4 terms of rows ar·br, into p. */
+// @ts-ignore: decorator
+@inline
+function decodePut(p: usize, v: f32, ar: usize, br: usize, k4: i32, K: i32, accumulate: i32): void {
+  for (let k = k4; k < K; k++) v += load<f32>(ar + (<usize>k << 2)) * load<f32>(br + (<usize>k << 2));
+  store<f32>(p, accumulate ? load<f32>(p) + v : v);
+}
+
+/**
+ * An R×W tile of gemmDecodeBT (R ∈ {1, 2, 4} rows of A from a0, W ∈ {1, 2} rows of B from b0; rows rb
+ * bytes apart): R·W f32x4 accumulators over k < k4 (madd in k order), then laneSums4 and decodePut.
+ * R and W are constants at every call, so the unused accumulators and branches fold away.
+ */
+// @ts-ignore: decorator
+@inline
+function decodeTile(
+  R: i32, W: i32, a0: usize, b0: usize, rb: usize, k4: i32, K: i32, c: usize, ldc: i32, accumulate: i32,
+): void {
+  const a1 = a0 + rb, a2 = a1 + rb, a3 = a2 + rb;
+  const b1 = b0 + rb;
+  const z = f32x4.splat(0);
+  let c00 = z, c01 = z, c10 = z, c11 = z, c20 = z, c21 = z, c30 = z, c31 = z;
+  const end = <usize>k4 << 2;
+  for (let o: usize = 0; o < end; o += 16) {
+    const x0 = v128.load(b0 + o);
+    const x1 = W > 1 ? v128.load(b1 + o) : z;
+    let av = v128.load(a0 + o);
+    c00 = madd(av, x0, c00);
+    if (W > 1) c01 = madd(av, x1, c01);
+    if (R > 1) {
+      av = v128.load(a1 + o);
+      c10 = madd(av, x0, c10);
+      if (W > 1) c11 = madd(av, x1, c11);
     }
-    for (; j < N; j++) {
-      const br = b + (<usize>(j * K) << 2);
-      let s: f32 = 0;
-      for (let k = 0; k < K; k++) s += load<f32>(ar + (<usize>k << 2)) * load<f32>(br + (<usize>k << 2));
-      const p = cr + (<usize>j << 2);
-      store<f32>(p, accumulate ? load<f32>(p) + s : s);
+    if (R > 2) {
+      av = v128.load(a2 + o);
+      c20 = madd(av, x0, c20);
+      if (W > 1) c21 = madd(av, x1, c21);
+      av = v128.load(a3 + o);
+      c30 = madd(av, x0, c30);
+      if (W > 1) c31 = madd(av, x1, c31);
     }
   }
+  const s0 = laneSums4(c00, c10, c20, c30);
+  const s1 = laneSums4(c01, c11, c21, c31);
+  const st = <usize>ldc << 2;
+  decodePut(c, f32x4.extract_lane(s0, 0), a0, b0, k4, K, accumulate);
+  if (W > 1) decodePut(c + 4, f32x4.extract_lane(s1, 0), a0, b1, k4, K, accumulate);
+  if (R > 1) {
+    decodePut(c + st, f32x4.extract_lane(s0, 1), a1, b0, k4, K, accumulate);
+    if (W > 1) decodePut(c + st + 4, f32x4.extract_lane(s1, 1), a1, b1, k4, K, accumulate);
+  }
+  if (R > 2) {
+    decodePut(c + st * 2, f32x4.extract_lane(s0, 2), a2, b0, k4, K, accumulate);
+    decodePut(c + st * 3, f32x4.extract_lane(s0, 3), a3, b0, k4, K, accumulate);
+    if (W > 1) {
+      decodePut(c + st * 2 + 4, f32x4.extract_lane(s1, 2), a2, b1, k4, K, accumulate);
+      decodePut(c + st * 3 + 4, f32x4.extract_lane(s1, 3), a3, b1, k4, K, accumulate);
+    }
+  }
+}
+
+/** Rows of B per read-ahead group of gemmDecodeBT, and how many groups ahead it reads. */
+const AHEAD_ROWS: i32 = 8;
+const AHEAD_GROUPS: i32 = 2;
+
+/** Every row of A (4, 2, then 1 at a time) against the W rows of B at b0, written to columns from c. */
+// @ts-ignore: decorator
+@inline
+function decodeColumns(
+  W: i32, M: i32, K: i32, a: usize, b0: usize, rb: usize, k4: i32, c: usize, ldc: i32, accumulate: i32,
+): void {
+  let i = 0;
+  for (; i + 4 <= M; i += 4) {
+    decodeTile(4, W, a + <usize>i * rb, b0, rb, k4, K, c + (<usize>(i * ldc) << 2), ldc, accumulate);
+  }
+  if (i + 2 <= M) {
+    decodeTile(2, W, a + <usize>i * rb, b0, rb, k4, K, c + (<usize>(i * ldc) << 2), ldc, accumulate);
+    i += 2;
+  }
+  if (i < M) decodeTile(1, W, a + <usize>i * rb, b0, rb, k4, K, c + (<usize>(i * ldc) << 2), ldc, accumulate);
+}
+
+/**
+ * C[M,N] (+)= A[M,K]·B[N,K]ᵀ for a few rows of A (decode steps; x·Wᵀ with W the weight), C(i, j) at
+ * c[i*ldc + j], nothing packed: B-stationary, two rows of B (12 KB at K = 1536) stay in L1 while every
+ * row of A passes over them in 4-row register tiles (8 f32x4 accumulators of dot products along k), so
+ * B streams from memory once and A (M·K floats) stays in L1/L2. B streams from DRAM in a decode step
+ * (the weights are far larger than the caches): every AHEAD_ROWS rows, one load per cache line reads
+ * the rows AHEAD_GROUPS groups ahead, so their misses overlap this group's arithmetic (no prefetch
+ * instruction in WASM; those loads are OR-ed into `sink`, 16 bytes of the caller's scratch, so they
+ * stay). Every entry is the same sum in the same order (k4 = K rounded down to 4 in f32x4 lanes,
+ * laneSums4, then the k ≥ k4 terms) whatever tile or column range computes it: thread shares may cut
+ * the columns anywhere.
+ */
+export function gemmDecodeBT(
+  M: i32, N: i32, K: i32, a: usize, b: usize, c: usize, ldc: i32, accumulate: i32, sink: usize,
+): void {
+  if (M <= 0 || N <= 0) return;
+  const rb = <usize>K << 2;
+  const k4 = K & ~3;
+  const groupBytes = rb * <usize>AHEAD_ROWS;
+  const bend = b + <usize>N * rb;
+  let seen = v128.load(sink);
+  let j = 0;
+  for (; j + 2 <= N; j += 2) {
+    const b0 = b + <usize>j * rb;
+    if (j % AHEAD_ROWS == 0) {
+      const p1 = min(b0 + groupBytes * <usize>(AHEAD_GROUPS + 1), bend);
+      for (let p = b0 + groupBytes * <usize>AHEAD_GROUPS; p < p1; p += 64) seen = v128.or(seen, v128.load(p));
+    }
+    decodeColumns(2, M, K, a, b0, rb, k4, c + (<usize>j << 2), ldc, accumulate);
+  }
+  if (j < N) decodeColumns(1, M, K, a, b + <usize>j * rb, rb, k4, c + (<usize>j << 2), ldc, accumulate);
+  v128.store(sink, seen);
 }

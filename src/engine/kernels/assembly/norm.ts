@@ -178,3 +178,59 @@ export function softmaxBackward(dx: usize, dout: usize, y: usize, N: i32, C: i32
     }
   }
 }
+
+/**
+ * Token sampling's view of logit rows x [N, V]: per row n at inverse temperature invT[n], with
+ * d = (x − max x)·invT (= z − max z for z = x·invT), writes e = exp(d) into out (unnormalised; out may
+ * alias x) and float64 stats[n·3 ..] = [logsumexp z, entropy −Σ p·log p, S = Σ e], the sums taken in
+ * float64 over f32 lanes: lse = max z + log S, entropy = log S − Σ e·d / S.
+ */
+export function samplingStats(out: usize, stats: usize, x: usize, invT: usize, N: i32, V: i32): void {
+  for (let n = 0; n < N; n++) {
+    const row = <usize>n * <usize>V << 2;
+    const xr = x + row;
+    const orow = out + row;
+    const t = load<f32>(invT + (<usize>n << 2));
+    let mv = f32x4.splat(-Infinity);
+    let c = 0;
+    for (; c + 4 <= V; c += 4) mv = f32x4.pmax(mv, v128.load(xr + (<usize>c << 2)));
+    let mx = max(
+      max(f32x4.extract_lane(mv, 0), f32x4.extract_lane(mv, 1)),
+      max(f32x4.extract_lane(mv, 2), f32x4.extract_lane(mv, 3)),
+    );
+    for (; c < V; c++) mx = max(mx, load<f32>(xr + (<usize>c << 2)));
+    const m = f32x4.splat(mx);
+    const tv = f32x4.splat(t);
+    let s0 = f64x2.splat(0), s1 = f64x2.splat(0), w0 = f64x2.splat(0), w1 = f64x2.splat(0);
+    c = 0;
+    for (; c + 4 <= V; c += 4) {
+      const o = <usize>c << 2;
+      // d ≥ −87.3 (where expv clamps anyway): a −∞ logit adds e·d ≈ −1e−36, not −∞·0
+      const d = f32x4.pmax(f32x4.mul(f32x4.sub(v128.load(xr + o), m), tv), f32x4.splat(-87.3));
+      const e = expv(d);
+      v128.store(orow + o, e);
+      const ed = f32x4.mul(e, d);
+      s0 = f64x2.add(s0, f64x2.promote_low_f32x4(e));
+      s1 = f64x2.add(s1, f64x2.promote_low_f32x4(v128.shuffle<f32>(e, e, 2, 3, 0, 1)));
+      w0 = f64x2.add(w0, f64x2.promote_low_f32x4(ed));
+      w1 = f64x2.add(w1, f64x2.promote_low_f32x4(v128.shuffle<f32>(ed, ed, 2, 3, 0, 1)));
+    }
+    const sv = f64x2.add(s0, s1);
+    const wv = f64x2.add(w0, w1);
+    let S = f64x2.extract_lane(sv, 0) + f64x2.extract_lane(sv, 1);
+    let W = f64x2.extract_lane(wv, 0) + f64x2.extract_lane(wv, 1);
+    for (; c < V; c++) {
+      const o = <usize>c << 2;
+      const d = max((load<f32>(xr + o) - mx) * t, <f32>-87.3);
+      const e = exps(d);
+      store<f32>(orow + o, e);
+      S += <f64>e;
+      W += <f64>(e * d);
+    }
+    const logS = Math.log(S);
+    const st = stats + (<usize>n * 24);
+    store<f64>(st, <f64>mx * <f64>t + logS);
+    store<f64>(st, logS - W / S, 8);
+    store<f64>(st, S, 16);
+  }
+}

@@ -11,9 +11,9 @@ import type { ChatMessage, Sampler } from '../engine/types.js';
 import { generate, generateStream, type ChoiceDelta, type ChoiceOutput, type Generation } from './generation.js';
 import type { SampleGuard } from './limits.js';
 import { chatLogprobs } from './text.js';
-import { BadRequest, boundedInt, optBool, vllmError, type ServeReply } from './validate.js';
+import { BadRequest, boundedInt, optBool, type ServeReply } from './validate.js';
 import { chatMessages, maxTokensField, samplingFields, templateFields, type SamplingFields } from './vllm-params.js';
-import { addUsage, DONE, emptyUsage, now, sse, uid, wireUsage } from './vllm-wire.js';
+import { addUsage, now, sse, sseStream, uid, wireUsage } from './vllm-wire.js';
 import type { GenerationDefaults } from '../engine/tokenizer/hf.js';
 
 /** What the chat route needs of the vLLM routes (serve/vllm.ts). */
@@ -120,8 +120,7 @@ async function* chatEvents(
   signal?: AbortSignal,
 ): AsyncGenerator<string> {
   const head = { id: chat.id, object: 'chat.completion.chunk', created: chat.created, model: chat.model };
-  const usage = emptyUsage();
-  try {
+  yield* sseStream(head, includeUsage, release, async function* (usage) {
     for (let i = 0; i < (g.request.n ?? 1); i++) {
       const choice = { index: i, delta: { role: chat.role, content: '' }, logprobs: null, finish_reason: null };
       yield sse({ ...head, choices: [choice], prompt_token_ids: chat.returnIds ? chat.ids : null });
@@ -146,11 +145,5 @@ async function* chatEvents(
         yield sse({ ...head, choices: [choice] });
       }
     }
-    if (includeUsage) yield sse({ ...head, choices: [], usage: wireUsage(usage, false) });
-  } catch (error) {
-    yield sse(vllmError(error));
-  } finally {
-    release();
-  }
-  yield DONE;
+  });
 }

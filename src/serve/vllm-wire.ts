@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { usageToWire } from '../engine/remote/usage.js';
 import type { SampleUsage } from '../engine/types.js';
+import { vllmError } from './validate.js';
 
 /** One server-sent event as vLLM writes it. */
 export const sse = (value: unknown): string => `data: ${JSON.stringify(value)}\n\n`;
@@ -18,6 +19,27 @@ export const now = (): number => Math.floor(Date.now() / 1000);
 
 /** A request id's random part (vLLM: a uuid4 hex). */
 export const uid = (): string => randomUUID().replace(/-/g, '');
+
+/**
+ * The frame of a vLLM SSE stream: the events `body` yields (it adds what it samples to `usage`), then
+ * the usage chunk when `stream_options.include_usage`, an error event if the body throws, and always
+ * [DONE]; `release` runs when the stream ends, whatever happened.
+ */
+export async function* sseStream(
+  head: Record<string, unknown>, includeUsage: boolean, release: () => void,
+  body: (usage: SampleUsage) => AsyncGenerator<string>,
+): AsyncGenerator<string> {
+  const usage = emptyUsage();
+  try {
+    yield* body(usage);
+    if (includeUsage) yield sse({ ...head, choices: [], usage: wireUsage(usage, false) });
+  } catch (error) {
+    yield sse(vllmError(error));
+  } finally {
+    release();
+  }
+  yield DONE;
+}
 
 export function emptyUsage(): SampleUsage {
   return { promptTokensComputed: 0, prefixTokensReused: 0, tokensDecoded: 0 };

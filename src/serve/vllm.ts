@@ -14,11 +14,11 @@ import { generate, generateStream, type ChoiceDelta, type ChoiceOutput, type Gen
 import type { SampleGuard } from './limits.js';
 import type { LoraRegistry } from './lora.js';
 import { completionLogprobs, type LogprobEntry, type ModelDefaults, type ServeTokenizer } from './text.js';
-import { BadRequest, boundedInt, NotFound, optBool, tokenList, vllmError, type ServeReply } from './validate.js';
+import { BadRequest, boundedInt, NotFound, optBool, tokenList, type ServeReply } from './validate.js';
 import { chatCompletion, type ChatHost } from './vllm-chat.js';
 import { chatMessages, chatTools, maxTokensField, promptInputs, samplingFields } from './vllm-params.js';
 import { templateFields, type PromptInput, type SamplingFields } from './vllm-params.js';
-import { addUsage, DONE, emptyUsage, modelCard, now, sse, uid, wireUsage } from './vllm-wire.js';
+import { addUsage, emptyUsage, modelCard, now, sse, sseStream, uid, wireUsage } from './vllm-wire.js';
 
 /** vLLM's text when the server runs without a tokenizer (`--skip-tokenizer-init`). */
 const NO_TOKENIZER = 'Tokenizer not available when `skip_tokenizer_init=True`';
@@ -249,12 +249,12 @@ export class VllmRoutes implements ChatHost {
     signal?: AbortSignal,
   ): AsyncGenerator<string> {
     const head = { id: c.id, object: 'text_completion', created: c.created, model: c.model };
-    const usage = emptyUsage();
-    try {
+    const self = this;
+    yield* sseStream(head, includeUsage, release, async function* (usage) {
       for (let i = 0; i < gens.length; i++) {
         const promptEntries = await c.scored?.[i]();
         const started = new Set<number>();
-        const run = generateStream(sampler, this.o.guard, gens[i], signal);
+        const run = generateStream(sampler, self.o.guard, gens[i], signal);
         for (let step = await run.next(); ; step = await run.next()) {
           if (step.done) {
             addUsage(usage, step.value);
@@ -264,20 +264,14 @@ export class VllmRoutes implements ChatHost {
             const first = !started.has(d.choice);
             started.add(d.choice);
             const echoNow = c.echo && first;
-            const choice = this.completionChoice(c, i, d, promptEntries, echoNow, echoNow ? 0 : d.textOffset);
+            const choice = self.completionChoice(c, i, d, promptEntries, echoNow, echoNow ? 0 : d.textOffset);
             // vLLM sends prompt_token_ids with a continuation's first chunk only
             if (!first) choice.prompt_token_ids = null;
             yield sse({ ...head, choices: [{ index: i * c.n + d.choice, ...choice }], usage: null });
           }
         }
       }
-      if (includeUsage) yield sse({ ...head, choices: [], usage: wireUsage(usage, false) });
-    } catch (error) {
-      yield sse(vllmError(error));
-    } finally {
-      release();
-    }
-    yield DONE;
+    });
   }
 
   chat(b: Record<string, unknown>, signal?: AbortSignal): Promise<ServeReply> {

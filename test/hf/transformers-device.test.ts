@@ -1,6 +1,6 @@
 /**
  * Arbor against transformers 5.17 on what the shared fixtures do not cover, with numbers transformers
- * made (test/fixtures/hf-transformers, from testkit/device/check_hf.py on a machine with transformers):
+ * made (testkit/hf/transformers-fixtures, from testkit/device/check_hf.py on a machine with transformers):
  * Llama 3.1's llama3 rope scaling, Qwen2's q/k/v biases with linear scaling and a single KV head, Qwen3
  * with yarn scaling, and a BF16 checkpoint in three shards — all models Arbor wrote, loaded by
  * transformers. Checked: the rotary frequencies and attention factor bit for bit, and the float64
@@ -19,7 +19,7 @@ import { readSafetensors } from '../../src/engine/nano/safetensors.js';
 import { compare } from '../../testkit/hf/fixtures.js';
 import { decodeLogits, HF_TOLERANCES } from '../../testkit/hf/parity.js';
 
-const dir = 'test/fixtures/hf-transformers';
+const dir = 'testkit/hf/transformers-fixtures';
 const manifest = JSON.parse(readFileSync(join(dir, 'manifest.json'), 'utf8')) as { sequences: Record<string, number[][]>; versions: Record<string, string> };
 
 for (const [name, sequences] of Object.entries(manifest.sequences)) {

@@ -2,7 +2,7 @@
  * Kernel memory above 2 GiB (WasmKernelMemory's maximum is 4 GiB): GEMM and RMSNorm on arrays whose
  * byte offsets are past 2^31 (wrapping to negative i32 words on the way to WASM and to the helper
  * thread) match the reference, and asking for more than 4 GiB is a clear error. Runs in a child
- * process (fixtures/above-2gib.ts) so the memory goes back to the system when it exits; skipped where
+ * process (testkit/kernels/above-2gib.ts) so the memory goes back to the system when it exits; skipped where
  * the machine has too little memory to reserve 4 GiB.
  */
 import { test } from 'node:test';
@@ -18,7 +18,7 @@ const why = `needs 6 GiB of RAM and 2 GiB free to reserve a 4 GiB memory (has ${
 
 const title = 'GEMM and RMSNorm on arrays past 2^31 bytes match the reference; more than 4 GiB is refused';
 test(title, { skip: roomy ? false : why }, () => {
-  const child = fileURLToPath(new URL('./fixtures/above-2gib.ts', import.meta.url));
+  const child = fileURLToPath(new URL('../../testkit/kernels/above-2gib.ts', import.meta.url));
   const run = spawnSync(process.execPath, ['--import', 'tsx', child], { encoding: 'utf8', timeout: 120_000 });
   assert.equal(run.status, 0, `child failed: ${run.stderr}`);
   const r = JSON.parse(run.stdout.trim().split('\n').pop()!);

@@ -17,7 +17,7 @@ import { parseConfig } from '../../src/run/config.js';
 import { train } from '../../src/run/loop.js';
 import { RunDir } from '../../src/run/rundir.js';
 import { getTask, registerTask } from '../../src/tasks/index.js';
-import { post, spawnServe, tinyQwen3 } from './hf-fixture.js';
+import { post, spawnServe, tinyQwen3 } from '../../testkit/serve/hf-fixture.js';
 
 /**
  * A random model never answers arith right (every reward 0, every advantage 0, no gradient): this

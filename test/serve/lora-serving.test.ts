@@ -26,7 +26,7 @@ import { HFTokenizer } from '../../src/engine/tokenizer/hf.js';
 import { loadServeEngine } from '../../src/serve/engine.js';
 import { parseLoraModules } from '../../src/serve/lora.js';
 import { takeLoraModules } from '../../src/cli/serve.js';
-import { post, serveHf, spawnServe, tinyQwen3 } from './hf-fixture.js';
+import { post, serveHf, spawnServe, tinyQwen3 } from '../../testkit/serve/hf-fixture.js';
 
 let root: string;
 let dir: string;

@@ -15,7 +15,7 @@ import { NanoSampler } from '../../src/engine/nano/sampler.js';
 import { NanoTrainer } from '../../src/engine/nano/trainer.js';
 import { HFTokenizer } from '../../src/engine/tokenizer/hf.js';
 import type { ChatMessage } from '../../src/engine/types.js';
-import { post, serveHf, tinyQwen3 } from './hf-fixture.js';
+import { post, serveHf, tinyQwen3 } from '../../testkit/serve/hf-fixture.js';
 
 let dir: string;
 let served: Awaited<ReturnType<typeof serveHf>>;

@@ -26,7 +26,7 @@ import { TinkerSampler } from '../../src/engine/remote/tinker-sampler.js';
 import { TinkerSession } from '../../src/engine/remote/tinker-session.js';
 import { TinkerTrainer } from '../../src/engine/remote/tinker.js';
 import { TINKER_LORA_ALPHA } from '../../src/serve/tinker.js';
-import { post, serveHf, tinyQwen3 } from './hf-fixture.js';
+import { post, serveHf, tinyQwen3 } from '../../testkit/serve/hf-fixture.js';
 
 let root: string;
 let dir: string;

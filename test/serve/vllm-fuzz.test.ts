@@ -18,7 +18,7 @@ import { referenceKernels } from '../../src/engine/kernels/reference.js';
 import { LoraAdapter } from '../../src/engine/nano/lora.js';
 import { loadServeEngine } from '../../src/serve/engine.js';
 import { ArborServer } from '../../src/serve/server.js';
-import { tinyQwen3 } from './hf-fixture.js';
+import { tinyQwen3 } from '../../testkit/serve/hf-fixture.js';
 
 let root: string;
 let dir: string;

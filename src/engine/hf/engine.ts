@@ -5,7 +5,7 @@
  * every weight (saved as a model directory) or the adapter (saved in PEFT format). Also what a checkpoint
  * directory needs to load again as a model (config.json and tokenizer files, or the adapter's base).
  */
-import { copyFileSync, cpSync, existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { ConfigError } from '../../core/errors.js';
 import { fsyncDirectory, writeFileAtomic } from '../../core/files.js';
@@ -18,12 +18,10 @@ import { arenaTensors } from '../nano/checkpoint.js';
 import { runSft, type SftExample, type SftOptions } from '../nano/sft.js';
 import { HFTokenizer } from '../tokenizer/hf.js';
 import { isHfModelDir, type HfModelInfo } from './config.js';
-import { makeHfModel } from './make.js';
+import { copyTokenizerFiles, makeHfModel } from './make.js';
 import { loadHfModel } from './model.js';
 import { isPeftAdapterDir, loadPeftAdapter, readPeftConfig, savePeftAdapter } from './peft.js';
 
-/** Files of a model directory besides its weights that a copy of it needs. */
-const MODEL_FILES = ['tokenizer.json', 'tokenizer_config.json', 'chat_template.jinja', 'special_tokens_map.json', 'generation_config.json'];
 
 /** The HF model directory a run names (model.checkpoint holding an HF config.json, else model.hf), created from model.create when missing. */
 export function hfModelDir(model: ModelConfig): string | undefined {
@@ -110,9 +108,7 @@ export function writeHfMeta(dir: string, info: HfModelInfo): void {
   mkdirSync(dir, { recursive: true });
   const { torch_dtype: _t, dtype: _d, ...raw } = info.raw;
   writeFileAtomic(join(dir, 'config.json'), JSON.stringify({ ...raw, torch_dtype: 'float32' }, null, 2) + '\n');
-  for (const f of MODEL_FILES) if (existsSync(join(info.dir, f)) && resolve(info.dir) !== resolve(dir)) copyFileSync(join(info.dir, f), join(dir, f));
-  const named = join(info.dir, 'additional_chat_templates');
-  if (existsSync(named) && resolve(info.dir) !== resolve(dir)) cpSync(named, join(dir, 'additional_chat_templates'), { recursive: true });
+  copyTokenizerFiles(info.dir, dir);
 }
 
 export interface HfWarmStart {

@@ -7,7 +7,7 @@
  * The result loads in transformers as it loads here (`loadHfModel`).
  */
 import { cpSync, copyFileSync, existsSync, mkdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { ConfigError } from '../../core/errors.js';
 import { writeFileAtomic } from '../../core/files.js';
 import { Rng } from '../../core/rng.js';
@@ -48,6 +48,14 @@ export interface MakeHfOptions {
 
 const MODEL_TYPE: Record<HfArchitecture, string> = { LlamaForCausalLM: 'llama', Qwen2ForCausalLM: 'qwen2', Qwen3ForCausalLM: 'qwen3' };
 const TOKENIZER_FILES = ['tokenizer.json', 'tokenizer_config.json', 'chat_template.jinja', 'special_tokens_map.json', 'generation_config.json'];
+
+/** Copy a model directory's tokenizer files (and named chat templates, generation config) from `from` into `to`. */
+export function copyTokenizerFiles(from: string, to: string): void {
+  if (resolve(from) === resolve(to)) return;
+  for (const f of TOKENIZER_FILES) if (existsSync(join(from, f))) copyFileSync(join(from, f), join(to, f));
+  const named = join(from, 'additional_chat_templates');
+  if (existsSync(named)) cpSync(named, join(to, 'additional_chat_templates'), { recursive: true });
+}
 const DTYPE_NAME: Record<FloatDtype, string> = { F32: 'float32', F16: 'float16', BF16: 'bfloat16' };
 
 /** The config.json of the options, in the Hub's usual shape. */
@@ -104,9 +112,7 @@ export function makeHfModel(o: MakeHfOptions): { dir: string; parameterCount: nu
   writeShards(o.out, shardList(specs, dtype, o.shardBytes), fill, dtype);
   writeFileAtomic(configFile, JSON.stringify(configJson, null, 2) + '\n');
   if (o.tokenizer) {
-    for (const f of TOKENIZER_FILES) if (existsSync(join(o.tokenizer, f))) copyFileSync(join(o.tokenizer, f), join(o.out, f));
-    const named = join(o.tokenizer, 'additional_chat_templates');
-    if (existsSync(named)) cpSync(named, join(o.out, 'additional_chat_templates'), { recursive: true });
+    copyTokenizerFiles(o.tokenizer, o.out);
   }
   if (!existsSync(join(o.out, 'generation_config.json'))) {
     writeFileAtomic(join(o.out, 'generation_config.json'), JSON.stringify({ ...(ids.bos !== undefined ? { bos_token_id: ids.bos } : {}), ...(ids.eos !== undefined ? { eos_token_id: ids.eos } : {}) }, null, 2) + '\n');

@@ -347,7 +347,7 @@ function gemmVersusTorch(profiles: Array<[ProfileSnapshot, string]>, threads: nu
   for (const [p, where] of profiles) {
     for (const g of p.gemm) {
       const key = `${g.op} ${g.M} ${g.K} ${g.N}`;
-      if (g.ms >= 0.01 * p.wallMs && !(shapes.get(key)?.ms! > g.ms)) shapes.set(key, { ...g, where });
+      if (g.ms >= 0.01 * p.wallMs && !((shapes.get(key)?.ms ?? -Infinity) > g.ms)) shapes.set(key, { ...g, where });
     }
   }
   const top = [...shapes.values()].sort((a, b) => b.ms - a.ms).slice(0, 24);

@@ -41,7 +41,7 @@ export async function main(args: string[]): Promise<void> {
       // same warm start for every run: the base config's own SFT cache (keyed by its task, model, SFT
       // options and seed, so a changed config never reuses a stale warm start), shared with `arbor train`
       const config = v.patch({ ...base, run: { ...base.run, seed: s, steps, outDir, evalEvery: Math.max(1, Math.floor(steps / 8)), evalCount, evalPassK: 0, logTreesEvery: 0, checkpointEvery: 0 }, sft: { ...base.sft, checkpoint: base.sft.checkpoint ?? sftCacheDir(base) } });
-      const summary = (await trainInChild(config, { force: true })) as unknown as { heldout_acc_start: number; heldout_acc_end: number; tokens_decoded: number; wall_s: number };
+      const summary = trainInChild(config, { force: true }) as unknown as { heldout_acc_start: number; heldout_acc_end: number; tokens_decoded: number; wall_s: number };
       const evals = new RunDir(outDir).readMetrics().filter((m) => typeof m.eval_greedy_acc === 'number');
       const target = summary.heldout_acc_start + gain;
       const hit = evals.find((m) => (m.eval_greedy_acc as number) >= target && m.step > 0);

@@ -36,7 +36,7 @@ const same: Patch = (c) => c;
 async function run(base: ArborConfig, name: string, seed: number, patch: Patch, evalEvery: number): Promise<RunOut> {
   const outDir = join(benchOutDir, 'runtime', `${name}-seed${seed}`);
   const config = patch({ ...base, run: { ...base.run, seed, outDir, evalEvery, evalPassK: 0, logTreesEvery: 0, checkpointEvery: 0 }, sft: { ...base.sft, checkpoint: base.sft.checkpoint ?? sftCacheDir(base) } });
-  const summary = (await trainInChild(config, { force: true })) as unknown as { heldout_acc_end: number; heldout_acc_start: number };
+  const summary = trainInChild(config, { force: true }) as unknown as { heldout_acc_end: number; heldout_acc_start: number };
   const metrics = new RunDir(outDir).readMetrics().filter((m) => m.step > 0);
   const last = metrics[metrics.length - 1];
   const evalMs = metrics.reduce((a, m) => a + ((m.ms_eval as number) ?? 0), 0);
@@ -108,9 +108,9 @@ async function aprilVsSync(seeds: number, rows: Array<Record<string, string | nu
 async function resumeExact(): Promise<number> {
   const base = loadConfig('examples/runtime-longtail.yaml');
   const cfg = (name: string) => april(asyncMode({ ...base, run: { ...base.run, steps: 8, checkpointEvery: 4, evalEvery: 0, evalCount: 50, evalPassK: 0, logTreesEvery: 0, outDir: join(benchOutDir, 'runtime', name) }, sft: { ...base.sft, checkpoint: base.sft.checkpoint ?? sftCacheDir(base) } }));
-  await trainInChild(cfg('resume-full'), { force: true });
-  await trainInChild(cfg('resume-parts'), { force: true, steps: 4 });
-  await trainInChild(null, { resume: join(benchOutDir, 'runtime', 'resume-parts'), steps: 8 });
+  trainInChild(cfg('resume-full'), { force: true });
+  trainInChild(cfg('resume-parts'), { force: true, steps: 4 });
+  trainInChild(null, { resume: join(benchOutDir, 'runtime', 'resume-parts'), steps: 8 });
   const keys = ['reward_mean', 'loss', 'grad_norm', 'tokens_decoded', 'staleness_mean', 'logprob_gap', 'carried_out'];
   const pick = (name: string) => JSON.stringify(new RunDir(join(benchOutDir, 'runtime', name)).readMetrics().filter((m) => m.step > 0).map((m) => keys.map((k) => m[k])));
   return pick('resume-full') === pick('resume-parts') ? 1 : 0;

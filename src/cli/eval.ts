@@ -7,12 +7,14 @@
 import { ArborError, ConfigError } from '../core/errors.js';
 import { Rng } from '../core/rng.js';
 import { buildSamplingEngine } from '../engine/build.js';
-import { loadConfig } from '../run/config.js';
+import { loadConfig, parseConfig, type ArborConfig } from '../run/config.js';
 import { evaluate } from '../run/evaluate.js';
 import { evaluateAgent } from '../run/evaluate-agent.js';
-import { agentRuntime, openAgentEnv } from '../run/agent-runtime.js';
-import { promptEncoder, stopTokens } from '../run/prompts.js';
-import { getTask } from '../tasks/index.js';
+import { agentRuntime, openAgentEnv, scratchLogDir, type AgentEnv } from '../run/agent-runtime.js';
+import { fitPrompts, promptEncoder, skippedLine, stopTokens, toolOffer } from '../run/prompts.js';
+import type { TaskItem } from '../core/types.js';
+import type { AgentOptions } from '../generate/agent.js';
+import { taskFromConfig } from '../tasks/index.js';
 import { parseCommand, printHelp, type CommandSpec } from './args.js';
 
 const USAGE = 'usage: arbor eval (--checkpoint <dir> | --config <run.yaml>) [--task <name>] [--options JSON] [--count 200] [--k 4] [--seed 0] [--max-tokens N]';
@@ -35,8 +37,19 @@ export const EVAL: CommandSpec = {
     k: { type: 'string', value: 'K', doc: 'k of pass@k (0 = off; default: run.evalPassK, else 4)' },
     seed: { type: 'string', value: 'S', doc: 'seed of the items and samples' },
     'max-tokens': { type: 'string', value: 'N', doc: 'maximum response tokens' },
+    overlong: {
+      type: 'string',
+      value: 'error|skip',
+      doc: "a prompt too long for the model's context: fail naming it, or leave it out and say so (task.overlong)",
+    },
   },
 };
+
+/** `--overlong error|skip`, checked. */
+function overlongFlag(text: string | undefined): 'error' | 'skip' | undefined {
+  if (text === undefined || text === 'error' || text === 'skip') return text;
+  throw new ConfigError(`--overlong: expected error or skip, got ${JSON.stringify(text)}`, '--overlong');
+}
 
 function parseOptions(text: string | undefined): unknown {
   if (text === undefined) return undefined;
@@ -51,42 +64,117 @@ export async function evalCommand(argv: string[]): Promise<number> {
   const f = parseCommand(argv, EVAL);
   if (f.help) return printHelp(EVAL);
   const configFile = f.string('config');
-  const checkpoint = f.string('checkpoint');
   const config = configFile ? loadConfig(configFile) : undefined;
-  const taskName = f.string('task') ?? config?.task.name;
+  const kwargsText = f.string('chat-template-kwargs');
+  const report = await evaluateModel({
+    config,
+    configFile,
+    checkpoint: f.string('checkpoint'),
+    base: f.string('base'),
+    task: f.string('task'),
+    taskOptions: parseOptions(f.string('options')),
+    seed: f.number('seed', undefined, { integer: true, min: 0, max: 2 ** 32 - 1 }),
+    k: f.number('k', undefined, { integer: true, min: 0, max: 1024 }),
+    count: f.number('count', undefined, { integer: true, min: 1, max: 1_000_000 }),
+    maxTokens: f.number('max-tokens', undefined, { integer: true, min: 1, max: 65536 }),
+    maxModelLen: f.number('max-model-len', undefined, { integer: true, min: 8, max: 1 << 20 }),
+    chatTemplate: f.bool('chat-template') || undefined,
+    chatTemplateKwargs: kwargsText !== undefined ? (parseOptions(kwargsText) as Record<string, unknown>) : undefined,
+    overlong: overlongFlag(f.string('overlong')),
+  });
+  console.log(JSON.stringify(report, null, 2));
+  return 0;
+}
+
+/** What to evaluate: a checkpoint and/or a run config; absent fields come from the config, else defaults. */
+export interface EvalRequest {
+  config?: ArborConfig;
+  /** Names the config in errors. */
+  configFile?: string;
+  checkpoint?: string;
+  base?: string;
+  /** A built-in task name (default: the config's task, built-in or module). */
+  task?: string;
+  taskOptions?: unknown;
+  seed?: number;
+  k?: number;
+  count?: number;
+  maxTokens?: number;
+  maxModelLen?: number;
+  chatTemplate?: boolean;
+  chatTemplateKwargs?: Record<string, unknown>;
+  /** A prompt too long for the model's context: fail naming it, or leave it out (default: task.overlong). */
+  overlong?: 'error' | 'skip';
+}
+
+/** The printed result of `arbor eval` (and of the public `evaluate`). */
+export interface EvalReport {
+  task: string;
+  model: string;
+  count: number;
+  greedy_accuracy: number;
+  /** `pass_at_<k>` is keyed by k; the samples, the agent figures and the rest ride along. */
+  [key: string]: unknown;
+}
+
+/** Greedy accuracy and pass@k of a model on a task's test split (`arbor eval` without the printing). */
+export async function evaluateModel(request: EvalRequest): Promise<EvalReport> {
+  const { config, configFile, checkpoint } = request;
+  const taskName = request.task ?? config?.task.name;
   if (!taskName || (!checkpoint && !config)) throw new ArborError(USAGE);
-  const options = parseOptions(f.string('options')) ?? (config && taskName === config.task.name ? config.task.options : {});
-  const seed = f.number('seed', config?.run.seed ?? 0, { integer: true, min: 0, max: 2 ** 32 - 1 });
-  const k = f.number('k', config?.run.evalPassK ?? 4, { integer: true, min: 0, max: 1024 });
-  const count = f.number('count', config?.run.evalCount ?? 200, { integer: true, min: 1, max: 1_000_000 });
-  const maxTokensFlag = f.number('max-tokens', undefined, { integer: true, min: 1, max: 65536 });
-  const task = getTask(taskName, options);
-  await task.prepare?.();
+  const seed = request.seed ?? config?.run.seed ?? 0;
+  const k = request.k ?? config?.run.evalPassK ?? 4;
+  const count = request.count ?? config?.run.evalCount ?? 200;
+  const maxTokensFlag = request.maxTokens;
+  // the config's own task (a built-in or a user module) unless --task names another one
+  const ownTask = config && taskName === config.task.name;
+  const options = (request.taskOptions ?? (ownTask ? config.task.options : {})) as Record<string, unknown>;
+  const task = ownTask ? await taskFromConfig({ ...config.task, options }) : await taskFromConfig({ name: taskName, options });
   const items = task.makeItems('test', count, seed);
 
   const embedded = checkpoint || config?.engine.kind !== 'remote';
   const dir = checkpoint ?? config?.model.checkpoint ?? config?.model.hf;
-  if (embedded && !dir) throw new ConfigError(`${configFile}: an embedded evaluation needs --checkpoint, model.checkpoint or model.hf`, 'model.checkpoint');
-  const maxModelLen = f.number('max-model-len', undefined, { integer: true, min: 8, max: 1 << 20 }) ?? (config?.model.hf ? config.model.contextLength : undefined);
-  const source0 = embedded ? { checkpoint: dir!, base: f.string('base'), contextLength: maxModelLen } : { engine: config!.engine };
+  if (embedded && !dir) throw new ConfigError(`${configFile ?? 'config'}: an embedded evaluation needs --checkpoint, model.checkpoint or model.hf`, 'model.checkpoint');
+  const maxModelLen = request.maxModelLen ?? (config?.model.hf ? config.model.contextLength : undefined);
+  const source0 = embedded ? { checkpoint: dir!, base: request.base, contextLength: maxModelLen } : { engine: config!.engine };
   const { sampler, tokenizer, origin: source, contextLength } = await buildSamplingEngine(source0);
-  const kwargsText = f.string('chat-template-kwargs');
-  const kwargs = kwargsText !== undefined ? (parseOptions(kwargsText) as Record<string, unknown>) : config?.engine.chatTemplateKwargs;
-  const encodePrompt = promptEncoder(tokenizer, f.bool('chat-template') || (config?.engine.chatTemplate ?? false), kwargs);
+  const kwargs = request.chatTemplateKwargs ?? config?.engine.chatTemplateKwargs;
+  const encodePrompt = promptEncoder(tokenizer, request.chatTemplate || (config?.engine.chatTemplate ?? false), kwargs);
   const decode = (t: number[]) => tokenizer.decode(t);
   const stops = stopTokens(tokenizer);
   const maxTokens = maxTokensFlag ?? config?.sampling.maxResponseTokens ?? Math.min(128, (contextLength ?? 160) - 32);
-  // an agent config evaluates whole episodes in its environment
-  const agentEnv = config ? await openAgentEnv(config) : undefined;
+  let agentEnv: AgentEnv | undefined;
   try {
-    const result =
-      agentEnv && config!.generate.kind === 'agent'
-        ? await evaluateAgent(items, k, { sampler, agent: agentRuntime(agentEnv, tokenizer, config!), options: config!.generate, decode, stopTokens: stops, maxResponseTokens: maxTokens, reward: task.reward, rng: new Rng(seed).fork('eval') })
-        : await evaluate(items, k, { sampler, encodePrompt, decode, stopTokens: stops, maxResponseTokens: maxTokens, reward: task.reward, rng: new Rng(seed).fork('eval') });
-    console.log(JSON.stringify({ task: taskName, model: source, count: result.count, greedy_accuracy: result.greedyAccuracy, [`pass_at_${k}`]: result.passAtK, ...(result.extra ?? {}), samples: result.samples }, null, 2));
+    // an agent config evaluates whole episodes in its environment
+    // eval has no run directory: MCP server stderr goes to <os tmpdir>/arbor-logs/mcp.stderr.log
+    agentEnv = config ? await openAgentEnv(config, { logDir: scratchLogDir() }) : undefined;
+    // the context is the model's own (a checkpoint may differ from the config's model.contextLength)
+    const isAgent = agentEnv && config!.generate.kind === 'agent';
+    const agent = isAgent ? { ...agentRuntime(agentEnv!, tokenizer, config!), contextLength } : undefined;
+    // the same fitting as `arbor train` (prompts.ts): task.overlong decides, and what is left out is said
+    const encodeForFit = agent ? (item: TaskItem) => agent.encodePrompt(item, '') : encodePrompt;
+    const offer = agent && toolOffer(agent.format, agent.tools, (text) => tokenizer.encode(text));
+    const overlong = request.overlong ?? config?.task.overlong ?? parseConfig({}).task.overlong;
+    const fit = fitPrompts(items, encodeForFit, contextLength, overlong, 'held-out', offer);
+    const skipped = skippedLine(fit, 'held-out');
+    if (skipped) console.error(`arbor eval: ${skipped}`);
+    const rng = new Rng(seed).fork('eval');
+    const base = { sampler, decode, stopTokens: stops, maxResponseTokens: maxTokens, reward: task.reward, rng };
+    const result = agent
+      ? await evaluateAgent(fit.items, k, { ...base, agent, options: config!.generate as AgentOptions })
+      : await evaluate(fit.items, k, { ...base, encodePrompt });
+    return {
+      task: config?.task.module && ownTask ? task.name : taskName,
+      model: source,
+      count: result.count,
+      skipped: fit.skipped,
+      greedy_accuracy: result.greedyAccuracy,
+      [`pass_at_${k}`]: result.passAtK,
+      ...(result.extra ?? {}),
+      samples: result.samples,
+    };
   } finally {
     await sampler.close?.();
     await agentEnv?.factory.close();
   }
-  return 0;
 }

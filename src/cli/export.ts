@@ -1,8 +1,18 @@
-/** `arbor export <run-dir> --to sft.jsonl`: verified trajectories of a run as SFT rows (replay/export.ts). */
+/**
+ * `arbor export <run-dir> --to sft.jsonl`: verified trajectories of a run as SFT rows (replay/export.ts);
+ * an agent run's episodes as OpenAI chat transcripts (its environment is opened once to list the tools,
+ * then closed), each checked to render back to the tree's token ids (run/transcripts.ts).
+ */
 import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { ArborError } from '../core/errors.js';
 import { writeFileAtomic } from '../core/files.js';
-import { exportRun } from '../replay/export.js';
+import type { TextTokenizer } from '../engine/types.js';
+import { exportRun, type ExportOptions } from '../replay/export.js';
+import { openAgentEnv } from '../run/agent-runtime.js';
+import { loadConfig } from '../run/config.js';
+import { stopTokens } from '../run/prompts.js';
+import { episodeExporter } from '../run/transcripts.js';
 import { runTokenizer } from '../ui/server/tokenizer.js';
 import { parseCommand, printHelp, type CommandSpec } from './args.js';
 
@@ -11,7 +21,10 @@ export const EXPORT: CommandSpec = {
   positionals: '<run-dir>',
   minPositionals: 1,
   maxPositionals: 1,
-  summary: 'Write the verified trajectories of a run\'s logged trees as JSONL rows {prompt, completion, reward, step, item}, deduplicated; `arbor sft --data` reads them back.',
+  summary:
+    "Write the verified trajectories of a run's logged trees as JSONL rows {prompt, completion, reward, step, item} " +
+    '(agent runs: chat transcripts {messages, tools, reward, step, item}), deduplicated; ' +
+    '`arbor sft --data` reads them back.',
   flags: {
     to: { type: 'string', value: 'FILE', doc: 'the JSONL file to write (required)' },
     'min-reward': { type: 'string', value: 'R', doc: 'keep leaves with reward ≥ R (default: the correct ones)' },
@@ -28,8 +41,31 @@ export async function exportCommand(argv: string[]): Promise<number> {
   const minReward = f.number('min-reward', undefined, { min: -1e6, max: 1e6 });
   const runDir = f.positionals[0];
   const tokenizer = runTokenizer(runDir);
-  const { rows, counts } = exportRun(runDir, { minReward, decode: (t) => tokenizer.decoder.decode(t) });
-  writeFileAtomic(to, rows.map((r) => JSON.stringify(r) + '\n').join(''));
-  console.log(`${to}: ${counts.kept} rows from ${counts.leaves} leaves in ${counts.files} tree files (${counts.duplicates} duplicates, ${counts.filtered} below the filter, ${counts.excluded} hinted/unfinished/error left out); decoded with ${tokenizer.source}`);
+  const transcript = await agentTranscripts(runDir, tokenizer.decoder as unknown as TextTokenizer);
+  const { rows, transcripts, counts, unrenderable } = exportRun(runDir, {
+    minReward,
+    decode: (t) => tokenizer.decoder.decode(t),
+    transcript,
+  });
+  writeFileAtomic(to, [...rows, ...transcripts].map((r) => JSON.stringify(r) + '\n').join(''));
+  const skipped = transcript ? `, ${unrenderable.count} episodes that do not render back to their tokens` : '';
+  console.log(
+    `${to}: ${counts.kept} ${transcript ? 'transcripts' : 'rows'} from ${counts.leaves} leaves ` +
+      `in ${counts.files} tree files (${counts.duplicates} duplicates, ${counts.filtered} below the filter, ` +
+      `${counts.excluded} hinted/unfinished/error left out${skipped}); decoded with ${tokenizer.source}`,
+  );
+  for (const r of unrenderable.reasons) console.log(`  left out ${r.count}: ${r.reason}`);
   return 0;
+}
+
+/** An agent run's episode exporter (undefined for a single-turn run): the run's format, its environment's tools. */
+async function agentTranscripts(runDir: string, tokenizer: TextTokenizer): Promise<ExportOptions['transcript']> {
+  const file = join(runDir, 'config.resolved.yaml');
+  if (!existsSync(file)) return undefined;
+  const config = loadConfig(file);
+  if (config.generate.kind !== 'agent') return undefined;
+  const env = await openAgentEnv(config);
+  if (!env) return undefined;
+  await env.factory.close();
+  return episodeExporter(env.format, env.tools, tokenizer, stopTokens(tokenizer));
 }

@@ -14,7 +14,7 @@ import { writeFileAtomic } from '../core/files.js';
 import type { TaskItem } from '../core/types.js';
 import { histogram, readRewardCurves, selectByDynamics, dynamicsSelectFromConfig, type DynamicsSelection, type DynamicsSelectOptions } from '../replay/select-dynamics.js';
 import { loadConfig } from '../run/config.js';
-import { getTask } from '../tasks/index.js';
+import { taskFromConfig } from '../tasks/index.js';
 import { parseCommand, printHelp, type CommandSpec, type Flags } from './args.js';
 
 export const SELECT: CommandSpec = {
@@ -61,8 +61,7 @@ export async function runItems(runDir: string): Promise<Map<string, TaskItem>> {
   const file = join(runDir, 'config.resolved.yaml');
   if (!existsSync(file)) throw new DataError(`${runDir}: no config.resolved.yaml (is it a run directory?)`, file);
   const config = loadConfig(file);
-  const task = getTask(config.task.name, config.task.options);
-  await task.prepare?.();
+  const task = await taskFromConfig(config.task);
   return new Map(task.makeItems('train', config.run.trainItems, config.run.seed).map((i) => [i.id, i]));
 }
 

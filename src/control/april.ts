@@ -30,7 +30,10 @@ export function aprilControl(options: AprilOptions): ControlStrategy {
       const carry: CarriedTree[] = [];
       const drawn: RolloutTree[] = [];
       // 1. complete leftovers from the last step come first (oldest first)
-      for (const c of carried.filter((c) => c.status === 'ready')) (batch.length < groups ? batch.push(c) : carry.push(c));
+      for (const c of carried.filter((c) => c.status === 'ready')) {
+        if (batch.length < groups) batch.push(c);
+        else carry.push(c);
+      }
       const partial = carried.filter((c) => c.status === 'partial');
       // 2. trees carried too often are finished without a stop rule
       const forced = partial.filter((c) => carries(c.tree) >= options.maxCarries);

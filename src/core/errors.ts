@@ -59,6 +59,26 @@ export class SandboxError extends ArborError {
   override name = 'SandboxError';
 }
 
+/**
+ * An environment's infrastructure failed (a tool server process exited, or could not be started again).
+ * `recoverable`: the run goes on and the episodes the failure cut become error trees; false: the run
+ * cannot go on (the restart budget is spent, the server does not start) and fails naming `server`.
+ */
+export class EnvironmentError extends ArborError {
+  override name = 'EnvironmentError';
+  constructor(
+    message: string,
+    readonly details: { server: string; recoverable: boolean },
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+
+  get recoverable(): boolean {
+    return this.details.recoverable;
+  }
+}
+
 /** A numerical problem: NaN/Inf in a loss or gradient, shape mismatch. */
 export class NumericsError extends ArborError {
   override name = 'NumericsError';

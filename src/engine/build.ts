@@ -278,4 +278,4 @@ export async function sftFromScratch(o: SftFromScratch): Promise<{ trainLoss: nu
   return { trainLoss: result.trainLoss[result.trainLoss.length - 1], heldOutLoss: result.heldOut[result.heldOut.length - 1]?.loss, wallMs: result.wallMs };
 }
 
-export { readSftJsonl } from './nano/sft.js';
+export { readSftJsonl, sftSequence, type SftExample } from './nano/sft.js';

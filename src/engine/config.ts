@@ -62,6 +62,15 @@ export const sftSchema = z
     learningRate: z.number().positive().max(10).default(1e-2).describe('SFT peak learning rate'),
     examples: z.number().int().min(1).max(10_000_000).default(4000).describe('demonstrations drawn from the train split'),
     checkpoint: z.string().optional().describe('warm-start checkpoint dir (default: a cache dir keyed by the SFT, model and task config)'),
+    transcripts: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        'JSONL of OpenAI chat transcripts ({"messages": [...], "tools"?: [...]}, one per line; a path relative to the ' +
+          "config file) to warm-start on instead of the task's demonstrations: every line, rendered in generate.format, " +
+          'only assistant turns trained',
+      ),
     trains: z.enum(['model', 'adapter']).default('model').describe('Hugging Face models: the warm-start trains every weight (saved as a model directory; RL then puts model.lora on it) or the model.lora adapter (saved in PEFT format; RL continues it)'),
   })
   .strict()

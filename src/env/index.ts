@@ -1,21 +1,22 @@
 /**
  * The agent layer: tool-call formats, TypeScript tools, tool environments and the built-in
- * environments, plus `envOptionsSchema` / `envFactoryFromConfig` for the config's `env` section.
+ * environments, plus `envOptionsSchema` / `envFactoryFromConfig` for the config's `env` section
+ * (`tools` and `module` load a user module: core/modules.ts).
  *
  * Environment kinds are entries of ENV_KINDS (a zod object schema with a `kind` literal, and a
  * builder): adding a kind is one line there.
  */
 import { isAbsolute, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { z } from 'zod';
 import { ConfigError } from '../core/errors.js';
+import { applyOptions, checkShape, importUserModule, moduleExport } from '../core/modules.js';
 import { calculatorEnvironmentFactory, calculatorEnvOptions } from './builtin/calculator.js';
 import { codeEnvironmentFactory, codeEnvOptions } from './builtin/code.js';
 import { kvEnvironmentFactory, kvEnvOptions } from './builtin/kv.js';
 import { toolEnvironmentFactory, type EpisodeState } from './tool-env.js';
 import { asArborTool, type ArborTool } from './tools.js';
 import type { EnvironmentFactory } from './types.js';
-import { mcpEnvironmentFactory, mcpOptionsSchema } from './mcp.js';
+import { mcpEnvironmentFactory, mcpOptionsSchema, type McpRuntime } from './mcp.js';
 import { openenvEnvironmentFactory, openenvOptionsSchema } from './openenv.js';
 
 export type * from './types.js';
@@ -29,14 +30,30 @@ export { kvTools, kvEnvironmentFactory, kvEnvOptions, kvMeta, kvGoalHolds, kvGoa
 export const toolsEnvOptions = z
   .object({
     kind: z.literal('tools'),
-    module: z.string().min(1).describe('module exporting tools made with tool() (a path relative to the working directory, like every path in the config); a `tools` export object, or every export that is a tool'),
+    module: z
+      .string()
+      .min(1)
+      .describe(
+        'module exporting tools made with tool() (path relative to the config file): a `tools` export object, ' +
+          'or every export that is a tool',
+      ),
     maxObservationChars: z.number().int().min(16).max(1_000_000).default(2000).describe('longest tool output passed back'),
   })
   .strict();
 
+export const moduleEnvOptions = z
+  .object({
+    kind: z.literal('module').describe('your own environment: a module whose default export is a defineEnvironment(...)'),
+    module: z.string().min(1).describe('the module (path relative to the config file)'),
+    options: z.record(z.unknown()).default({}).describe("the environment's options (checked by its own schema)"),
+  })
+  .strict();
+
 export interface EnvBuildContext {
-  /** Directory that relative module paths resolve against (the working directory, as for every path in a config). */
+  /** Directory that relative module paths resolve against (configs arrive with absolute ones: run/config.ts). */
   baseDir: string;
+  /** Where MCP servers' stderr logs go and how their restarts are reported (env/mcp.ts McpRuntime). */
+  mcp?: McpRuntime;
 }
 
 type EnvKind<S extends z.AnyZodObject> = { schema: S; build: (options: z.infer<S>, context: EnvBuildContext) => EnvironmentFactory | Promise<EnvironmentFactory> };
@@ -51,7 +68,8 @@ export const ENV_KINDS: EnvKind<z.AnyZodObject>[] = [
   envKind(kvEnvOptions, (o) => kvEnvironmentFactory(o)),
   envKind(codeEnvOptions, (o) => codeEnvironmentFactory(o)),
   envKind(toolsEnvOptions, (o, context) => loadToolsEnvironment(o, context)),
-  envKind(mcpOptionsSchema, (o) => mcpEnvironmentFactory(o)),
+  envKind(moduleEnvOptions, (o, context) => loadModuleEnvironment(o, context)),
+  envKind(mcpOptionsSchema, (o, context) => mcpEnvironmentFactory(o, context.mcp)),
   envKind(openenvOptionsSchema, (o) => openenvEnvironmentFactory(o)),
 ];
 
@@ -84,14 +102,22 @@ export function toolsOfModule(mod: Record<string, unknown>, where: string): { to
 
 async function loadToolsEnvironment(options: z.infer<typeof toolsEnvOptions>, context: EnvBuildContext): Promise<EnvironmentFactory> {
   const file = isAbsolute(options.module) ? options.module : resolve(context.baseDir, options.module);
-  let mod: Record<string, unknown>;
-  try {
-    mod = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
-  } catch (cause) {
-    throw new ConfigError(`env.module: cannot load ${file}: ${(cause as Error).message}`, 'env.module', undefined, { cause });
-  }
+  const mod = await importUserModule(file, 'env.module');
   const { tools, state } = toolsOfModule(mod, file);
   return toolEnvironmentFactory({ kind: 'tools', tools, state, maxObservationChars: options.maxObservationChars });
+}
+
+/** A module's environment: its default export (or `environment`), a defineEnvironment(...) or an EnvironmentFactory. */
+async function loadModuleEnvironment(options: z.infer<typeof moduleEnvOptions>, context: EnvBuildContext): Promise<EnvironmentFactory> {
+  const file = isAbsolute(options.module) ? options.module : resolve(context.baseDir, options.module);
+  const mod = await importUserModule(file, 'env.module');
+  const factory = applyOptions(moduleExport(mod, 'environment', file, 'env.module'), options.options, file, 'env.options');
+  checkShape(factory, 'environment (defineEnvironment)', file, 'env.module', [
+    ['create', (f) => typeof f.create === 'function'],
+    ['close', (f) => typeof f.close === 'function'],
+  ]);
+  const f = factory as EnvironmentFactory;
+  return { kind: typeof f.kind === 'string' ? f.kind : 'module', create: () => f.create(), close: () => f.close() };
 }
 
 /** The environment factory an `env` config section describes (ConfigError naming the bad key). */

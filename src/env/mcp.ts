@@ -1,11 +1,8 @@
 /**
- * MCP tool environments (issue 13): any Model Context Protocol server started as a local process
- * (stdio transport) becomes a tool environment. Its tools are listed (following `nextCursor`) and
- * offered to the policy as `ToolSpec`s; each policy turn's tool calls are sent with `tools/call`.
- *
- * Uses the official SDK v1 (`@modelcontextprotocol/sdk` 1.32): `Client` + `StdioClientTransport`, as
- * in modelcontextprotocol/typescript-sdk v1.x@2d889f2 `docs/client.md` (child env = the SDK's safe
- * default variables + `env`; `close()` ends stdin, then SIGTERM, then SIGKILL).
+ * MCP tool environments (issues 13, 26): any Model Context Protocol server started as a local process
+ * (stdio transport, mcp-process.ts) becomes a tool environment. Its tools are listed (following
+ * `nextCursor`), checked against the `tools` allow-list, and offered to the policy as `ToolSpec`s; each
+ * policy turn's tool calls are sent with `tools/call` through the official SDK v1 `Client`.
  *
  * Two process models (`stateful`):
  * - false (default): one server process shared by every episode of the run; `fork()` is free. Right
@@ -16,40 +13,129 @@
  *   deterministic; a call that timed out may or may not have changed the server's state, and is replayed
  *   like the others.
  *
- * Errors are data: an unknown tool, bad arguments, a tool that reports `isError`, a timeout, or a
- * server that crashed become `ToolResult{isError: true}` with a clear message; `step()` never throws
- * for them (an abort of the caller's signal is rethrown unchanged).
+ * Tool errors are data: an unknown tool, bad arguments, a tool that reports `isError` or a timeout
+ * become `ToolResult{isError: true}`. A server process that exits is an infrastructure failure, not a
+ * tool error: the call in flight, or any later call of an episode whose process died, throws a
+ * recoverable `EnvironmentError` (the generator makes that episode's tree an error tree). Exits are
+ * logged and the process is restarted (shared mode) or replaced (stateful mode) while fewer than
+ * `restart.maxRestarts` exits fall in the last `restart.windowSeconds`; past that, or when a server
+ * does not start again, every use of the factory throws a fatal `EnvironmentError` naming the command.
+ * Server stderr goes to `<logDir>/mcp.stderr.log` by default (`stderr: log`), lines prefixed by pid.
  */
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import { configErrorFromIssue, DataError } from '../core/errors.js';
+import { ConfigError, configErrorFromIssue, DataError, EnvironmentError } from '../core/errors.js';
 import type { TaskItem } from '../core/types.js';
 import { resolvePositionalArguments } from './format/arbor.js';
-import type { Environment, EnvironmentFactory, StepOptions, StepResult, ToolCall, ToolResult, ToolSpec } from './types.js';
+import { appendLog, ServerProcessTransport, type StderrTarget } from './mcp-process.js';
+import type {
+  Environment,
+  EnvironmentFactory,
+  StepOptions,
+  StepResult,
+  ToolCall,
+  ToolResult,
+  ToolSpec,
+} from './types.js';
+
+export const mcpRestartSchema = z
+  .object({
+    maxRestarts: z
+      .number()
+      .int()
+      .min(0)
+      .max(1000)
+      .default(3)
+      .describe('server exits tolerated within windowSeconds (each is logged and restarted); one more fails the run'),
+    windowSeconds: z
+      .number()
+      .min(1)
+      .max(604_800)
+      .default(600)
+      .describe('the sliding window, in seconds, over which maxRestarts counts exits'),
+  })
+  .strict();
 
 export const mcpOptionsSchema = z
   .object({
     kind: z.literal('mcp').describe('an MCP server started as a local process, spoken to over stdio'),
     command: z.string().min(1).default('node').describe('the program that starts the MCP server'),
     args: z.array(z.string()).default(['examples/mcp/kv-server.mjs']).describe('its arguments'),
-    env: z.record(z.string()).default({}).describe("extra environment variables for the server (added to the SDK's safe defaults: HOME, PATH, USER...)"),
+    env: z
+      .record(z.string())
+      .default({})
+      .describe("extra environment variables for the server (added to the SDK's safe defaults: HOME, PATH, USER...)"),
     cwd: z.string().default('').describe("the server's working directory ('' = Arbor's)"),
     stateful: z
       .boolean()
       .default(false)
-      .describe('false: one server process shared by all episodes, fork is free (tools must keep no per-episode state); true: one process per episode, fork starts a fresh process and replays the action log'),
-    startupTimeoutMs: z.number().int().min(100).max(600_000).default(10_000).describe('time limit for starting a server process and listing its tools'),
-    tools: z.array(z.string().min(1)).default([]).describe('tool allow-list: only these tools are offered and callable (empty = every tool the server lists)'),
-    episodeSeconds: z.number().min(0).max(86_400).default(0).describe('wall-clock limit per episode in seconds: past it every call fails and the episode ends (0 = none)'),
-    maxResultChars: z.number().int().min(16).max(10_000_000).default(20_000).describe('a tool result longer than this is cut (the policy is told how much was cut)'),
-    spareProcesses: z.number().int().min(0).max(64).default(1).describe('stateful mode: server processes kept started and unused, so a new episode or a fork does not wait for a process to start'),
-    stderr: z.enum(['inherit', 'ignore']).default('inherit').describe("the server's stderr: shown in Arbor's stderr, or dropped"),
+      .describe(
+        'false: one server process shared by all episodes, fork is free (tools must keep no per-episode state); ' +
+          'true: one process per episode, fork starts a fresh process and replays the action log',
+      ),
+    startupTimeoutMs: z
+      .number()
+      .int()
+      .min(100)
+      .max(600_000)
+      .default(10_000)
+      .describe('time limit for starting a server process and listing its tools'),
+    tools: z
+      .array(z.string().min(1))
+      .default([])
+      .describe(
+        'tool allow-list: only these tools are offered and callable (empty = every tool the server lists); ' +
+          'a name the server does not list is an error at start',
+      ),
+    episodeSeconds: z
+      .number()
+      .min(0)
+      .max(86_400)
+      .default(0)
+      .describe('wall-clock limit per episode in seconds: past it every call fails and the episode ends (0 = none)'),
+    maxResultChars: z
+      .number()
+      .int()
+      .min(16)
+      .max(10_000_000)
+      .default(20_000)
+      .describe('a tool result longer than this is cut (the policy is told how much was cut)'),
+    spareProcesses: z
+      .number()
+      .int()
+      .min(0)
+      .max(64)
+      .default(1)
+      .describe('stateful mode: server processes kept started and unused, so an episode or a fork need not wait'),
+    stderr: z
+      .enum(['log', 'inherit', 'ignore'])
+      .default('log')
+      .describe(
+        "the server's stderr: appended to <run dir>/logs/mcp.stderr.log, lines prefixed by pid " +
+          '(<tmp>/arbor-logs/ when there is no run directory: eval, config --check), ' +
+          "shown in Arbor's stderr, or dropped",
+      ),
+    restart: mcpRestartSchema.default({}).describe('the bound on restarting a server process that exited mid-run'),
   })
   .strict();
 
 export type McpOptions = z.infer<typeof mcpOptionsSchema>;
+
+/** What the run around a factory provides: where logs go and how restarts are reported. */
+export interface McpRuntime {
+  /** Directory of `mcp.stderr.log` (default: `<os tmpdir>/arbor-logs`). */
+  logDir?: string;
+  /** One line per server exit / restart (default: Arbor's stderr). */
+  log?: (line: string) => void;
+}
+
+/** The stderr log file of MCP servers under `logDir` (the temporary directory's when there is none). */
+export function mcpStderrLogFile(logDir?: string): string {
+  return join(logDir ?? join(tmpdir(), 'arbor-logs'), 'mcp.stderr.log');
+}
 
 /** One logged call (what `fork()` replays in stateful mode). */
 interface LoggedCall {
@@ -57,26 +143,34 @@ interface LoggedCall {
   arguments: Record<string, unknown>;
 }
 
-/** Outcome of one call on a connection. */
+/** Outcome of one call on a connection; `lost`: the server process exited (an infrastructure failure). */
 interface CallOutcome {
   result: ToolResult;
   timedOut: boolean;
+  lost?: boolean;
 }
 
 /**
  * The call's JSON arguments, or the error result when the tool is not offered or the arguments are
  * positional text (the `arbor` format) that does not fit the tool's schema.
  */
-export function checkCall(call: ToolCall, tools: ToolSpec[]): { args: Record<string, unknown> } | { error: ToolResult } {
+export function checkCall(
+  call: ToolCall,
+  tools: ToolSpec[],
+): { args: Record<string, unknown> } | { error: ToolResult } {
   const spec = tools.find((t) => t.name === call.name);
   if (spec === undefined) {
-    return { error: { name: call.name, content: `unknown tool ${JSON.stringify(call.name)}; available tools: ${tools.map((t) => t.name).join(', ') || '(none)'}`, isError: true } };
+    const available = tools.map((t) => t.name).join(', ') || '(none)';
+    const content = `unknown tool ${JSON.stringify(call.name)}; available tools: ${available}`;
+    return { error: { name: call.name, content, isError: true } };
   }
   const resolved = resolvePositionalArguments(call.arguments, spec.inputSchema);
-  return 'error' in resolved ? { error: { name: call.name, content: `${call.name}: ${resolved.error}`, isError: true } } : resolved;
+  if ('error' in resolved)
+    return { error: { name: call.name, content: `${call.name}: ${resolved.error}`, isError: true } };
+  return resolved;
 }
 
-/** `[label]` of the server command, for messages. */
+/** The server command line, for messages. */
 function describeCommand(o: McpOptions): string {
   return [o.command, ...o.args].join(' ');
 }
@@ -107,57 +201,79 @@ function toToolSpec(tool: { name: string; description?: string; inputSchema: Rec
   return { name: tool.name, description: tool.description ?? '', inputSchema };
 }
 
+/** The tools to offer: all, or the allow-list's, in the server's order; a name it does not list is a ConfigError. */
+function allowedTools(listed: ToolSpec[], allow: string[], label: string): ToolSpec[] {
+  if (allow.length === 0) return listed;
+  const names = new Set(listed.map((t) => t.name));
+  const missing = allow.findIndex((name) => !names.has(name));
+  if (missing >= 0) {
+    const offered = listed.map((t) => t.name).join(', ') || '(none)';
+    const name = JSON.stringify(allow[missing]);
+    const message = `env.tools.${missing}: the MCP server \`${label}\` offers no tool ${name}`;
+    throw new ConfigError(`${message}; it offers: ${offered}`, `env.tools.${missing}`);
+  }
+  const wanted = new Set(allow);
+  return listed.filter((t) => wanted.has(t.name));
+}
+
 /** One running server process and its MCP client session. */
 export class McpConnection {
   private closed = false;
-  /** Why the process is gone ('' while it runs). */
-  exitReason = '';
+  /** Every tool the server listed (before the allow-list). */
+  listed: ToolSpec[] = [];
+  /** Called once when the process is found gone (not after close()). */
+  onExit: (() => void) | undefined;
 
   private constructor(
     private readonly client: Client,
-    private readonly transport: StdioClientTransport,
+    private readonly transport: ServerProcessTransport,
     readonly label: string,
     readonly tools: ToolSpec[],
+    /** The process id it started with (kept for messages once the process is gone). */
+    readonly startPid: number | null,
   ) {}
 
   /** Spawn the server, run `initialize`, list its tools (all pages), within `startupTimeoutMs`. */
-  static async start(o: McpOptions): Promise<McpConnection> {
+  static async start(o: McpOptions, stderr: StderrTarget): Promise<McpConnection> {
     const label = describeCommand(o);
-    const transport = new StdioClientTransport({
-      command: o.command,
-      args: o.args,
-      env: o.env,
-      cwd: o.cwd === '' ? undefined : o.cwd,
-      stderr: o.stderr,
-    });
+    const cwd = o.cwd === '' ? undefined : o.cwd;
+    const transport = new ServerProcessTransport({ command: o.command, args: o.args, env: o.env, cwd, stderr });
     const client = new Client({ name: 'arbor', version: '0.1.0' });
     const deadline = Date.now() + o.startupTimeoutMs;
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer within startupTimeoutMs=${o.startupTimeoutMs}`)), o.startupTimeoutMs);
+      const message = `no answer within startupTimeoutMs=${o.startupTimeoutMs}`;
+      timer = setTimeout(() => reject(new Error(message)), o.startupTimeoutMs);
     });
     try {
-      const tools = await Promise.race([McpConnection.handshake(client, transport, deadline), timeout]);
-      const allow = new Set(o.tools);
-      const offered = o.tools.length === 0 ? tools : tools.filter((t) => allow.has(t.name));
-      const conn = new McpConnection(client, transport, label, offered);
-      client.onclose = () => conn.markExited('the connection closed');
+      const listed = await Promise.race([McpConnection.handshake(client, transport, deadline), timeout]);
+      const conn = new McpConnection(client, transport, label, allowedTools(listed, o.tools, label), transport.pid);
+      conn.listed = listed;
+      client.onclose = () => conn.markExited();
       return conn;
     } catch (cause) {
       await client.close().catch(() => undefined);
-      throw new DataError(`env.command: cannot start MCP server \`${label}\`: ${(cause as Error).message}`, undefined, undefined, 'env.command', { cause });
+      if (cause instanceof ConfigError) throw cause;
+      const tail = transport.stderrTail ? `; its stderr ends: ${transport.stderrTail.slice(-500)}` : '';
+      const message = `env.command: cannot start MCP server \`${label}\`: ${(cause as Error).message}${tail}`;
+      throw new DataError(message, undefined, undefined, 'env.command', { cause });
     } finally {
       clearTimeout(timer);
     }
   }
 
-  private static async handshake(client: Client, transport: StdioClientTransport, deadline: number): Promise<ToolSpec[]> {
-    await client.connect(transport, { timeout: Math.max(1, deadline - Date.now()) });
+  private static async handshake(
+    client: Client,
+    transport: ServerProcessTransport,
+    deadline: number,
+  ): Promise<ToolSpec[]> {
+    const left = () => ({ timeout: Math.max(1, deadline - Date.now()) });
+    await client.connect(transport, left());
     const tools: ToolSpec[] = [];
     let cursor: string | undefined;
     do {
-      const page = await client.listTools(cursor === undefined ? {} : { cursor }, { timeout: Math.max(1, deadline - Date.now()) });
-      for (const t of page.tools) tools.push(toToolSpec(t as { name: string; description?: string; inputSchema: Record<string, unknown> }));
+      const page = await client.listTools(cursor === undefined ? {} : { cursor }, left());
+      for (const t of page.tools) tools.push(toToolSpec(t as Parameters<typeof toToolSpec>[0]));
       cursor = page.nextCursor;
     } while (cursor !== undefined);
     return tools;
@@ -168,39 +284,58 @@ export class McpConnection {
     return this.transport.pid;
   }
 
+  /** Why the process is gone ('' while it runs): `signal SIGKILL`, `exit code 1`. */
+  get exitReason(): string {
+    return this.transport.exitReason;
+  }
+
+  /** The end of the process's stderr, for messages. */
+  get stderrTail(): string {
+    return this.transport.stderrTail;
+  }
+
   get alive(): boolean {
     return !this.closed && this.exitReason === '';
   }
 
-  /** Called once when the process is found gone (not after close()). */
-  onExit: (() => void) | undefined;
-
-  private markExited(reason: string): void {
-    if (this.exitReason !== '') return;
-    this.exitReason = reason;
+  private markExited(): void {
     if (!this.closed) this.onExit?.();
   }
 
-  /** Call one tool; every failure comes back as an error result (an abort is rethrown). */
+  /** Call one tool; a tool's failure comes back as an error result, a lost server as `lost` (an abort is rethrown). */
   async call(call: LoggedCall, timeoutMs: number, maxChars: number, signal?: AbortSignal): Promise<CallOutcome> {
-    const fail = (content: string, timedOut = false): CallOutcome => ({ result: { name: call.name, content, isError: true }, timedOut });
-    if (!this.alive) return fail(`tool ${call.name} failed: the MCP server \`${this.label}\` is not running (${this.exitReason || 'closed'})`);
+    const fail = (content: string, timedOut = false): CallOutcome => ({
+      result: { name: call.name, content, isError: true },
+      timedOut,
+    });
+    const lost = (): CallOutcome => ({ ...fail(`tool ${call.name} failed: ${this.describeExit()}`), lost: true });
+    if (!this.alive) return lost();
     try {
-      const r = (await this.client.callTool({ name: call.name, arguments: call.arguments }, undefined, { timeout: timeoutMs, signal })) as Record<string, unknown>;
-      return { result: { name: call.name, content: truncate(contentToText(r), maxChars), isError: r.isError === true }, timedOut: false };
+      const params = { name: call.name, arguments: call.arguments };
+      const r = (await this.client.callTool(params, undefined, { timeout: timeoutMs, signal })) as Record<
+        string,
+        unknown
+      >;
+      const content = truncate(contentToText(r), maxChars);
+      return { result: { name: call.name, content, isError: r.isError === true }, timedOut: false };
     } catch (error) {
       if (signal?.aborted) throw signal.reason ?? error;
-      if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) return fail(`tool ${call.name} timed out after ${timeoutMs} ms`, true);
-      if (error instanceof McpError && error.code === ErrorCode.ConnectionClosed) this.markExited('the server exited');
-      if (!this.alive || /not connected/i.test((error as Error).message)) {
-        this.markExited('the server exited');
-        return fail(`tool ${call.name} failed: the MCP server \`${this.label}\` exited`);
+      if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {
+        return fail(`tool ${call.name} timed out after ${timeoutMs} ms`, true);
       }
+      const closed = error instanceof McpError && error.code === ErrorCode.ConnectionClosed;
+      if (closed || !this.alive || /not connected/i.test((error as Error).message)) return lost();
       return fail(`tool ${call.name} failed: ${(error as Error).message}`);
     }
   }
 
-  /** Stop the process (stdin end, SIGTERM, SIGKILL: the SDK's sequence) and wait for it. */
+  /** `the MCP server \`cmd\` (pid N) exited (signal SIGKILL)`, or `... was closed`. */
+  describeExit(): string {
+    const how = this.exitReason ? `exited (${this.exitReason})` : this.closed ? 'was closed' : 'exited';
+    return `the MCP server \`${this.label}\` (pid ${this.startPid ?? '?'}) ${how}`;
+  }
+
+  /** Stop the process (stdin end, SIGTERM, SIGKILL) and wait until it is gone. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -234,35 +369,31 @@ class McpEnvironment implements Environment {
     return this.conn.pid;
   }
 
-  async reset(_item: TaskItem, _options: { seed: number; signal?: AbortSignal; timeoutMs: number }): Promise<{ observation: string }> {
+  async reset(_item: TaskItem, _options: { seed: number; timeoutMs: number }): Promise<{ observation: string }> {
     const s = this.factory.options.episodeSeconds;
     this.state = { log: [], deadline: s > 0 ? Date.now() + s * 1000 : Infinity, done: false };
     return { observation: '' };
   }
 
-  /** `parseErrors` (optional, as `tool-env.ts`'s ToolAction): a turn whose calls were all malformed does not end the episode. */
-  async step(action: { text: string; calls: ToolCall[]; parseErrors?: ToolResult[] }, options: StepOptions): Promise<StepResult> {
+  /**
+   * `parseErrors` (optional, as `tool-env.ts`'s ToolAction): a turn whose calls were all malformed does
+   * not end the episode. Throws `EnvironmentError` when the server process is gone (see the header).
+   */
+  async step(
+    action: { text: string; calls: ToolCall[]; parseErrors?: ToolResult[] },
+    options: StepOptions,
+  ): Promise<StepResult> {
     const metrics = { toolCalls: action.calls.length, toolErrors: 0, toolTimeouts: 0 };
-    if (action.calls.length === 0 && (action.parseErrors?.length ?? 0) > 0 && !this.state.done) return { results: [], done: false, metrics };
+    const onlyMalformed = action.calls.length === 0 && (action.parseErrors?.length ?? 0) > 0;
+    if (onlyMalformed && !this.state.done) return { results: [], done: false, metrics };
     if (action.calls.length === 0 || this.state.done) {
       this.state.done = true;
       return { results: [], done: true, metrics };
     }
     const results: ToolResult[] = [];
     for (const call of action.calls) {
-      const left = this.state.deadline - Date.now();
-      const checked = checkCall(call, this.tools);
-      let outcome: CallOutcome;
-      if (left <= 0) {
-        this.state.done = true;
-        outcome = { result: { name: call.name, content: `tool ${call.name} not called: the episode's time limit (episodeSeconds=${this.factory.options.episodeSeconds}) is spent`, isError: true }, timedOut: true };
-      } else if ('error' in checked) {
-        outcome = { result: checked.error, timedOut: false };
-      } else {
-        const logged = { name: call.name, arguments: checked.args };
-        this.state.log.push(logged);
-        outcome = await this.conn.call(logged, Math.max(1, Math.min(options.timeoutMs, left)), this.factory.options.maxResultChars, options.signal);
-      }
+      const outcome = await this.callOne(call, options);
+      if (outcome.lost) throw this.factory.lostError(this.conn, call.name);
       results.push(outcome.result);
       if (outcome.result.isError) metrics.toolErrors++;
       if (outcome.timedOut) metrics.toolTimeouts++;
@@ -270,18 +401,35 @@ class McpEnvironment implements Environment {
     return { results, done: this.state.done, metrics };
   }
 
+  private async callOne(call: ToolCall, options: StepOptions): Promise<CallOutcome> {
+    const o = this.factory.options;
+    const left = this.state.deadline - Date.now();
+    if (left <= 0) {
+      this.state.done = true;
+      const limit = `the episode's time limit (episodeSeconds=${o.episodeSeconds}) is spent`;
+      const content = `tool ${call.name} not called: ${limit}`;
+      return { result: { name: call.name, content, isError: true }, timedOut: true };
+    }
+    const checked = checkCall(call, this.tools);
+    if ('error' in checked) return { result: checked.error, timedOut: false };
+    const logged = { name: call.name, arguments: checked.args };
+    this.state.log.push(logged);
+    return this.conn.call(logged, Math.max(1, Math.min(options.timeoutMs, left)), o.maxResultChars, options.signal);
+  }
+
   async fork(): Promise<Environment> {
     const state: EpisodeState = { ...this.state, log: [...this.state.log] };
+    if (!this.conn.alive) throw this.factory.lostError(this.conn, 'fork');
     if (!this.owned) return new McpEnvironment(this.factory, this.conn, false, state);
-    let failure = '';
+    let lost: McpConnection | undefined;
     for (let attempt = 0; attempt < 2; attempt++) {
-      // a second attempt covers a spare process that died while it waited
+      // a second attempt covers a process that died while it waited as a spare or replayed
       const conn = await this.factory.startOwned();
       if (await this.replay(conn, state.log)) return new McpEnvironment(this.factory, conn, true, state);
-      failure = conn.exitReason || 'exited';
+      lost = conn;
       await this.factory.release(conn);
     }
-    throw new DataError(`env: fork: the MCP server \`${this.conn.label}\` stopped while replaying the episode's ${state.log.length} calls (${failure})`, undefined, undefined, 'env.stateful');
+    throw this.factory.lostError(lost!, `fork (replaying the episode's ${state.log.length} calls)`);
   }
 
   /** Replay logged calls on a fresh process (results ignored); false when the process died. */
@@ -298,73 +446,168 @@ class McpEnvironment implements Environment {
   }
 }
 
-/** Holds the shared process (stateless mode) or tracks the per-episode ones (stateful mode). */
+/**
+ * Holds the shared process (shared mode) or tracks the per-episode ones (stateful mode), and supervises
+ * them: exits are counted in a sliding window, logged, and restarted within the bound.
+ */
 class McpFactory implements EnvironmentFactory {
   readonly kind = 'mcp';
+  readonly label: string;
   private shared: Promise<McpConnection> | undefined;
   private readonly live = new Set<McpConnection>();
   /** Started, unused processes (stateful mode), so an episode or a fork need not wait for a spawn. */
   private spares: Array<Promise<McpConnection>> = [];
+  private readonly spareOf = new Map<McpConnection, Promise<McpConnection>>();
   /** Bumped by close(): a process whose start began before it is stopped as soon as it is up. */
   private generation = 0;
+  /** A process has started once: from then on a failed start is fatal (a restart that failed). */
+  private startedOnce = false;
+  /** Date.now() of each unexpected exit inside the restart window. */
+  private exits: number[] = [];
+  /** Set once the run cannot go on: every later use throws it. */
+  private failure: EnvironmentError | undefined;
+  readonly stderr: StderrTarget;
+  private readonly log: (line: string) => void;
 
-  constructor(readonly options: McpOptions) {}
+  constructor(
+    readonly options: McpOptions,
+    runtime: McpRuntime = {},
+  ) {
+    this.label = describeCommand(options);
+    const file = mcpStderrLogFile(runtime.logDir);
+    this.stderr = options.stderr === 'log' ? { kind: 'log', file } : { kind: options.stderr };
+    this.log = runtime.log ?? ((line) => process.stderr.write(`${line}\n`));
+  }
+
+  /** The stderr log file (undefined unless `stderr: log`). */
+  get stderrLogFile(): string | undefined {
+    return this.stderr.kind === 'log' ? this.stderr.file : undefined;
+  }
 
   async create(): Promise<Environment> {
+    if (this.failure) throw this.failure;
     const fresh: EpisodeState = { log: [], deadline: Infinity, done: false };
     if (this.options.stateful) return new McpEnvironment(this, await this.startOwned(), true, fresh);
     return new McpEnvironment(this, await this.sharedConnection(), false, fresh);
   }
 
-  /** The shared process, restarted (once, however many episodes ask) if it died since the last episode began. */
+  /** The shared process (a process that exited was replaced when its exit was noticed). */
   private async sharedConnection(): Promise<McpConnection> {
-    const current = this.shared;
-    if (current === undefined) return (this.shared = this.spawn());
-    const conn = await current.catch(() => undefined);
-    if (conn?.alive) return conn;
-    if (this.shared !== current && this.shared !== undefined) return this.shared;
-    if (conn !== undefined) void this.release(conn);
-    return (this.shared = this.spawn());
+    for (let attempt = 0; attempt < 3; attempt++) {
+      this.shared ??= this.spawn();
+      const current = this.shared;
+      const conn = await current;
+      if (conn.alive) return conn;
+      if (this.failure) throw this.failure;
+      if (this.shared === current) this.shared = undefined;
+    }
+    throw this.failure ?? this.lostError(await this.shared!, 'start');
   }
 
   private async spawn(): Promise<McpConnection> {
     const generation = this.generation;
-    const conn = await McpConnection.start(this.options);
+    let conn: McpConnection;
+    try {
+      conn = await McpConnection.start(this.options, this.stderr);
+    } catch (cause) {
+      if (generation !== this.generation || !this.startedOnce) throw cause;
+      throw this.fail(`exited and could not be started again (${(cause as Error).message})`, cause);
+    }
     if (generation !== this.generation) {
       await conn.close();
-      throw new DataError(`env: the MCP environment was closed while \`${conn.label}\` started`, undefined, undefined, 'env');
+      const message = `env: the MCP environment was closed while \`${conn.label}\` started`;
+      throw new DataError(message, undefined, undefined, 'env');
     }
+    this.startedOnce = true;
     this.live.add(conn);
+    conn.onExit = () => this.noticeExit(conn);
     return conn;
   }
 
+  /** A process exited on its own: count it, log it, replace it (or fail the factory past the bound). */
+  private noticeExit(conn: McpConnection): void {
+    if (!this.live.delete(conn)) return;
+    const { maxRestarts, windowSeconds } = this.options.restart;
+    const now = Date.now();
+    this.exits = [...this.exits.filter((t) => t > now - windowSeconds * 1000), now];
+    const what = conn.describeExit();
+    if (this.exits.length > maxRestarts) {
+      const bound = `env.restart.maxRestarts=${maxRestarts} within windowSeconds=${windowSeconds}`;
+      const how = conn.exitReason ? `exited (${conn.exitReason})` : 'exited';
+      this.fail(`(pid ${conn.startPid ?? '?'}) ${how}: exit ${this.exits.length}, past the restart bound (${bound})`);
+      return;
+    }
+    const spare = this.spareOf.get(conn);
+    const budget = `restart ${this.exits.length} of at most ${maxRestarts} within ${windowSeconds} s`;
+    const role = spare
+      ? `a spare process; starting another (${budget})`
+      : this.options.stateful
+        ? `an episode's process; its episode is cut, new episodes start new processes (${budget})`
+        : `the shared process; restarting it (${budget})`;
+    this.report(`arbor: ${what}, ${role}${this.tailNote(conn)}`);
+    if (spare) {
+      this.spareOf.delete(conn);
+      this.spares = this.spares.filter((p) => p !== spare);
+      void conn.close();
+      this.refill();
+    } else if (!this.options.stateful) {
+      const restarted = this.spawn();
+      restarted.catch(() => undefined);
+      this.shared = restarted;
+      void conn.close();
+    }
+  }
+
+  private tailNote(conn: McpConnection): string {
+    const tail = conn.stderrTail.split('\n').slice(-3).join(' | ');
+    const where = this.stderrLogFile ? `; its stderr is in ${this.stderrLogFile}` : '';
+    return tail ? `; its stderr ends: ${tail.slice(-300)}${where}` : where;
+  }
+
+  private report(line: string): void {
+    this.log(line);
+    if (this.stderr.kind === 'log') appendLog(this.stderr.file, `# ${new Date().toISOString()} ${line}\n`);
+  }
+
+  /** The run cannot go on: remember (and log) the fatal error naming the server command. */
+  private fail(reason: string, cause?: unknown): EnvironmentError {
+    if (!this.failure) {
+      const message = `MCP server \`${this.label}\` ${reason}; the run cannot go on`;
+      this.failure = new EnvironmentError(message, { server: this.label, recoverable: false }, { cause });
+      this.report(`arbor: ${message}`);
+    }
+    return this.failure;
+  }
+
+  /**
+   * The error an episode gets when its process is gone: recoverable (the episode is cut, its tree
+   * becomes an error tree) unless the factory has failed for good.
+   */
+  lostError(conn: McpConnection, during: string): EnvironmentError {
+    if (this.failure) return this.failure;
+    const message = `${during}: ${conn.describeExit()}; the episode is cut (an infrastructure failure, not trained on)`;
+    return new EnvironmentError(message, { server: this.label, recoverable: true });
+  }
+
   private refill(): void {
-    while (this.spares.length < this.options.spareProcesses) {
+    while (!this.failure && this.spares.length < this.options.spareProcesses) {
       const p = this.spawn();
       this.spares.push(p);
-      // a spare that dies while it waits is dropped and replaced; one that failed to start is noticed when taken
-      p.then(
-        (conn) => {
-          conn.onExit = () => {
-            const at = this.spares.indexOf(p);
-            if (at < 0) return;
-            this.spares.splice(at, 1);
-            void this.release(conn);
-            this.refill();
-          };
-        },
-        () => undefined,
-      );
+      // a spare that failed to start is noticed when taken (the failure is recorded by spawn)
+      p.then((conn) => this.spareOf.set(conn, p)).catch(() => undefined);
     }
   }
 
   /** A process of its own for one episode (stateful mode): a ready spare if there is one. */
   async startOwned(): Promise<McpConnection> {
+    if (this.failure) throw this.failure;
     while (this.spares.length > 0) {
       const next = this.spares.shift()!;
       this.refill();
       const conn = await next.catch(() => undefined);
-      if (conn !== undefined) conn.onExit = undefined;
+      // spawn() may have recorded a failure during the await (TypeScript keeps the narrowing from above)
+      if (this.failure) throw this.failure as EnvironmentError;
+      if (conn !== undefined) this.spareOf.delete(conn);
       if (conn?.alive) return conn;
       if (conn !== undefined) void this.release(conn);
     }
@@ -375,6 +618,7 @@ class McpFactory implements EnvironmentFactory {
 
   async release(conn: McpConnection): Promise<void> {
     this.live.delete(conn);
+    this.spareOf.delete(conn);
     await conn.close();
   }
 
@@ -391,9 +635,44 @@ class McpFactory implements EnvironmentFactory {
   }
 }
 
+/** What `listMcpTools` reports: every tool the server lists, and the ones offered after the allow-list. */
+export interface McpToolListing {
+  command: string;
+  pid: number | null;
+  listed: ToolSpec[];
+  offered: ToolSpec[];
+  stderrLogFile?: string;
+}
+
+/**
+ * Start the server once, list its tools, check the allow-list, and stop it (`config --check --servers`).
+ * Throws what a run would throw at start (DataError: cannot start; ConfigError: `env.tools.<i>`).
+ */
+export async function listMcpTools(
+  options: z.input<typeof mcpOptionsSchema>,
+  runtime: McpRuntime = {},
+): Promise<McpToolListing> {
+  const factory = mcpEnvironmentFactory(options, runtime) as McpFactory;
+  const conn = await McpConnection.start(factory.options, factory.stderr);
+  try {
+    return {
+      command: factory.label,
+      pid: conn.pid,
+      listed: conn.listed,
+      offered: conn.tools,
+      stderrLogFile: factory.stderrLogFile,
+    };
+  } finally {
+    await conn.close();
+  }
+}
+
 /** The factory for `env: { kind: mcp, ... }` (options are parsed with `mcpOptionsSchema`). */
-export function mcpEnvironmentFactory(options: z.input<typeof mcpOptionsSchema> | McpOptions): EnvironmentFactory {
+export function mcpEnvironmentFactory(
+  options: z.input<typeof mcpOptionsSchema> | McpOptions,
+  runtime: McpRuntime = {},
+): EnvironmentFactory & { readonly stderrLogFile?: string } {
   const parsed = mcpOptionsSchema.safeParse(options);
   if (!parsed.success) throw configErrorFromIssue('env', parsed.error.issues[0]);
-  return new McpFactory(parsed.data);
+  return new McpFactory(parsed.data, runtime);
 }

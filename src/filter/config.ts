@@ -41,6 +41,18 @@ export const rewardPartSchema = z.discriminatedUnion('kind', [
     .strict(),
   z.object({ kind: z.literal('code'), weight, language: z.enum(['python', 'javascript']).default('python'), limits }).strict().describe('run the response against item.meta tests in the sandbox'),
   z.object({ kind: z.literal('program'), weight, path: z.string().min(1).describe('JS module exporting default ({response, answer, prompt, meta}) => number'), limits }).strict(),
+  z
+    .object({
+      kind: z.literal('module'),
+      weight,
+      module: z
+        .string()
+        .min(1)
+        .describe('module whose default export is a defineReward(...) (path relative to the config file)'),
+      options: z.record(z.unknown()).default({}).describe("the module's options (checked by its own schema)"),
+    })
+    .strict()
+    .describe('your own reward, run in-process with the timeout and failure reward of every reward'),
 ]);
 export type RewardPartSpec = z.infer<typeof rewardPartSchema>;
 

@@ -85,7 +85,7 @@ export function programReward(options: ProgramRewardOptions): RewardFunction {
     try {
       source = readFileSync(options.path, 'utf8');
     } catch (cause) {
-      throw new ConfigError(`program reward: cannot read ${options.path} (${(cause as NodeJS.ErrnoException).code ?? cause})`, 'path', options.path, { cause });
+      throw new ConfigError(`program reward: cannot read ${options.path} (${(cause as NodeJS.ErrnoException).code ?? String(cause)})`, 'path', options.path, { cause });
     }
   } else source = options.source!;
   const [lo, hi] = options.range ?? [-10, 10];

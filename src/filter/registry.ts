@@ -2,10 +2,12 @@
  * Rewards from configuration: `reward.parts` is a list of `{kind, weight, ...options}` combined by a
  * weighted sum (each part logged as a component), optionally wrapped in a noisy-verifier correction.
  * Kinds: task (the task's own verifier), env (an agent environment's reward), exact, numeric, math, format, length_penalty, judge, code,
- * program. Every option is validated (unknown keys are errors naming `reward.parts.N.key`).
+ * program, module (a user module: `loadReward` imports it first). Every option is validated (unknown
+ * keys are errors naming `reward.parts.N.key`).
  */
 import type { z } from 'zod';
 import { ConfigError } from '../core/errors.js';
+import { applyOptions, checkShape, importUserModule, moduleExport } from '../core/modules.js';
 import { envReward, exactReward, formatReward, lengthPenaltyReward, numericReward } from './basic.js';
 import { codeReward } from './code.js';
 import type { noisyCorrectionSchema, RewardPartSpec } from './config.js';
@@ -17,9 +19,12 @@ import { programReward } from './program.js';
 import { composeRewards, type SafeScoreOptions } from './reward.js';
 import type { RewardFunction } from './types.js';
 
-function part(spec: RewardPartSpec, taskReward: RewardFunction | undefined, index: number, taskExtract?: (response: string) => string | null): RewardFunction {
+function part(spec: RewardPartSpec, taskReward: RewardFunction | undefined, index: number, taskExtract?: (response: string) => string | null, modules: Record<number, RewardFunction> = {}): RewardFunction {
   const answerOf = (r: string) => extractAnswer(r) ?? r;
   switch (spec.kind) {
+    case 'module':
+      if (!modules[index]) throw new ConfigError(`reward.parts.${index}: a reward module loads asynchronously: build the reward with loadReward`, `reward.parts.${index}.module`);
+      return modules[index];
     case 'task':
       if (!taskReward) throw new ConfigError(`reward.parts.${index}: kind "task" needs a task`, `reward.parts.${index}.kind`);
       return taskReward;
@@ -55,13 +60,21 @@ function part(spec: RewardPartSpec, taskReward: RewardFunction | undefined, inde
   }
 }
 
+export interface RewardContext {
+  taskReward?: RewardFunction;
+  taskExtract?: (response: string) => string | null;
+  safety?: SafeScoreOptions;
+  /** The rewards of `kind: module` parts by part index (loadReward imports them). */
+  modules?: Record<number, RewardFunction>;
+}
+
 /** Build the run's reward from `reward.parts` (and `reward.noisyCorrection`). */
 export function rewardFromConfig(
   spec: { parts: RewardPartSpec[]; noisyCorrection?: z.infer<typeof noisyCorrectionSchema> },
-  context: { taskReward?: RewardFunction; taskExtract?: (response: string) => string | null; safety?: SafeScoreOptions } = {},
+  context: RewardContext = {},
 ): RewardFunction {
   if (!spec.parts.length) throw new ConfigError('reward.parts: give at least one reward', 'reward.parts');
-  const fns = spec.parts.map((p, i) => ({ fn: part(p, context.taskReward, i, context.taskExtract), weight: p.weight }));
+  const fns = spec.parts.map((p, i) => ({ fn: part(p, context.taskReward, i, context.taskExtract, context.modules), weight: p.weight }));
   let reward = fns.length === 1 && fns[0].weight === 1 ? fns[0].fn : composeRewards(fns, context.safety);
   if (spec.noisyCorrection) {
     const { falsePositiveRate, falseNegativeRate } = spec.noisyCorrection;
@@ -69,4 +82,22 @@ export function rewardFromConfig(
     reward = noisyCorrectionReward(reward, spec.noisyCorrection);
   }
   return reward;
+}
+
+/** `rewardFromConfig` after importing the parts of kind `module` (a user module's default export or `reward`). */
+export async function loadReward(spec: Parameters<typeof rewardFromConfig>[0], context: RewardContext = {}): Promise<RewardFunction> {
+  const modules: Record<number, RewardFunction> = {};
+  for (const [i, p] of spec.parts.entries()) {
+    if (p.kind !== 'module') continue;
+    const key = `reward.parts.${i}.module`;
+    const mod = await importUserModule(p.module, key);
+    const reward = applyOptions(moduleExport(mod, 'reward', p.module, key), p.options, p.module, `reward.parts.${i}.options`);
+    checkShape(reward, 'reward (defineReward)', p.module, key, [
+      ['name', (r) => typeof r.name === 'string' && r.name.length > 0],
+      ['score', (r) => typeof r.score === 'function'],
+      ['prepareGroup', (r) => r.prepareGroup === undefined || typeof r.prepareGroup === 'function'],
+    ]);
+    modules[i] = reward as RewardFunction;
+  }
+  return rewardFromConfig(spec, { ...context, modules });
 }

@@ -24,13 +24,19 @@
  * episode (policy and observation tokens: both fill the context), `toolTimeoutMs` per call and
  * `episodeTimeoutMs` per episode. A limit ends the episode at its leaf (`episode.end` says which).
  * The leaf records the final answer and the environment's reward (`TreeNode.episode`) for the Filter.
+ *
+ * Infrastructure failures (issue 26): an environment that throws a recoverable `EnvironmentError` (its
+ * MCP server exited under an episode) cuts that episode's tree: every open path of the tree ends in an
+ * `error` node with the reason, so the tree is an error tree (`hasError`), logged but never trained on,
+ * and the other trees of the batch go on. A fatal one (the server cannot be restarted) is rethrown and
+ * fails the run; on every error path the environments still open are closed.
  */
 import { z } from 'zod';
 import { largestRemainder } from '../core/apportion.js';
-import { ConfigError } from '../core/errors.js';
+import { ConfigError, EnvironmentError } from '../core/errors.js';
 import { addNode, createTree, isComplete, leaves, prefixTokens, responseTokens, ROOT_ID, type EpisodeInfo, type RolloutTree } from '../core/tree.js';
 import type { SampleCompletion, SampleRequest } from '../engine/types.js';
-import type { Environment, ToolResult } from '../env/types.js';
+import type { Environment, StepResult, ToolResult } from '../env/types.js';
 import { addUsage, emptyStats, type AgentRuntime, type GenerateContext, type GenerateInput, type GenerateStats, type Generator } from './types.js';
 
 export const agentOptionsSchema = z
@@ -77,6 +83,32 @@ interface TreeState {
   /** Leaves started (finished or in progress) towards the target. */
   started: number;
   stats: AgentTreeStats;
+  /** Why an infrastructure failure cut the tree (it is an error tree; no more episodes start). */
+  cut?: string;
+}
+
+/** A recoverable infrastructure failure: it cuts the episode's tree, not the run. */
+function isCut(error: unknown): error is EnvironmentError {
+  return error instanceof EnvironmentError && error.recoverable;
+}
+
+/** Close environments whose paths will not go on (errors while closing are dropped: the path is over). */
+async function closeAll(envs: Environment[]): Promise<void> {
+  await Promise.all(envs.map((env) => env.close().catch(() => undefined)));
+}
+
+/** Cut the tree of `s` at `nodeId`: an `error` leaf there records the failure (the tree is not trained on). */
+function cutAt(s: TreeState, nodeId: string, reason: string): void {
+  s.cut ??= reason;
+  addNode(s.tree, nodeId, { tokens: [], finishReason: 'error', error: `infrastructure failure: ${reason}` });
+}
+
+/** The paths whose tree was not cut; the others end in an error leaf and their environments close. */
+async function dropCut(paths: Path[], states: TreeState[]): Promise<Path[]> {
+  const cut = paths.filter((p) => states[p.tree].cut !== undefined);
+  for (const p of cut) cutAt(states[p.tree], p.nodeId, states[p.tree].cut!);
+  await closeAll(cut.map((p) => p.env));
+  return paths.filter((p) => states[p.tree].cut === undefined);
 }
 
 export function agentGenerator(options: AgentOptions): Generator {
@@ -93,8 +125,16 @@ export function agentGenerator(options: AgentOptions): Generator {
       // rounds: start missing episodes from the prompt, then run every open path to its end
       for (let refill = 0; refill < 3; refill++) {
         let paths: Path[] = [];
-        for (const [i, s] of states.entries()) paths.push(...(await startEpisodes(s, i, inputs[i], options, ctx, agent)));
+        try {
+          for (const [i, s] of states.entries()) {
+            paths.push(...(await startEpisodes(s, i, inputs[i], options, ctx, agent)));
+          }
+        } catch (error) {
+          await closeAll(paths.map((p) => p.env));
+          throw error;
+        }
         if (!paths.length) break;
+        // turn() closes every environment of its paths when it throws
         while (paths.length) paths = await turn(paths, states, options, ctx, agent, stats);
       }
       for (const s of states) {
@@ -116,13 +156,22 @@ async function startTree(input: GenerateInput, index: number, options: AgentOpti
     return { tree: input.tree, target, started: leaves(input.tree).length, stats: prior ? { ...prior } : stats };
   }
   // the prompt tokens include the environment's initial observation: reset one episode to read it
-  const env = await agent.factory.create();
+  const meta = { generator: 'agent', branching: options.branching };
+  let env: Environment | undefined;
   try {
+    env = await agent.factory.create();
     const { observation } = await env.reset(input.item, { seed: episodeSeed(ctx, index), signal: ctx.signal, timeoutMs: options.toolTimeoutMs });
-    const tree = createTree(`${ctx.treeIdPrefix}${index}`, input.item.id, agent.encodePrompt(input.item, observation), { generator: 'agent', branching: options.branching });
+    const prompt = agent.encodePrompt(input.item, observation);
+    const tree = createTree(`${ctx.treeIdPrefix}${index}`, input.item.id, prompt, meta);
     return { tree, target, started: 0, stats };
+  } catch (error) {
+    if (!isCut(error)) throw error;
+    const tree = createTree(`${ctx.treeIdPrefix}${index}`, input.item.id, input.promptTokens, meta);
+    const s: TreeState = { tree, target, started: 0, stats };
+    cutAt(s, ROOT_ID, error.message);
+    return s;
   } finally {
-    await env.close();
+    await env?.close();
   }
 }
 
@@ -134,12 +183,25 @@ function episodeSeed(ctx: GenerateContext, tree: number): number {
 /** Fresh episodes from the prompt for the leaves the tree still lacks (all of them in a new tree). */
 async function startEpisodes(s: TreeState, index: number, input: GenerateInput, options: AgentOptions, ctx: GenerateContext, agent: AgentRuntime): Promise<Path[]> {
   const missing = s.target - s.started;
-  if (missing <= 0) return [];
+  if (missing <= 0 || s.cut !== undefined) return [];
   const first = s.started === 0;
   const copies = options.branching === 'iid' || !first ? missing : Math.min(missing, options.rootCopies || Math.ceil(s.target / options.branchFactor));
-  const env = await agent.factory.create();
-  await env.reset(input.item, { seed: episodeSeed(ctx, index), signal: ctx.signal, timeoutMs: options.toolTimeoutMs });
-  const envs = await forkInto(env, copies, s.stats);
+  let envs: Environment[];
+  try {
+    const env = await agent.factory.create();
+    try {
+      const seed = episodeSeed(ctx, index);
+      await env.reset(input.item, { seed, signal: ctx.signal, timeoutMs: options.toolTimeoutMs });
+    } catch (error) {
+      await closeAll([env]);
+      throw error;
+    }
+    envs = await forkInto(env, copies, s.stats);
+  } catch (error) {
+    if (!isCut(error)) throw error;
+    cutAt(s, ROOT_ID, error.message);
+    return [];
+  }
   s.started += copies;
   s.stats.episodes += copies;
   const now = Date.now();
@@ -149,7 +211,13 @@ async function startEpisodes(s: TreeState, index: number, input: GenerateInput, 
 /** `env` and `count − 1` forks of it, taken before any of them steps. */
 async function forkInto(env: Environment, count: number, stats: AgentTreeStats): Promise<Environment[]> {
   const out = [env];
-  for (let k = 1; k < count; k++) out.push(await env.fork());
+  try {
+    for (let k = 1; k < count; k++) out.push(await env.fork());
+  } catch (error) {
+    // `env` and its forks so far are closed: the caller's path does not go on
+    await closeAll(out);
+    throw error;
+  }
   stats.forks += count - 1;
   return out;
 }
@@ -181,16 +249,28 @@ async function turn(paths: Path[], states: TreeState[], options: AgentOptions, c
     });
   }
   if (!requests.length) return [];
-  const results = await ctx.sampler.sample(requests, { signal: ctx.signal });
+  let results: Awaited<ReturnType<typeof ctx.sampler.sample>>;
+  try {
+    results = await ctx.sampler.sample(requests, { signal: ctx.signal });
+  } catch (error) {
+    await closeAll(live.flat().map((p) => p.env));
+    throw error;
+  }
   stats.samplerCalls++;
   const anchors: Path[] = [];
   for (const r of results) addUsage(stats, r.usage);
-  await Promise.all(live.flatMap((group, j) => group.map(async (p, k) => {
+  // every path finishes its turn (afterTurn closes the environment of a path that ends or fails)
+  const settled = await Promise.allSettled(live.flatMap((group, j) => group.map(async (p, k) => {
     const next = await afterTurn(p, results[j].completions[k], results[j].weightVersion, states[p.tree], options, ctx, agent);
     if (next) anchors.push(next);
   })));
+  const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) {
+    await closeAll(anchors.map((p) => p.env));
+    throw failed.reason;
+  }
   anchors.sort((a, b) => a.tree - b.tree || (a.nodeId < b.nodeId ? -1 : 1));
-  return branch(anchors, states, options, ctx);
+  return branch(await dropCut(anchors, states), states, options, ctx);
 }
 
 /** Tokens the next turn of `p` may sample: the turn limit, the episode's response budget, the context. */
@@ -228,7 +308,17 @@ async function afterTurn(p: Path, c: SampleCompletion, weightVersion: number, s:
   const remaining = options.episodeTimeoutMs - (Date.now() - p.started);
   if (remaining <= 0) return void (await leaf('timeout', '', 'length'));
   // only malformed calls: the errors are the observation, the environment is not stepped
-  const step = textEnv || calls.length ? await p.env.step({ text, calls }, { signal: ctx.signal, timeoutMs: Math.min(options.toolTimeoutMs, remaining) }) : { results: [], done: false, metrics: { toolCalls: 0, toolErrors: 0 } };
+  let step: StepResult = { results: [], done: false, metrics: { toolCalls: 0, toolErrors: 0 } };
+  try {
+    const timeoutMs = Math.min(options.toolTimeoutMs, remaining);
+    if (textEnv || calls.length) step = await p.env.step({ text, calls }, { signal: ctx.signal, timeoutMs });
+  } catch (error) {
+    await closeAll([p.env]);
+    if (!isCut(error)) throw error;
+    // the calls' results are lost with the server: the episode ends here, its tree is an error tree
+    cutAt(s, node.id, error.message);
+    return undefined;
+  }
   const results: ToolResult[] = [...errors, ...step.results];
   for (const counter of [here, s.stats]) {
     counter.toolCalls += step.metrics.toolCalls + errors.length;
@@ -264,18 +354,34 @@ async function endAt(tree: RolloutTree, p: Path, end: EpisodeInfo['end'], finalA
  */
 async function branch(anchors: Path[], states: TreeState[], options: AgentOptions, ctx: GenerateContext): Promise<Path[]> {
   const out: Path[] = [];
+  const forked = new Set<Path>();
   const byTree = new Map<number, Path[]>();
   for (const a of anchors) byTree.set(a.tree, [...(byTree.get(a.tree) ?? []), a]);
   for (const [t, group] of byTree) {
     const s = states[t];
     const extra = options.branching === 'iid' ? group.map(() => 0) : spread(group, s, options, ctx);
     for (const [i, a] of group.entries()) {
-      const envs = await forkInto(a.env, 1 + extra[i], s.stats);
+      let envs: Environment[];
+      try {
+        envs = await forkInto(a.env, 1 + extra[i], s.stats);
+      } catch (error) {
+        if (!isCut(error)) {
+          // forkInto closed a's environment; the anchors not reached yet still hold theirs
+          const waiting = anchors.filter((b) => b !== a && !forked.has(b));
+          await closeAll([...out, ...waiting].map((p) => p.env));
+          throw error;
+        }
+        cutAt(s, a.nodeId, error.message);
+        forked.add(a);
+        continue;
+      }
+      forked.add(a);
       s.started += extra[i];
       for (const env of envs) out.push({ ...a, env });
     }
   }
-  return out;
+  // a fork that failed cut its tree: that tree's other paths end too
+  return dropCut(out, states);
 }
 
 /**

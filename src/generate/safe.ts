@@ -2,8 +2,10 @@
  * Errors are data in the Generate stage: `growSafely` runs a generator and, when the sampler call
  * fails for a batch of trees, splits the batch in halves and retries each, so one bad prompt (too
  * long, a server rejecting it) costs only its own tree. A tree that still fails alone is returned with
- * an `error` node holding the reason; the step goes on without it. Aborts pass through unchanged.
+ * an `error` node holding the reason; the step goes on without it. Aborts and fatal environment
+ * failures (`EnvironmentError`, not recoverable) pass through unchanged.
  */
+import { EnvironmentError } from '../core/errors.js';
 import { addNode, createTree, type RolloutTree } from '../core/tree.js';
 import { emptyStats, type GenerateContext, type GenerateInput, type GenerateStats, type Generator } from './types.js';
 
@@ -19,7 +21,8 @@ export async function growSafely(generator: Generator, inputs: GenerateInput[], 
     const { trees, stats } = await generator.grow(inputs, ctx);
     return { trees, stats, errors: 0 };
   } catch (error) {
-    if (ctx.signal?.aborted) throw error;
+    // an abort, and an environment that cannot recover (its server cannot restart), end the run
+    if (ctx.signal?.aborted || (error instanceof EnvironmentError && !error.recoverable)) throw error;
     if (inputs.length === 1) return { trees: [errorTree(inputs[0], ctx, error)], stats: emptyStats(), errors: 1 };
     const half = Math.ceil(inputs.length / 2);
     const a = await growSafely(generator, inputs.slice(0, half), { ...ctx, treeIdPrefix: `${ctx.treeIdPrefix}a`, stopAfterTrees: undefined });

@@ -118,7 +118,10 @@ export function alignCurves(binned: Map<string, Array<number | undefined>>, bins
     const c = binned.get(id)!.slice(0, K);
     for (let k = c.length - 2; k >= 0; k--) if (c[k] === undefined) c[k] = c[k + 1];
     if (K === 0 || c.length < K || c.some((v) => v === undefined)) dropped.push(id);
-    else (ids.push(id), rows.push(c as number[]));
+    else {
+      ids.push(id);
+      rows.push(c as number[]);
+    }
   }
   return { ids, rows, dropped, bins: K };
 }
@@ -174,9 +177,15 @@ export function kMeans(rows: number[][], k: number, rng: Rng, maxIterations = 10
       let bestD = dist2(r, centres[0]);
       for (let c = 1; c < centres.length; c++) {
         const dc = dist2(r, centres[c]);
-        if (dc < bestD) ((best = c), (bestD = dc));
+        if (dc < bestD) {
+          best = c;
+          bestD = dc;
+        }
       }
-      if (best !== assign[i]) ((assign[i] = best), (moved = true));
+      if (best !== assign[i]) {
+        assign[i] = best;
+        moved = true;
+      }
     });
     if (!moved) break;
     const sums = centres.map((c) => c.map(() => 0));

@@ -5,6 +5,7 @@
  * strings as comments (`arbor config --print-defaults`).
  */
 import { readFileSync } from 'node:fs';
+import { dirname, isAbsolute, resolve } from 'node:path';
 import { z } from 'zod';
 import { noisyCorrectionSchema, rewardPartSchema } from '../filter/config.js';
 import YAML from 'yaml';
@@ -41,7 +42,12 @@ const runSchema = z
 
 const taskSchema = z
   .preprocess(resolveTaskMix, z.object({
-    name: z.string().default('arith').describe('built-in task: arith, countdown'),
+    name: z.string().default('arith').describe('built-in task: arith, countdown ("module" when task.module is given)'),
+    module: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('instead of name: a module whose default export is a defineTask(...) (path relative to the config file)'),
     options: z.record(z.unknown()).default({}).describe('task options (see README: tasks)'),
     mix: mixSchema.optional().describe('a task mixture instead of name/options: [{ name, options, weight, label }, ...] (items of every component, ids prefixed by the component; src/tasks/mix.ts)'),
     overlong: z.enum(['error', 'skip']).default('error').describe('a prompt that leaves no room for a response in the model\'s context (embedded engine): fail at load naming its file and line, or leave it out (counted in the run log)'),
@@ -54,6 +60,13 @@ const taskSchema = z
 function resolveTaskMix(raw: unknown, ctx: z.RefinementCtx): unknown {
   if (!raw || typeof raw !== 'object' || Array.isArray(raw)) return raw;
   const t = raw as Record<string, unknown>;
+  // `task.module` (a user module) is the other alternative to a built-in name: it resolves to the name "module"
+  if (t.module !== undefined) {
+    const clash = t.mix !== undefined ? 'task.mix' : t.name !== undefined && t.name !== 'module' ? 'task.name' : undefined;
+    if (!clash) return { ...t, name: 'module' };
+    ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['module'], message: `give either task.module or ${clash}, not both` });
+    return z.NEVER;
+  }
   const components = t.mix ?? (t.name === 'mix' ? (t.options as Record<string, unknown> | undefined)?.components : undefined);
   if (components === undefined) return raw;
   if (t.mix !== undefined && ((t.name !== undefined && t.name !== 'mix') || (t.options !== undefined && t.name !== 'mix'))) {
@@ -137,8 +150,25 @@ export const configSchema = z
 
 export type ArborConfig = z.infer<typeof configSchema>;
 
-/** Validate a parsed object; `source` names the file in errors. */
-export function parseConfig(raw: unknown, source = 'config'): ArborConfig {
+/**
+ * Validate a parsed object; `source` names the file in errors. User module paths (task.module, reward
+ * parts of kind module, env.module) become absolute, resolved against `baseDir` (loadConfig: the
+ * config file's directory), so the resolved config in a run directory and the rollout worker find them.
+ */
+export function parseConfig(raw: unknown, source = 'config', baseDir = process.cwd()): ArborConfig {
+  return resolveModulePaths(parseSchema(raw, source), baseDir);
+}
+
+function resolveModulePaths(config: ArborConfig, baseDir: string): ArborConfig {
+  const at = (path: string) => (isAbsolute(path) ? path : resolve(baseDir, path));
+  const task = config.task.module ? { ...config.task, module: at(config.task.module) } : config.task;
+  const parts = config.reward.parts.map((p) => (p.kind === 'module' ? { ...p, module: at(p.module) } : p));
+  const env = config.env && typeof config.env.module === 'string' ? { ...config.env, module: at(config.env.module) } : config.env;
+  const sft = config.sft.transcripts ? { ...config.sft, transcripts: at(config.sft.transcripts) } : config.sft;
+  return { ...config, task, sft, reward: { ...config.reward, parts }, ...(env ? { env } : {}) };
+}
+
+function parseSchema(raw: unknown, source: string): ArborConfig {
   const parsed = configSchema.safeParse(raw ?? {});
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
@@ -167,7 +197,7 @@ export function loadConfig(file: string, overrides: Record<string, unknown> = {}
   if (raw !== null && raw !== undefined && (typeof raw !== 'object' || Array.isArray(raw))) {
     throw new ConfigError(`${file}: the top level must be a mapping of sections (run:, task:, model:, ...), got ${Array.isArray(raw) ? 'a list' : `a ${typeof raw}`}`, undefined, file);
   }
-  return parseConfig(deepMerge(raw ?? {}, overrides), file);
+  return parseConfig(deepMerge(raw ?? {}, overrides), file, dirname(resolve(file)));
 }
 
 /** YAML where a warning (an unknown tag or directive, ...) is an error too: a config means what it says. */
@@ -178,7 +208,8 @@ function parseYamlStrict(text: string): unknown {
   return doc.toJS();
 }
 
-function deepMerge(a: unknown, b: Record<string, unknown>): unknown {
+/** `b` merged into `a` key by key (mappings recursively; lists and scalars of `b` replace). */
+export function deepMerge(a: unknown, b: Record<string, unknown>): unknown {
   if (!a || typeof a !== 'object' || Array.isArray(a)) return b;
   const out: Record<string, unknown> = { ...(a as Record<string, unknown>) };
   for (const [k, v] of Object.entries(b)) {
@@ -197,8 +228,12 @@ export function defaultsYaml(): string {
   const lines: string[] = ['# Arbor run configuration: every option with its default.'];
   for (const [section, schema] of Object.entries(configSchema.shape as Record<string, z.ZodTypeAny>)) {
     if (defaults[section] === undefined) {
-      // an optional section with no default (env): shown, commented out
-      lines.push('', `# ${schema.description ?? section}`, `# ${section}: (not set)`);
+      // an optional section with no default (env): not set, and each of its kinds commented out as the
+      // generate union prints its other variants (options with their defaults and docs)
+      lines.push('', `# ${schema.description ?? section}`, `# ${section}: (not set; one of the kinds below)`);
+      const variants: string[] = [];
+      printFields(schema, undefined, '', variants);
+      for (const line of variants) lines.push(`#   ${line}`);
       continue;
     }
     lines.push('', `# ${schema.description ?? section}`, `${section}:`);
@@ -211,14 +246,17 @@ function printFields(schema: z.ZodTypeAny, value: unknown, indent: string, lines
   const inner = unwrap(schema);
   if (inner instanceof z.ZodDiscriminatedUnion) {
     const variants = [...(inner.options as z.ZodObject<z.ZodRawShape>[])];
-    const kindOf = (v: z.ZodObject<z.ZodRawShape>) => (v.shape.kind as z.ZodLiteral<string>).value;
-    lines.push(`${indent}# kind: ${variants.map(kindOf).join(' | ')}`);
-    const current = (value as { kind?: string })?.kind;
+    // the discriminator is `kind` for every stage; a nested union may use another key
+    const key = inner.discriminator as string;
+    const kindOf = (v: z.ZodObject<z.ZodRawShape>) => (v.shape[key] as z.ZodLiteral<string>).value;
+    lines.push(`${indent}# ${key}: ${variants.map(kindOf).join(' | ')}`);
+    const current = (value as Record<string, string> | undefined)?.[key];
     for (const v of variants.filter((v) => kindOf(v) !== current)) {
-      lines.push(`${indent}# ${kindOf(v)}: ${v.shape.kind.description ?? ''}`);
-      const example = v.safeParse({ kind: kindOf(v) });
+      lines.push(`${indent}# ${kindOf(v)}: ${v.shape[key].description ?? ''}`);
+      const example = v.safeParse({ [key]: kindOf(v) });
       const sub: string[] = [];
-      if (example.success) printFields(v, example.data, '', sub, true);
+      // a variant with required options (tools, module) lists them as "(unset)", the others' defaults
+      printFields(v, example.success ? example.data : { ...fieldDefaults(v), [key]: kindOf(v) }, '', sub, true);
       for (const l of sub) lines.push(`${indent}#   ${l}`);
     }
     const chosen = variants.find((v) => kindOf(v) === current);
@@ -238,6 +276,16 @@ function printFields(schema: z.ZodTypeAny, value: unknown, indent: string, lines
       printFields(fieldInner, v, indent + '  ', lines);
     } else lines.push(`${indent}${key}: ${yamlValue(v)}`);
   }
+}
+
+/** The value each field of `schema` takes when it is not given (fields without a default are left out). */
+function fieldDefaults(schema: z.ZodObject<z.ZodRawShape>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [key, field] of Object.entries(schema.shape as Record<string, z.ZodTypeAny>)) {
+    const parsed = field.safeParse(undefined);
+    if (parsed.success && parsed.data !== undefined) out[key] = parsed.data;
+  }
+  return out;
 }
 
 /** Strip defaults, optionals and effects around a schema. */

@@ -55,6 +55,10 @@ export class WorkerHost implements ProducerHost {
       const onMessage = (reply: Reply) => (reply.type === 'ready' ? resolve() : reply.type === 'error' ? reject(new ArborError(`rollout worker: ${reply.message}`)) : undefined);
       worker.once('message', onMessage);
       worker.once('error', (e) => reject(new ArborError(`rollout worker failed to start: ${e.message}`, { cause: e })));
+    }).catch(async (error: unknown) => {
+      // a worker that failed to start holds nothing the run needs: it must not keep the process alive
+      await worker.terminate();
+      throw error;
     });
     return new WorkerHost(worker);
   }

@@ -19,18 +19,19 @@ import { hasError } from '../core/tree.js';
 import { buildEngine, type Engine } from '../engine/build.js';
 import { RolloutStore, type RolloutStoreOptions } from '../replay/store.js';
 import { Replay, replayMetrics } from '../replay/replay.js';
-import { getTask } from '../tasks/index.js';
+import { taskFromConfig } from '../tasks/index.js';
 import { parseConfig, type ArborConfig } from './config.js';
 import { evaluate, type EvalResult } from './evaluate.js';
 import { evaluateAgent } from './evaluate-agent.js';
 import { agentRuntime, openAgentEnv } from './agent-runtime.js';
 import type { TaskItem } from '../core/types.js';
+import type { Task } from '../tasks/types.js';
 import { InProcessHost, WorkerHost } from './hosts.js';
 import { Learner } from './learner.js';
 import { RolloutPipeline, type ProducerHost } from './pipeline.js';
 import { Producer } from './producer.js';
 import { Progress, formatSeconds } from './progress.js';
-import { fitPrompts, promptEncoder, stopTokens } from './prompts.js';
+import { fitPrompts, promptEncoder, skippedLine, stopTokens, toolOffer } from './prompts.js';
 import { writeReport } from './report.js';
 import { RUN_DIR_ENTRIES, RunDir } from './rundir.js';
 import { loadRunState, saveRunState, type LoopState } from './run-state.js';
@@ -46,6 +47,8 @@ export interface TrainOptions {
   quiet?: boolean;
   /** Allow reusing a non-empty run directory (its files are overwritten). */
   force?: boolean;
+  /** Aborting it (the CLI does on SIGINT) closes the environments and the engine, and train() rejects. */
+  signal?: AbortSignal;
 }
 
 export interface RunSummary {
@@ -71,19 +74,74 @@ export async function train(inputConfig: ArborConfig | undefined, options: Train
   const started = Date.now();
   const progress = new Progress(options.quiet);
   const { config, dir, resumeSteps } = openRun(inputConfig, options);
-  const task = getTask(config.task.name, config.task.options);
-  await task.prepare?.();
+  const task = await taskFromConfig(config.task);
+  // everything opened from here on is closed on every exit path: an error at load or in a step, SIGINT
+  const opened = new OpenResources();
+  const interrupted = interruption(options.signal);
+  const body = runOpened({ config, dir, resumeSteps, task, progress, started }, opened);
+  // an interrupted body fails later on the closed resources: that failure is not reported twice
+  body.catch(() => {});
+  let failed = true;
+  try {
+    const summary = await Promise.race([body, interrupted.promise]);
+    failed = false;
+    return summary;
+  } finally {
+    interrupted.dispose();
+    await opened.closeAll(failed);
+  }
+}
+
+/** A run whose directory, config and task are open (what `runOpened` starts from). */
+interface OpenRun {
+  config: ArborConfig;
+  dir: RunDir;
+  resumeSteps: number[];
+  task: Task;
+  progress: Progress;
+  /** Date.now() when train() began. */
+  started: number;
+}
+
+/** The run after `openRun`: every resource it opens is registered in `opened` as soon as it exists. */
+async function runOpened(run: OpenRun, opened: OpenResources): Promise<RunSummary> {
+  const { config, dir, resumeSteps, task, progress, started } = run;
   const agentEnv = await openAgentEnv(config);
-  const engine = await buildEngine(config, { warmStart: warmStartFor(config, task, agentEnv), needReference: config.optimize.loss.klCoef > 0, log: (l) => progress.line(l), update: (l) => progress.update(l) });
+  const closeAgentEnv = opened.add(async () => agentEnv?.factory.close());
+  const warmStart = warmStartFor(config, task, agentEnv);
+  const engine = await buildEngine(config, {
+    warmStart,
+    needReference: config.optimize.loss.klCoef > 0,
+    log: (l) => progress.line(l),
+    update: (l) => progress.update(l),
+  });
+  const closeEngine = opened.add(() => engine.close());
   const agent = agentEnv && agentRuntime(agentEnv, engine.tokenizer, config);
-  const encodePrompt = agent ? (item: TaskItem) => agent.encodePrompt(item, '') : promptEncoder(engine.tokenizer, config.engine.chatTemplate, config.engine.chatTemplateKwargs);
-  const fitted = fitPrompts(task.makeItems('test', config.run.evalCount, config.run.seed), encodePrompt, engine.embedded ? config.model.contextLength : undefined, config.task.overlong, 'held-out');
-  if (fitted.skipped) progress.line(`task.overlong skip: ${fitted.skipped} held-out prompts leave no room for a response and are left out`);
+  const encodePrompt = agent
+    ? (item: TaskItem) => agent.encodePrompt(item, '')
+    : promptEncoder(engine.tokenizer, config.engine.chatTemplate, config.engine.chatTemplateKwargs);
+  // the same fitting as `arbor eval` (prompts.ts); the tools line alone must leave room too
+  const offer = agent && toolOffer(agent.format, agent.tools, (text) => engine.tokenizer.encode(text));
+  const contextLength = engine.embedded ? config.model.contextLength : undefined;
+  const testPool = task.makeItems('test', config.run.evalCount, config.run.seed);
+  const fitted = fitPrompts(testPool, encodePrompt, contextLength, config.task.overlong, 'held-out', offer);
+  const skipped = skippedLine(fitted, 'held-out');
+  if (skipped) progress.line(skipped);
   const testItems = fitted.items;
-  const evalAt = (step: number): Promise<EvalResult> =>
-    agent && config.generate.kind === 'agent'
-      ? evaluateAgent(testItems, config.run.evalPassK, { sampler: engine.sampler, agent, options: config.generate, decode: (t) => engine.tokenizer.decode(t), stopTokens: stopTokens(engine.tokenizer), maxResponseTokens: config.sampling.maxResponseTokens, reward: task.reward, rng: new Rng(config.run.seed).fork(`eval/${step}`) })
-      : evaluate(testItems, config.run.evalPassK, { sampler: engine.sampler, encodePrompt, decode: (t) => engine.tokenizer.decode(t), stopTokens: stopTokens(engine.tokenizer), maxResponseTokens: config.sampling.maxResponseTokens, reward: task.reward, rng: new Rng(config.run.seed).fork(`eval/${step}`) });
+  const evalContext = {
+    sampler: engine.sampler,
+    decode: (t: number[]) => engine.tokenizer.decode(t),
+    stopTokens: stopTokens(engine.tokenizer),
+    maxResponseTokens: config.sampling.maxResponseTokens,
+    reward: task.reward,
+  };
+  const evalAt = (step: number): Promise<EvalResult> => {
+    const rng = new Rng(config.run.seed).fork(`eval/${step}`);
+    if (agent && config.generate.kind === 'agent') {
+      return evaluateAgent(testItems, config.run.evalPassK, { ...evalContext, rng, agent, options: config.generate });
+    }
+    return evaluate(testItems, config.run.evalPassK, { ...evalContext, rng, encodePrompt });
+  };
   const storeOptions = { maxInMemory: config.store.maxInMemory, spillFile: join(dir.path, 'store-spill.jsonl') };
   let state: LoopState;
   let store: RolloutStore;
@@ -108,8 +166,11 @@ export async function train(inputConfig: ArborConfig | undefined, options: Train
   // rollout replay buffers (src/replay/replay.ts), restored from the checkpoint resumed from
   const replay = Replay.open(config.replay, config.run.seed, config.trainer.updatesPerStep, resumeSteps.length ? dir.checkpointDir(state.step) : undefined);
   const host = await startHost(config, engine);
+  let pipeline: RolloutPipeline | undefined;
+  // the pipeline closes its host (and the producer's environments) once production in flight is done
+  const closePipeline = opened.add(() => (pipeline ? pipeline.close() : host.close()));
   const version = state.baseVersion + state.step;
-  const pipeline = new RolloutPipeline(host, store, {
+  pipeline = new RolloutPipeline(host, store, {
     maxStaleness: config.run.mode === 'async' ? config.run.maxStaleness : 0,
     // up to k batches beyond the last step are produced too and kept in the final checkpoint, so a
     // run extended with --resume --steps continues exactly as if it had been longer from the start
@@ -118,22 +179,14 @@ export async function train(inputConfig: ArborConfig | undefined, options: Train
     pinVersions: config.engine.kind === 'embedded',
     snapshot: host instanceof WorkerHost ? engine.embedded!.weights : undefined,
   }, { nextStep: state.pipeline.nextStep, data: state.pipeline.data, control: state.pipeline.control }, state.pipeline.produced, version);
-  let lastEval: EvalResult | undefined;
-  try {
-    lastEval = await runSteps({ config, dir, engine, pipeline, state, progress, evalAt, replay });
-  } finally {
-    await pipeline.close();
-  }
+  const lastEval = await runSteps({ config, dir, engine, pipeline, state, progress, evalAt, replay });
+  await closePipeline();
   const finalEvalStart = Date.now();
-  let end: EvalResult;
-  try {
-    end = lastEval ?? (await evalAt(state.step));
-  } finally {
-    await agent?.factory.close();
-  }
+  const end = lastEval ?? (await evalAt(state.step));
+  await closeAgentEnv();
   const summary = summarize(config, dir, engine, state, end, (Date.now() - finalEvalStart) / 1000);
   dir.writeJson('summary.json', summary);
-  await engine.close();
+  await closeEngine();
   writeReport(dir, engine.tokenizer);
   const sampled = summary.heldout_sample_acc_start !== null && summary.heldout_sample_acc_end !== null ? `, sampled ${pct(summary.heldout_sample_acc_start)} → ${pct(summary.heldout_sample_acc_end)}` : '';
   progress.line(`done in ${formatSeconds(summary.wall_s)}: held-out greedy accuracy ${pct(summary.heldout_acc_start)} → ${pct(summary.heldout_acc_end)}${sampled}; ${summary.tokens_decoded} tokens decoded; report ${join(dir.path, 'report.html')}`);
@@ -160,6 +213,8 @@ async function runSteps(ctx: StepContext): Promise<EvalResult | undefined> {
   let lastEval: EvalResult | undefined;
   pipeline.pump();
   for (let step = state.step + 1; step <= config.run.steps; step++) {
+    // a step of in-process work may never leave the microtask queue: let signals (SIGINT) and I/O in
+    await new Promise<void>((resolve) => setImmediate(resolve));
     const stepStart = Date.now();
     const { entries, meta } = await pipeline.batch(step);
     const trees = entries.map((e) => e.tree);
@@ -269,7 +324,8 @@ function openRun(inputConfig: ArborConfig | undefined, options: TrainOptions): {
   if (options.steps !== undefined) config = { ...config, run: { ...config.run, steps: options.steps } };
   if (config.run.mode === 'sync' && config.run.maxStaleness > 0) throw new ConfigError('run.maxStaleness > 0 needs run.mode: async (the synchronous loop trains on fresh rollouts only)', 'run.maxStaleness');
   if (!options.resume) dir.create(config);
-  return { config, dir, resumeSteps };
+  // the run directory as opened (a resumed one too): environments write their logs under it (agent-runtime.ts runLogDir)
+  return { config: { ...config, run: { ...config.run, outDir: dir.path } }, dir, resumeSteps };
 }
 
 /** Async on the embedded engine: a worker thread with its own sampler; otherwise in-process. */
@@ -305,4 +361,54 @@ function mean(xs: number[]): number {
 
 function pct(x: number | null): string {
   return x === null ? 'n/a' : `${(100 * x).toFixed(1)}%`;
+}
+
+/** Longest wait for one resource to close on a failed or interrupted run before the next is closed. */
+const CLOSE_ON_FAILURE_MS = 10_000;
+
+/**
+ * What a run has opened (environments with their server processes, the engine, the rollout host),
+ * closed in reverse order of opening. `add` returns the resource's own close, which runs once: the
+ * normal path closes each where it is done with it; `closeAll` closes what is left on every path.
+ */
+class OpenResources {
+  private readonly open: Array<() => Promise<void>> = [];
+
+  add(close: () => Promise<unknown>): () => Promise<void> {
+    let closing: Promise<void> | undefined;
+    const once = (): Promise<void> => (closing ??= close().then(() => undefined));
+    this.open.push(once);
+    return once;
+  }
+
+  /**
+   * Close everything not closed yet. After a failure each close is bounded (CLOSE_ON_FAILURE_MS) and
+   * its error dropped, so the run's own error is the one reported; otherwise the first error is thrown.
+   */
+  async closeAll(failed: boolean): Promise<void> {
+    const errors: unknown[] = [];
+    for (const close of this.open.splice(0).reverse()) {
+      if (!failed) {
+        await close().catch((error: unknown) => void errors.push(error));
+        continue;
+      }
+      let timer: NodeJS.Timeout | undefined;
+      const bound = new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_ON_FAILURE_MS)));
+      await Promise.race([close().catch(() => undefined), bound]);
+      clearTimeout(timer);
+    }
+    if (errors.length) throw errors[0];
+  }
+}
+
+/** A promise that rejects when `signal` aborts (never, without one); `dispose` drops the listener. */
+function interruption(signal: AbortSignal | undefined): { promise: Promise<never>; dispose: () => void } {
+  if (!signal) return { promise: new Promise<never>(() => {}), dispose: () => {} };
+  let onAbort = (): void => {};
+  const promise = new Promise<never>((_, reject) => {
+    onAbort = () => reject(new ArborError('train: interrupted; the environments and the engine were closed'));
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+  return { promise, dispose: () => signal.removeEventListener('abort', onAbort) };
 }

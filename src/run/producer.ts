@@ -15,7 +15,7 @@ import { adaptSkip, controlFromConfig, isInformative, PromptStats, selectSkippin
 import { correctness } from '../filter/constants.js';
 import { QualityStep } from '../control/quality-step.js';
 import type { Sampler, TextTokenizer } from '../engine/types.js';
-import { rewardFromConfig } from '../filter/registry.js';
+import { loadReward } from '../filter/registry.js';
 import { scoreTrees } from '../filter/score-trees.js';
 import type { RewardFunction } from '../filter/types.js';
 import { generatorFromConfig, type GenerateStats, type Generator } from '../generate/index.js';
@@ -23,7 +23,7 @@ import { growSafely } from '../generate/safe.js';
 import { emptyStats } from '../generate/types.js';
 import { siblingStats } from '../generate/siblings.js';
 import { DataOrder, type DataOrderState } from '../replay/data-order.js';
-import { getTask } from '../tasks/index.js';
+import { taskFromConfig } from '../tasks/index.js';
 import type { ArborConfig } from './config.js';
 import { fitPrompts, promptEncoder, stopTokens } from './prompts.js';
 import { selectByDifficulty } from '../replay/select.js';
@@ -78,21 +78,26 @@ export class Producer {
   ) {}
 
   static async create(config: ArborConfig, sampler: Sampler, tokenizer: TextTokenizer): Promise<Producer> {
-    const task = getTask(config.task.name, config.task.options);
-    await task.prepare?.();
-    const reward = rewardFromConfig(config.reward, { taskReward: task.reward, taskExtract: task.extractAnswer?.bind(task), safety: { timeoutMs: config.reward.timeoutMs, failureReward: config.reward.failureReward } });
+    const task = await taskFromConfig(config.task);
+    const reward = await loadReward(config.reward, { taskReward: task.reward, taskExtract: task.extractAnswer?.bind(task), safety: { timeoutMs: config.reward.timeoutMs, failureReward: config.reward.failureReward } });
     const contextLength = config.engine.kind === 'embedded' ? config.model.contextLength : undefined;
     const agent = await agentRuntimeFor(config, tokenizer);
-    const encodeForFit = agent ? (item: TaskItem) => agent.encodePrompt(item, '') : promptEncoder(tokenizer, config.engine.chatTemplate, config.engine.chatTemplateKwargs);
-    const { items: pool, skipped } = fitPrompts(task.makeItems('train', config.run.trainItems, config.run.seed), encodeForFit, contextLength, config.task.overlong, 'training');
-    if (skipped) console.error(`task.overlong skip: ${skipped} training prompts leave no room for a response and are left out`);
-    if (config.select.kind !== 'sequential' && config.skip.kind !== 'none') throw new ConfigError(`select.kind "${config.select.kind}" and skip.kind "${config.skip.kind}" both choose the step's prompts: use one of them`, 'select.kind');
-    if (config.prune.kind !== 'none' && config.generate.kind !== 'treepo') throw new ConfigError(`prune.kind "${config.prune.kind}" prunes TreePO paths: it needs generate.kind "treepo" (got "${config.generate.kind}")`, 'prune.kind');
-    const generator = generatorFromConfig(config.generate);
-    const control = controlFromConfig(config.control, { allocate: config.allocate, hint: config.hint, groupSize: generator.groupSize });
-    if (config.select.kind === 'ucb' && !config.task.mix) throw new ConfigError('select.kind "ucb" (DUMP) chooses among the components of a task mixture: give task.mix', 'select.kind');
-    const components = config.select.kind === 'ucb' && config.task.mix ? componentPools(pool, mixLabels(config.task.mix)) : undefined;
-    return new Producer(config, sampler, tokenizer, pool, reward, generator, control, components, agent);
+    // the environment's server processes are stopped on every error path below (issue 26)
+    try {
+      const encodeForFit = agent ? (item: TaskItem) => agent.encodePrompt(item, '') : promptEncoder(tokenizer, config.engine.chatTemplate, config.engine.chatTemplateKwargs);
+      const { items: pool, skipped } = fitPrompts(task.makeItems('train', config.run.trainItems, config.run.seed), encodeForFit, contextLength, config.task.overlong, 'training');
+      if (skipped) console.error(`task.overlong skip: ${skipped} training prompts leave no room for a response and are left out`);
+      if (config.select.kind !== 'sequential' && config.skip.kind !== 'none') throw new ConfigError(`select.kind "${config.select.kind}" and skip.kind "${config.skip.kind}" both choose the step's prompts: use one of them`, 'select.kind');
+      if (config.prune.kind !== 'none' && config.generate.kind !== 'treepo') throw new ConfigError(`prune.kind "${config.prune.kind}" prunes TreePO paths: it needs generate.kind "treepo" (got "${config.generate.kind}")`, 'prune.kind');
+      const generator = generatorFromConfig(config.generate);
+      const control = controlFromConfig(config.control, { allocate: config.allocate, hint: config.hint, groupSize: generator.groupSize });
+      if (config.select.kind === 'ucb' && !config.task.mix) throw new ConfigError('select.kind "ucb" (DUMP) chooses among the components of a task mixture: give task.mix', 'select.kind');
+      const components = config.select.kind === 'ucb' && config.task.mix ? componentPools(pool, mixLabels(config.task.mix)) : undefined;
+      return new Producer(config, sampler, tokenizer, pool, reward, generator, control, components, agent);
+    } catch (error) {
+      await agent?.factory.close();
+      throw error;
+    }
   }
 
   /**

@@ -24,7 +24,7 @@ async function start(): Promise<void> {
     const init = workerData as WorkerInit;
     const { sampler, tokenizer, setWeights } = await buildWorkerSampler(init.engine);
     const producer = await Producer.create(init.config, sampler, tokenizer);
-    port.on('message', async (message: WorkerRequest) => {
+    const handle = async (message: WorkerRequest): Promise<void> => {
       if (message.type === 'close') {
         await producer.close().catch(() => {});
         port.postMessage({ type: 'closed' });
@@ -37,6 +37,14 @@ async function start(): Promise<void> {
       } catch (error) {
         port.postMessage({ type: 'error', message: (error as Error)?.message ?? String(error), stack: (error as Error)?.stack });
       }
+    };
+    // handle() answers each request itself; if even that fails (postMessage on a closed port), the worker exits
+    // with code 1 and the host reports it, instead of an unhandled rejection.
+    port.on('message', (message: WorkerRequest) => {
+      handle(message).catch((error: unknown) => {
+        process.stderr.write(`rollout worker: ${(error as Error)?.stack ?? String(error)}\n`);
+        process.exit(1);
+      });
     });
     port.postMessage({ type: 'ready' });
   } catch (error) {

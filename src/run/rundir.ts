@@ -18,7 +18,7 @@ export interface StepMetrics {
 }
 
 /** What a run directory holds (anything else makes it someone else's directory). */
-export const RUN_DIR_ENTRIES = new Set(['config.resolved.yaml', 'metrics.jsonl', 'summary.json', 'report.html', 'trees', 'checkpoints', 'store-spill.jsonl']);
+export const RUN_DIR_ENTRIES = new Set(['config.resolved.yaml', 'metrics.jsonl', 'summary.json', 'report.html', 'trees', 'checkpoints', 'store-spill.jsonl', 'logs']);
 
 export class RunDir {
   constructor(readonly path: string) {}

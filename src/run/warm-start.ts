@@ -1,47 +1,76 @@
 /**
- * The embedded engine's warm-start for a run: SFT on the task's demonstrations, cached under
+ * The embedded engine's warm-start for a run: SFT on the task's demonstrations (or chat transcripts), cached under
  * runs/_sft/<hash of task, model, SFT options and seed> so repeated runs and benchmarks reuse it (an
  * explicit sft.checkpoint wins). `buildEngine` trains it when the directory is empty.
  */
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
-import type { WarmStart } from '../engine/build.js';
+import type { SftExample, WarmStart } from '../engine/build.js';
 import type { TaskItem } from '../core/types.js';
 import type { Task } from '../tasks/types.js';
 import type { AgentEnv } from './agent-runtime.js';
 import type { ArborConfig } from './config.js';
+import { moduleDigest } from '../core/modules.js';
 import { promptEncoder } from './prompts.js';
+import { readTranscripts, taskTranscripts, transcriptsKey } from './transcripts.js';
 
 export function sftCacheDir(config: ArborConfig, runsRoot = 'runs'): string {
   // agent runs: the environment and the tool format shape the demonstrations' prompts
   const agent = config.generate.kind === 'agent' ? { env: config.env, format: config.generate.format } : undefined;
   // Hugging Face models: the prompt encoding (chat template and its variables) shapes the demonstrations too
-  const prompts = config.model.hf ? { chatTemplate: config.engine.chatTemplate, kwargs: config.engine.chatTemplateKwargs } : undefined;
-  const key = JSON.stringify({ task: config.task, model: config.model, sft: { ...config.sft, checkpoint: undefined }, seed: config.run.seed, v: 1, ...(agent ? { agent } : {}), ...(prompts ? { prompts } : {}) });
+  const prompts = config.model.hf
+    ? { chatTemplate: config.engine.chatTemplate, kwargs: config.engine.chatTemplateKwargs }
+    : undefined;
+  // a transcripts file keys the cache by its content, not its name
+  const transcripts = config.sft.transcripts ? { transcripts: transcriptsKey(config.sft.transcripts) } : {};
+  // user modules (task.module, env.module) key it by their content too: an edited task is a new warm start
+  const modules = moduleDigest([config.task.module, (config.env as { module?: string } | undefined)?.module]);
+  const key = JSON.stringify({
+    task: config.task,
+    model: config.model,
+    sft: { ...config.sft, checkpoint: undefined },
+    seed: config.run.seed,
+    v: 1,
+    ...(agent ? { agent } : {}),
+    ...(prompts ? { prompts } : {}),
+    ...transcripts,
+    ...(modules ? { modules } : {}),
+  });
   return join(runsRoot, '_sft', createHash('sha256').update(key).digest('hex').slice(0, 16));
 }
 
 /**
- * The warm start's examples: each item's prompt and demonstration; in agent runs the prompt is rendered
- * with the tools offered (as the agent generator renders it) and a task with multi-turn demonstrations
- * gives them as segments, so observations are context, not targets.
+ * The warm start's examples, by the first source that applies: `sft.transcripts` (chat transcripts,
+ * every line), the task's `transcript(item)` (agent runs), else each item's prompt and demonstration.
+ * In agent runs prompts are rendered with the tools offered (as the agent generator renders them) and
+ * multi-turn demonstrations are segments, so observations are context, not targets; transcripts are
+ * rendered through the run's tool format into the same segments (run/transcripts.ts).
  */
 export function warmStartFor(config: ArborConfig, task: Task, agent?: AgentEnv): WarmStart {
-  const turns = (task as Partial<{ demonstrationTurns(item: TaskItem): Array<{ text: string; role: 'policy' | 'env' }> }>).demonstrationTurns?.bind(task);
+  const turns = (
+    task as Partial<{ demonstrationTurns(item: TaskItem): Array<{ text: string; role: 'policy' | 'env' }> }>
+  ).demonstrationTurns?.bind(task);
+  const transcript = task.transcript?.bind(task);
+  const items = () => task.makeItems('train', config.sft.examples, config.run.seed + 1);
+  const examples = (): SftExample[] => {
+    if (config.sft.transcripts) return readTranscripts(config.sft.transcripts, agent);
+    if (agent && transcript) return taskTranscripts(task.name, items(), transcript, agent);
+    return items().map((i) => ({
+      prompt: agent ? agent.format.renderPrompt(i.prompt, agent.tools) : i.prompt,
+      completion: task.demonstration(i),
+      ...(agent && turns ? { segments: turns(i) } : {}),
+      source: `${task.name} demonstration for item ${i.id}`,
+    }));
+  };
   return {
     dir: config.sft.checkpoint ?? sftCacheDir(config),
     seed: config.run.seed,
-    // SFT prompts are encoded exactly as RL's (the chat template when engine.chatTemplate); agent prompts are rendered text
+    // SFT prompts are encoded exactly as RL's (the chat template when engine.chatTemplate);
+    // agent prompts are rendered text
     encodePrompt: (tokenizer) => {
       const encode = promptEncoder(tokenizer, config.engine.chatTemplate && !agent, config.engine.chatTemplateKwargs);
       return (prompt) => encode({ id: 'sft', prompt } as TaskItem);
     },
-    examples: () =>
-      task.makeItems('train', config.sft.examples, config.run.seed + 1).map((i) => ({
-        prompt: agent ? agent.format.renderPrompt(i.prompt, agent.tools) : i.prompt,
-        completion: task.demonstration(i),
-        ...(agent && turns ? { segments: turns(i) } : {}),
-        source: `${task.name} demonstration for item ${i.id}`,
-      })),
+    examples,
   };
 }

@@ -1,9 +1,13 @@
 /**
- * Task registry: `getTask({name, options})` builds a built-in task by name with zod-validated
- * options (unknown names or keys are ConfigErrors that list what exists).
+ * Task registry: `getTask(name, options)` builds a built-in task by name with zod-validated
+ * options (unknown names or keys are ConfigErrors that list what exists); `taskFromConfig(task)`
+ * builds the task of a config's `task` section, a built-in or a user module (`task.module`, checked
+ * for the Task shape, its makeItems/demonstration errors named after the module), and prepares it.
  */
 import { z } from 'zod';
-import { ConfigError, configErrorFromIssue } from '../core/errors.js';
+import { ConfigError, configErrorFromIssue, DataError } from '../core/errors.js';
+import { applyOptions, checkShape, importUserModule, moduleExport } from '../core/modules.js';
+import type { TaskItem } from '../core/types.js';
 import { arithTask } from './arith.js';
 import { countdownTask } from './countdown.js';
 import { calculatorTask } from './calculator.js';
@@ -134,6 +138,9 @@ export function taskOptionSchemas(): Record<string, z.ZodTypeAny> {
 }
 
 export function getTask(name: string, options: unknown = {}): Task {
+  if (name === 'module') {
+    throw new ConfigError('task.module: a user task module loads asynchronously: use taskFromConfig', 'task.module');
+  }
   const entry = registry[name];
   if (!entry) throw new ConfigError(`task.name: unknown task "${name}" (known: ${knownTasks().join(', ')})`, 'task.name');
   const parsed = entry.schema.safeParse(options ?? {});
@@ -141,4 +148,90 @@ export function getTask(name: string, options: unknown = {}): Task {
     throw configErrorFromIssue('task.options', parsed.error.issues[0]);
   }
   return entry.build(parsed.data as never);
+}
+
+/** A config's `task` section: a built-in by name, or a user module (an absolute path by now). */
+export interface TaskSpec {
+  name: string;
+  options?: Record<string, unknown>;
+  module?: string;
+}
+
+/** The task of a config's `task` section, prepared (`prepare()` awaited) unless `prepare: false` (a config check). */
+export async function taskFromConfig(spec: TaskSpec, options: { prepare?: boolean } = {}): Promise<Task> {
+  const task = spec.module ? await loadTaskModule(spec.module, spec.options ?? {}) : getTask(spec.name, spec.options);
+  if (options.prepare === false) return task;
+  try {
+    await task.prepare?.();
+  } catch (cause) {
+    if (!spec.module || cause instanceof ConfigError || cause instanceof DataError) throw cause;
+    throw new ConfigError(`task.module: ${spec.module}: prepare() threw: ${messageOf(cause)}`, 'task.module', spec.module, { cause });
+  }
+  return task;
+}
+
+const isFunction = (v: unknown) => typeof v === 'function';
+const optionalFunction = (v: unknown) => v === undefined || typeof v === 'function';
+
+/** A task module's default export (or `task` export): a Task, or a Configurable made by defineTask(schema, create). */
+async function loadTaskModule(file: string, options: Record<string, unknown>): Promise<Task> {
+  const mod = await importUserModule(file, 'task.module');
+  const task = applyOptions(moduleExport(mod, 'task', file, 'task.module'), options, file, 'task.options') as Task;
+  checkShape(task, 'task (defineTask)', file, 'task.module', [
+    ['name', (t) => typeof t.name === 'string' && t.name.length > 0],
+    ['makeItems', (t) => isFunction(t.makeItems)],
+    ['reward', (t) => !!t.reward && typeof (t.reward as { name?: unknown }).name === 'string' && isFunction((t.reward as { score?: unknown }).score)],
+    ['demonstration', (t) => isFunction(t.demonstration)],
+    ['extractAnswer', (t) => optionalFunction(t.extractAnswer)],
+    ['demonstrationTurns', (t) => optionalFunction(t.demonstrationTurns)],
+    ['prepare', (t) => optionalFunction(t.prepare)],
+    ['transcript', (t) => optionalFunction(t.transcript)],
+  ]);
+  return guardedTask(task, file);
+}
+
+function messageOf(error: unknown): string {
+  return (error as Error)?.message ?? String(error);
+}
+
+/** The user's task with its calls checked: a throw or a malformed item names the module and the call. */
+function guardedTask(task: Task, file: string): Task {
+  const guard = <A extends unknown[], R>(name: string, fn: (...args: A) => R, what: (...args: A) => string) => (...args: A): R => {
+    try {
+      return fn.apply(task, args);
+    } catch (cause) {
+      if (cause instanceof ConfigError || cause instanceof DataError) throw cause;
+      throw new ConfigError(`task.module: ${file}: ${name}(${what(...args)}) threw: ${messageOf(cause)}`, 'task.module', file, { cause });
+    }
+  };
+  const turns = (task as { demonstrationTurns?: (item: TaskItem) => unknown }).demonstrationTurns;
+  return {
+    name: task.name,
+    description: typeof task.description === 'string' ? task.description : task.name,
+    reward: task.reward,
+    ...(task.extractAnswer ? { extractAnswer: task.extractAnswer.bind(task) } : {}),
+    ...(task.prepare ? { prepare: task.prepare.bind(task) } : {}),
+    makeItems: (split, count, seed) => {
+      const items = guard('makeItems', task.makeItems, (sp, c, s) => `${JSON.stringify(sp)}, ${c}, ${s}`)(split, count, seed);
+      return checkItems(items, file, split);
+    },
+    demonstration: guard('demonstration', task.demonstration, (item) => `item ${JSON.stringify(item.id)}`),
+    ...(turns ? { demonstrationTurns: guard('demonstrationTurns', turns, (item: TaskItem) => `item ${JSON.stringify(item.id)}`) } : {}),
+    ...(task.transcript ? { transcript: guard('transcript', task.transcript, (item) => `item ${JSON.stringify(item.id)}`) } : {}),
+  };
+}
+
+/** Items as the run needs them: a list of { id, prompt, answer } strings with distinct ids. */
+function checkItems(items: unknown, file: string, split: string): TaskItem[] {
+  const where = `${file}: makeItems(${JSON.stringify(split)})`;
+  if (!Array.isArray(items)) throw new DataError(`${where} returned ${typeof items}, not a list of items`, file);
+  const seen = new Set<string>();
+  items.forEach((item: Record<string, unknown> | null, i) => {
+    for (const field of ['id', 'prompt', 'answer']) {
+      if (typeof item?.[field] !== 'string') throw new DataError(`${where}: item ${i}: "${field}" must be a string (got ${typeof item?.[field]})`, file, undefined, field);
+    }
+    if (seen.has(item!.id as string)) throw new DataError(`${where}: item ${i}: id ${JSON.stringify(item!.id)} is not unique`, file, undefined, 'id');
+    seen.add(item!.id as string);
+  });
+  return items as TaskItem[];
 }

@@ -5,6 +5,7 @@
  */
 import type { TaskItem } from '../core/types.js';
 import type { RewardFunction } from '../filter/types.js';
+import type { TranscriptMessage } from '../env/transcript.js';
 
 export type Split = 'train' | 'test';
 
@@ -19,6 +20,11 @@ export interface Task {
   extractAnswer?(response: string): string | null;
   /** A correct completion for SFT (ends where the model should stop; EOS is appended by the caller). */
   demonstration(item: TaskItem): string;
+  /**
+   * Agent runs: a demonstration as OpenAI chat messages (the user prompt, assistant turns with
+   * `tool_calls`, `tool` results), rendered in the run's tool format for the warm start.
+   */
+  transcript?(item: TaskItem): TranscriptMessage[];
   /** Load what the task needs before makeItems (dataset files); callers await it once. */
   prepare?(): Promise<void>;
 }

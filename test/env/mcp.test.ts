@@ -1,7 +1,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
-import { ConfigError, DataError } from '../../src/core/errors.js';
+import { ConfigError, DataError, EnvironmentError } from '../../src/core/errors.js';
 import { POSITIONAL_ARGS } from '../../src/env/format/arbor.js';
 import { mcpEnvironmentFactory, mcpOptionsSchema } from '../../src/env/mcp.js';
 import type { Environment, EnvironmentFactory, ToolCall } from '../../src/env/types.js';
@@ -137,17 +137,14 @@ test('mcp: episodeSeconds ends the episode once spent', async () => {
   assert.equal(r.metrics.toolTimeouts, 2);
 });
 
-test('mcp: a killed server gives error results; the next episode gets a fresh shared server', async () => {
+test('mcp: a killed server cuts its episode (a recoverable EnvironmentError); the next episode gets a fresh shared server', async () => {
   const f = make();
   const env = await f.create();
   await env.reset(item, { seed: 1, timeoutMs: 5000 });
   const pid = pidOf(env)!;
   process.kill(pid, 'SIGKILL');
   await new Promise((r) => setTimeout(r, 200));
-  const r = await env.step({ text: 't', calls: [call('list')] }, opts);
-  assert.equal(r.results[0].isError, true);
-  assert.match(r.results[0].content, /MCP server `.*kv-server\.mjs` (exited|is not running)/);
-  assert.equal(r.metrics.toolErrors, 1);
+  await assert.rejects(env.step({ text: 't', calls: [call('list')] }, opts), (e: unknown) => e instanceof EnvironmentError && e.recoverable && /MCP server `.*kv-server\.mjs` \(pid \d+\) exited \(signal SIGKILL\); the episode is cut/.test(e.message));
   const next = await f.create();
   assert.notEqual(pidOf(next), pid);
   assert.deepEqual(await texts(next, [call('set', { key: 'a', value: 'b' })]), ['ok']);

@@ -67,8 +67,10 @@ test('stopAfterGroups is deterministic and an aborted continuation is a prefix o
     const whole = full[i].completions[k];
     assert.deepEqual(c.tokens, whole.tokens.slice(0, c.tokens.length), `request ${i} continuation ${k}`);
     assert.deepEqual(c.logprobs, whole.logprobs.slice(0, c.tokens.length));
-    if (c.finishReason === 'abort') cut++, assert.ok(c.tokens.length < whole.tokens.length);
-    else assert.deepEqual(c, whole, 'a finished continuation is unchanged');
+    if (c.finishReason === 'abort') {
+      cut++;
+      assert.ok(c.tokens.length < whole.tokens.length);
+    } else assert.deepEqual(c, whole, 'a finished continuation is unchanged');
   }));
   assert.equal(cut, 2);
 });

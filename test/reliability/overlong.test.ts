@@ -20,8 +20,8 @@ const encode = (i: TaskItem) => [0, ...Array.from(i.prompt, (c) => c.charCodeAt(
 test('fitPrompts: error names file:line and id; skip keeps the others and counts; a prompt exactly at the context is over-long', () => {
   const items = [item('a', 'x'.repeat(5)), item('b', 'y'.repeat(7), { file: 'data/q.jsonl', line: 42 }), item('c', 'z')];
   assert.throws(() => fitPrompts(items, encode, 8, 'error', 'training'), (e: unknown) => e instanceof DataError && e.file === 'data/q.jsonl' && e.line === 42 && /data\/q\.jsonl:42 \(id b\): the training prompt is 8 tokens, which leaves no room for a response in the model's context of 8/.test(e.message));
-  assert.deepEqual(fitPrompts(items, encode, 8, 'skip', 'training'), { items: [items[0], items[2]], skipped: 1 });
-  assert.deepEqual(fitPrompts(items, encode, 9, 'error', 'training'), { items, skipped: 0 }, '8 tokens in a context of 9 leave one');
+  assert.deepEqual(fitPrompts(items, encode, 8, 'skip', 'training'), { items: [items[0], items[2]], skipped: 1, skippedSources: ['data/q.jsonl:42 (id b)'] });
+  assert.deepEqual(fitPrompts(items, encode, 9, 'error', 'training'), { items, skipped: 0, skippedSources: [] }, '8 tokens in a context of 9 leave one');
   assert.deepEqual(fitPrompts(items, encode, undefined, 'error', 'training').skipped, 0, 'no context known (remote engine): nothing checked');
   assert.throws(() => fitPrompts([items[1]], encode, 4, 'skip', 'training'), /every training prompt \(1\) is longer/);
 });

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ArborServer } from '../../src/serve/server.js';
 import { OpenAICompletionsSampler, entropyFromTopK } from '../../src/engine/remote/openai-completions.js';
@@ -98,7 +98,7 @@ test('serve rejects malformed requests with 400 naming the field', async () => {
 /** A raw server whose first `failures` answers misbehave in the given way, then proxies to `target`. */
 async function flakyProxy(target: string, mode: '500' | 'drop' | 'stall' | '429', failures: number): Promise<{ url: string; server: Server; hits: () => number }> {
   let hits = 0;
-  const server = createServer(async (req, res) => {
+  const answer = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     hits++;
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
@@ -111,6 +111,13 @@ async function flakyProxy(target: string, mode: '500' | 'drop' | 'stall' | '429'
     const upstream = await fetch(target + req.url, { method: req.method, body: Buffer.concat(chunks), headers: { 'content-type': 'application/json' } });
     res.writeHead(upstream.status, { 'content-type': 'application/json' });
     res.end(await upstream.text());
+  };
+  // as a real proxy does: an upstream it cannot reach is a 502 (or a dropped connection once headers went out)
+  const server = createServer((req, res) => {
+    answer(req, res).catch(() => {
+      if (res.headersSent) res.destroy();
+      else res.writeHead(502).end('upstream unreachable');
+    });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server, hits: () => hits };

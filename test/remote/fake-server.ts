@@ -5,7 +5,7 @@
  * parsed body) so tests assert both what was sent and what was parsed.
  */
 import { readFileSync } from 'node:fs';
-import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 /** One recorded reply: JSON body, plain text, raw bytes, or a redirect. */
@@ -34,6 +34,7 @@ export interface FakeServer {
   requests: LoggedRequest[];
   /** Requests to one path. */
   to(path: string): LoggedRequest[];
+  /** Stop the server; rejects when a route handler threw while it ran. */
   close(): Promise<void>;
 }
 
@@ -50,7 +51,8 @@ export function sequence(...replies: Reply[]): Handler {
 export async function startFake(routes: Record<string, Handler>): Promise<FakeServer> {
   const requests: LoggedRequest[] = [];
   const hits = new Map<string, number>();
-  const server: Server = createServer(async (req, res) => {
+  const failures: unknown[] = [];
+  const answer = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     const text = Buffer.concat(chunks).toString('utf8');
@@ -74,6 +76,14 @@ export async function startFake(routes: Record<string, Handler>): Promise<FakeSe
     if (reply.json !== undefined) headers['content-type'] = 'application/json';
     res.writeHead(reply.status, headers);
     res.end(body);
+  };
+  // A route that throws (an assert inside a test's handler) answers 500, and close() rethrows it for the test.
+  const server: Server = createServer((req, res) => {
+    answer(req, res).catch((error: unknown) => {
+      failures.push(error);
+      if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
+      res.end(String(error));
+    });
   });
   server.keepAliveTimeout = 1000;
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -85,6 +95,7 @@ export async function startFake(routes: Record<string, Handler>): Promise<FakeSe
     close: async () => {
       server.closeAllConnections();
       await new Promise<void>((r) => server.close(() => r()));
+      if (failures.length > 0) throw new Error(`fake server: ${failures.length} route handler(s) threw`, { cause: failures[0] });
     },
   };
 }

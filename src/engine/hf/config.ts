@@ -146,7 +146,7 @@ function refuseUnsupported(raw: Record<string, unknown>, architecture: HfArchite
     // transformers: layer i slides when i >= max_window_layers (configuration_qwen2/3.py __post_init__)
     const layers = Number(raw.num_hidden_layers);
     const from = typeof raw.max_window_layers === 'number' ? raw.max_window_layers : 28;
-    if (from < layers) throw refuse('use_sliding_window', `sliding-window attention (layers ${from}..${layers - 1}, window ${raw.sliding_window}) is not supported`);
+    if (from < layers) throw refuse('use_sliding_window', `sliding-window attention (layers ${from}..${layers - 1}, window ${String(raw.sliding_window)}) is not supported`);
   }
 }
 

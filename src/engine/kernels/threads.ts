@@ -197,7 +197,7 @@ export class KernelPool {
     Atomics.notify(c, 0, S - 1);
     for (let i = 0; i < S - 1; i++) this.jobs[i]++;
     const ranHere: boolean[] = new Array(S).fill(false);
-    let error: unknown;
+    let error: Error | undefined;
     for (let s = 0; s < S; s++) {
       const at = HEADER_WORDS + s * SHARE_WORDS;
       if (Atomics.compareExchange(c, at, UNCLAIMED, RUNNING) !== UNCLAIMED) continue;
@@ -206,7 +206,7 @@ export class KernelPool {
       try {
         here(shares[s]);
       } catch (e) {
-        error ??= e;
+        error ??= e instanceof Error ? e : new Error(String(e));
         state = FAILED;
       }
       this.times[s] = clock();

@@ -23,9 +23,10 @@ export interface SftExample {
   /**
    * Multi-turn demonstrations (agent tasks): the completion as segments instead of `completion`.
    * A `policy` segment is trained on and followed by EOS (a turn ends there, as when sampling); an
-   * `env` segment (an observation) is context only (weight 0), exactly as the RL learner masks it.
+   * `env` segment (an observation) is context only (weight 0), exactly as the RL learner masks it;
+   * a `plain` one (tool output) is encoded without special-token parsing, as agent runs encode it.
    */
-  segments?: Array<{ text: string; role: 'policy' | 'env' }>;
+  segments?: Array<{ text: string; role: 'policy' | 'env'; plain?: boolean }>;
   /** Where it came from, for error messages (`file:line`). */
   source?: string;
 }
@@ -69,17 +70,34 @@ export function plainPrompt(tokenizer: TextTokenizer): (prompt: string) => numbe
   return (prompt) => [...(tokenizer.bos !== undefined ? [tokenizer.bos] : []), ...tokenizer.encode(prompt)];
 }
 
-/** One SFT datum: loss on completion + EOS tokens. Weights are 1 (scaled per batch later). */
-export function sftDatum(tokenizer: TextTokenizer, example: SftExample, encodePrompt = plainPrompt(tokenizer)): Datum {
+/**
+ * An example's token ids: the prompt, then the completion (each policy segment + EOS) and its loss
+ * mask (1 on policy tokens and their EOS, 0 on observations): the ids and mask of the same episode's
+ * rollout (test/run/transcripts.test.ts compares them).
+ */
+export function sftSequence(
+  tokenizer: TextTokenizer,
+  example: SftExample,
+  encodePrompt = plainPrompt(tokenizer),
+): { prompt: number[]; completion: number[]; mask: number[] } {
   const prompt = encodePrompt(example.prompt);
   const completion: number[] = [];
-  const trained: number[] = [];
-  const segments = example.segments ?? [{ text: example.completion, role: 'policy' as const }];
+  const mask: number[] = [];
+  const segments: NonNullable<SftExample['segments']> = example.segments ?? [{ text: example.completion, role: 'policy' }];
+  const encodeEnv = (text: string, plain?: boolean) =>
+    plain && tokenizer.encodePlain ? tokenizer.encodePlain(text) : tokenizer.encode(text);
   for (const segment of segments) {
-    const ids = segment.role === 'policy' ? [...tokenizer.encode(segment.text), tokenizer.eos] : tokenizer.encode(segment.text);
+    const policy = segment.role === 'policy';
+    const ids = policy ? [...tokenizer.encode(segment.text), tokenizer.eos] : encodeEnv(segment.text, segment.plain);
     completion.push(...ids);
-    trained.push(...ids.map(() => (segment.role === 'policy' ? 1 : 0)));
+    mask.push(...ids.map(() => (segment.role === 'policy' ? 1 : 0)));
   }
+  return { prompt, completion, mask };
+}
+
+/** One SFT datum: loss on completion + EOS tokens. Weights are 1 (scaled per batch later). */
+export function sftDatum(tokenizer: TextTokenizer, example: SftExample, encodePrompt = plainPrompt(tokenizer)): Datum {
+  const { prompt, completion, mask: trained } = sftSequence(tokenizer, example, encodePrompt);
   const seq = prompt.concat(completion);
   // target t is sequence position t + 1: prompt positions get 0, completion positions their segment's weight
   const weights = seq.slice(1).map((_, t) => (t + 1 >= prompt.length ? trained[t + 1 - prompt.length] : 0));
@@ -161,8 +179,14 @@ export function modelSize(name: string): Partial<NanoConfig> {
   return s;
 }
 
-/** Read a JSONL file of {prompt, completion} rows; errors name file:line and field. */
-export function readSftJsonl(file: string): SftExample[] {
+/**
+ * Read a JSONL file of {prompt, completion} rows; errors name file:line and field. `readRow` reads the
+ * rows it recognises (returns undefined for the others), e.g. chat transcripts (run/transcripts.ts).
+ */
+export function readSftJsonl(
+  file: string,
+  readRow?: (row: Record<string, unknown>, file: string, line: number) => SftExample | undefined,
+): SftExample[] {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -178,6 +202,8 @@ export function readSftJsonl(file: string): SftExample[] {
     } catch (cause) {
       throw new DataError(`${file}:${i + 1}: invalid JSON`, file, i + 1, undefined, { cause });
     }
+    const read = readRow && row && typeof row === 'object' ? readRow(row, file, i + 1) : undefined;
+    if (read) return void out.push(read);
     for (const field of ['prompt', 'completion']) {
       if (typeof row[field] !== 'string') throw new DataError(`${file}:${i + 1}: field "${field}" must be a string`, file, i + 1, field);
     }

@@ -17,7 +17,7 @@
 import { EngineCallError } from '../../core/errors.js';
 import { sampleWithStopRule } from './stop-rule.js';
 import type { SampleCompletion, SampleOptions, SampleRequest, SampleResult, Sampler, SamplerCapabilities } from '../types.js';
-import { JsonClient, type JsonClientOptions } from './http.js';
+import type { JsonClientOptions } from './http.js';
 import { ServerPool } from './balancer.js';
 import { usageFromWire } from './usage.js';
 import { SwapGate } from './weight-sync.js';

@@ -45,7 +45,7 @@ export interface TinkerSampleRequest {
   type: 'sample';
 }
 export interface TinkerSampleResponse {
-  sequences: Array<{ tokens: number[]; logprobs?: number[] | null; stop_reason: 'stop' | 'length' | string }>;
+  sequences: Array<{ tokens: number[]; logprobs?: number[] | null; /** 'stop', 'length', or another reason passed through */ stop_reason: string }>;
   prompt_logprobs?: Array<number | null> | null;
 }
 

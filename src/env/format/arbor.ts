@@ -5,7 +5,8 @@
  *   tools offered:  "tools: calc(expr) get(key) set(key,value)\n" before the prompt
  *   a call:         "@calc((12+3)*4)"  positional arguments, split at top-level commas for a tool with
  *                   several parameters ("@set(c,19)"), the whole text for a one-parameter tool
- *                   "@set{"key":"c","value":19}"  JSON object arguments (always allowed)
+ *                   "@set{"key":"c","value":19}"  JSON object arguments (always allowed); a name is
+ *                   any MCP-legal one ("@get-sum(34,40)", "@a.b_c-1{}": names.ts)
  *   observation:    "\n= 60\n" (one "= result\n" line per result, errors "! message\n"), after the EOS
  *                   that ended the turn; the next policy turn follows it directly.
  *
@@ -14,7 +15,9 @@
  * environment that receives arbor calls uses it; `Toolset` does). Malformed calls (no name, no
  * bracket, unbalanced brackets, bad JSON) become error results, never exceptions.
  */
+import { ConfigError } from '../../core/errors.js';
 import type { JsonSchema, TextPiece, ToolCall, ToolCallFormat, ToolResult, ToolSpec } from '../types.js';
+import { MAX_TOOL_NAME, toolNameProblem } from './names.js';
 
 /** Key under which a positional call's raw argument text travels until a tool schema resolves it. */
 export const POSITIONAL_ARGS = '$positional';
@@ -29,7 +32,8 @@ interface Span {
   error?: ToolResult;
 }
 
-const NAME = /^[A-Za-z_][A-Za-z0-9_]*/;
+/** The longest run of MCP tool-name characters (names.ts); its length is checked after the match. */
+const NAME = /^[A-Za-z0-9_.-]+/;
 
 /** Index just past the bracket closing the one at `open` (quotes respected), or -1 when unbalanced. */
 export function matchBracket(text: string, open: number): number {
@@ -61,8 +65,11 @@ function errorSpan(start: number, end: number, text: string, name: string, why: 
 /** One call starting at the "@" at `at`. */
 function scanCall(text: string, at: number): Span {
   const m = NAME.exec(text.slice(at + 1));
-  if (!m) return errorSpan(at, at + 1, text, '', 'expected a tool name after "@"');
+  if (!m) return errorSpan(at, at + 1, text, '', 'expected a tool name (A-Z a-z 0-9 _ - .) after "@"');
   const name = m[0];
+  if (name.length > MAX_TOOL_NAME) {
+    return errorSpan(at, at + 1 + name.length, text, '', `a tool name is at most ${MAX_TOOL_NAME} characters`);
+  }
   let i = at + 1 + name.length;
   while (text[i] === ' ' || text[i] === '\t') i++;
   const open = text[i];
@@ -200,6 +207,14 @@ export function arborFormat(): ToolCallFormat {
     name: 'arbor',
     renderTools(tools: ToolSpec[]): string {
       if (!tools.length) return '';
+      // a name is written bare, so only an MCP-legal one can be read back from a call
+      for (const t of tools) {
+        const problem = toolNameProblem(t.name);
+        if (problem) {
+          const why = `the arbor format cannot offer tool ${JSON.stringify(t.name)}: ${problem}`;
+          throw new ConfigError(`${why} (leave it out with env.tools, or use generate.format: qwen3)`, 'env.tools');
+        }
+      }
       return `tools: ${tools.map((t) => `${t.name}(${parameterNames(t).join(',')})`).join(' ')}\n`;
     },
     renderPrompt(prompt: string, tools: ToolSpec[]): string {

@@ -1,4 +1,8 @@
-/** Tool-call formats by name, and the helper that tokenises an observation's pieces. */
+/**
+ * Tool-call formats by name, the helper that tokenises an observation's pieces, and the MCP tool-name
+ * rule every format reads (names.ts). A format renders the tool offer, parses a turn's calls (errors
+ * are results, never exceptions) and renders observations; it knows nothing of tokenizers or engines.
+ */
 import { ConfigError } from '../../core/errors.js';
 import type { TextPiece, ToolCallFormat } from '../types.js';
 import { arborFormat } from './arbor.js';
@@ -6,6 +10,7 @@ import { qwen3Format, type Qwen3FormatOptions } from './qwen3.js';
 
 export { arborFormat, arborObservationText, resolvePositionalArguments, matchBracket, POSITIONAL_ARGS } from './arbor.js';
 export { qwen3Format, qwen3ToolEntry, pythonJson, type Qwen3FormatOptions } from './qwen3.js';
+export { MAX_TOOL_NAME, TOOL_NAME, TOOL_NAME_CHAR, toolNameProblem } from './names.js';
 
 export type FormatName = 'arbor' | 'qwen3';
 export const FORMAT_NAMES: FormatName[] = ['arbor', 'qwen3'];

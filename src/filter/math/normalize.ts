@@ -139,6 +139,7 @@ export function normalizeDetailed(input: string, options: { keepAssignment?: boo
   // Word separators between answers: `1 and 2`, `(11,7) or (7,11)`.
   s = s.replace(/\s+(?:and|or)\s+/gi, ',');
   // Whitespace: keep one space only between a command name and a following letter.
+  // eslint-disable-next-line no-control-regex -- \u0001 is a placeholder that cannot occur in an answer
   s = s.replace(/(\\[a-zA-Z]+)\s+(?=[a-zA-Z])/g, '$1\u0001').replace(/\s+/g, '').replace(/\u0001/g, ' ');
   s = s.replace(/(?<=[)\]\d])(?:and|or)(?=[([\d-]|[A-Za-z][(_=])/g, ',');
   s = braceArguments(s);

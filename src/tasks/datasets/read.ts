@@ -42,7 +42,7 @@ function readBytes(file: string): Buffer {
   try {
     return readFileSync(file);
   } catch (cause) {
-    throw new DataError(`${file}: cannot read dataset file (${(cause as NodeJS.ErrnoException).code ?? cause})`, file, undefined, undefined, { cause });
+    throw new DataError(`${file}: cannot read dataset file (${(cause as NodeJS.ErrnoException).code ?? String(cause)})`, file, undefined, undefined, { cause });
   }
 }
 

@@ -41,23 +41,56 @@ export interface RunOut {
 }
 
 const treepo = { kind: 'treepo', groupSize: 8, segmentLength: 8, branchingFactor: 2, initialDivergence: 2 };
-const asTrees = (c: Raw): Raw => ({ ...c, allocate: { kind: 'uniform' }, generate: treepo, optimize: { ...(c.optimize as Raw), advantage: { kind: 'tree', level: 'segment' } } });
+const asTrees = (c: Raw): Raw => ({
+  ...c,
+  allocate: { kind: 'uniform' },
+  generate: treepo,
+  optimize: { ...(c.optimize as Raw), advantage: { kind: 'tree', level: 'segment' } },
+});
 const uniform = (c: Raw): Raw => ({ ...c, allocate: { kind: 'uniform' } });
 
 const VARIANTS: Variant[] = [
   { name: 'uniform', family: 'allocation', patch: uniform },
-  { name: 'knapsack', family: 'allocation', patch: (c) => ({ ...c, allocate: { kind: 'knapsack', firstRound: 2, maxPerPrompt: 32 } }) },
-  { name: 'xrpo', family: 'allocation', patch: (c) => ({ ...c, allocate: { kind: 'xrpo', firstRound: 2, maxPerPrompt: 32 } }) },
-  { name: 'dars', family: 'allocation', patch: (c) => ({ ...c, allocate: { kind: 'dars', firstRound: 4, maxPerPrompt: 32 } }) },
+  {
+    name: 'knapsack',
+    family: 'allocation',
+    patch: (c) => ({ ...c, allocate: { kind: 'knapsack', firstRound: 2, maxPerPrompt: 32 } }),
+  },
+  {
+    name: 'xrpo',
+    family: 'allocation',
+    patch: (c) => ({ ...c, allocate: { kind: 'xrpo', firstRound: 2, maxPerPrompt: 32 } }),
+  },
+  {
+    name: 'dars',
+    family: 'allocation',
+    patch: (c) => ({ ...c, allocate: { kind: 'dars', firstRound: 4, maxPerPrompt: 32 } }),
+  },
   { name: 'greso', family: 'allocation', patch: (c) => ({ ...uniform(c), skip: { kind: 'greso' } }) },
-  { name: 'hint', family: 'allocation', patch: (c) => ({ ...uniform(c), hint: { kind: 'gold_prefix', fraction: 0.5 } }) },
+  {
+    name: 'hint',
+    family: 'allocation',
+    patch: (c) => ({ ...uniform(c), hint: { kind: 'gold_prefix', fraction: 0.5 } }),
+  },
   { name: 'treepo', family: 'trees', patch: asTrees },
-  { name: 'treepo-distinct', family: 'trees', patch: (c) => ({ ...asTrees(c), generate: { ...treepo, distinct: true } }) },
+  {
+    name: 'treepo-distinct',
+    family: 'trees',
+    patch: (c) => ({ ...asTrees(c), generate: { ...treepo, distinct: true } }),
+  },
   { name: 'latr', family: 'trees', patch: (c) => ({ ...asTrees(c), generate: { kind: 'latr', groupSize: 8 } }) },
-  { name: 'treepo-value', family: 'trees', patch: (c) => ({ ...asTrees(c), generate: { ...treepo, allocation: 'value', allocationTemperature: 0.2 } }) },
+  {
+    name: 'treepo-value',
+    family: 'trees',
+    patch: (c) => ({ ...asTrees(c), generate: { ...treepo, allocation: 'value', allocationTemperature: 0.2 } }),
+  },
   { name: 'treepo-prune', family: 'trees', patch: (c) => ({ ...asTrees(c), prune: { kind: 'arrol' } }) },
   // the same quality head without the hidden state (the features a remote engine gives)
-  { name: 'treepo-prune-stats', family: 'trees', patch: (c) => ({ ...asTrees(c), prune: { kind: 'arrol' }, qualityHead: { hidden: false } }) },
+  {
+    name: 'treepo-prune-stats',
+    family: 'trees',
+    patch: (c) => ({ ...asTrees(c), prune: { kind: 'arrol' }, qualityHead: { hidden: false } }),
+  },
 ];
 
 function arg(args: string[], name: string, fallback: string): string {
@@ -65,7 +98,8 @@ function arg(args: string[], name: string, fallback: string): string {
   return i >= 0 ? args[i + 1] : fallback;
 }
 export const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN);
-export const metricMean = (ms: StepMetrics[], k: string) => mean(ms.filter((m) => typeof m[k] === 'number').map((m) => m[k] as number));
+export const metricMean = (ms: StepMetrics[], k: string) =>
+  mean(ms.filter((m) => typeof m[k] === 'number').map((m) => m[k] as number));
 
 /** Tokens at which the accuracy curve first reaches `target`, interpolated between evaluations (undefined: never). */
 export function tokensToTarget(curve: Array<[number, number]>, target: number): number | undefined {
@@ -82,10 +116,24 @@ export function tokensToTarget(curve: Array<[number, number]>, target: number): 
 /** One training run of a variant in a child process, its held-out curve against tokens and against loop seconds. */
 export function runOnce(base: Raw, v: Variant, seed: number, steps: number, bench = 'control'): RunOut {
   const outDir = join(benchOutDir, bench, `${v.name}-seed${seed}`);
-  const run = { ...(base.run as Raw), seed, steps, outDir, evalEvery: 2, evalCount: 300, evalPassK: 0, logTreesEvery: 0, checkpointEvery: 0 };
+  const run = {
+    ...(base.run as Raw),
+    seed,
+    steps,
+    outDir,
+    evalEvery: 2,
+    evalCount: 300,
+    evalPassK: 0,
+    logTreesEvery: 0,
+    checkpointEvery: 0,
+  };
   const config = v.patch({ ...base, run });
   try {
-    const summary = trainInChild(config, { force: true }) as unknown as { heldout_acc_start: number; heldout_acc_end: number; tokens_decoded: number };
+    const summary = trainInChild(config, { force: true }) as unknown as {
+      heldout_acc_start: number;
+      heldout_acc_end: number;
+      tokens_decoded: number;
+    };
     const all = new RunDir(outDir).readMetrics();
     const metrics = all.filter((m) => m.step > 0);
     let evalSeconds = 0;
@@ -97,9 +145,28 @@ export function runOnce(base: Raw, v: Variant, seed: number, steps: number, benc
       byTokens.push([m.tokens_decoded_total as number, m.eval_greedy_acc]);
       bySeconds.push([m.step === 0 ? 0 : (m.wall_s as number) - evalSeconds, m.eval_greedy_acc]);
     }
-    return { variant: v.name, seed, metrics, start: summary.heldout_acc_start, end: summary.heldout_acc_end, tokens: summary.tokens_decoded, byTokens, bySeconds };
+    return {
+      variant: v.name,
+      seed,
+      metrics,
+      start: summary.heldout_acc_start,
+      end: summary.heldout_acc_end,
+      tokens: summary.tokens_decoded,
+      byTokens,
+      bySeconds,
+    };
   } catch (error) {
-    return { variant: v.name, seed, metrics: [], start: NaN, end: NaN, tokens: NaN, byTokens: [], bySeconds: [], error: (error as Error).message.slice(0, 2000) };
+    return {
+      variant: v.name,
+      seed,
+      metrics: [],
+      start: NaN,
+      end: NaN,
+      tokens: NaN,
+      byTokens: [],
+      bySeconds: [],
+      error: (error as Error).message.slice(0, 2000),
+    };
   }
 }
 
@@ -108,21 +175,63 @@ export function meanCurve(runs: RunOut[], key: 'byTokens' | 'bySeconds'): Array<
   const ok = runs.filter((r) => !r.error && r[key].length);
   if (!ok.length) return [];
   const n = Math.min(...ok.map((r) => r[key].length));
-  return Array.from({ length: n }, (_, i) => [mean(ok.map((r) => r[key][i][0])), mean(ok.map((r) => r[key][i][1]))] as [number, number]);
+  return Array.from(
+    { length: n },
+    (_, i) => [mean(ok.map((r) => r[key][i][0])), mean(ok.map((r) => r[key][i][1]))] as [number, number],
+  );
 }
 
 export const COLORS = ['#111827', '#2563eb', '#dc2626', '#16a34a', '#9333ea', '#ea580c'];
 
 function plots(family: string, names: string[], byVariant: Map<string, RunOut[]>): void {
-  const series = (key: 'byTokens' | 'bySeconds') => names.map((n, i) => ({ name: n, color: COLORS[i % COLORS.length], points: meanCurve(byVariant.get(n) ?? [], key) }));
-  writeFileSync(join(benchOutDir, `control-${family}-tokens.svg`), lineChart(`${family}: held-out greedy accuracy vs tokens decoded (mean of seeds)`, 'tokens decoded', series('byTokens'), 760, 380));
-  writeFileSync(join(benchOutDir, `control-${family}-wall.svg`), lineChart(`${family}: held-out greedy accuracy vs seconds (evaluations excluded)`, 'seconds of the step loop', series('bySeconds'), 760, 380));
+  const series = (key: 'byTokens' | 'bySeconds') =>
+    names.map((n, i) => ({
+      name: n,
+      color: COLORS[i % COLORS.length],
+      points: meanCurve(byVariant.get(n) ?? [], key),
+    }));
+  writeFileSync(
+    join(benchOutDir, `control-${family}-tokens.svg`),
+    lineChart(
+      `${family}: held-out greedy accuracy vs tokens decoded (mean of seeds)`,
+      'tokens decoded',
+      series('byTokens'),
+      760,
+      380,
+    ),
+  );
+  writeFileSync(
+    join(benchOutDir, `control-${family}-wall.svg`),
+    lineChart(
+      `${family}: held-out greedy accuracy vs seconds (evaluations excluded)`,
+      'seconds of the step loop',
+      series('bySeconds'),
+      760,
+      380,
+    ),
+  );
   const informative = names.map((n, i) => {
     const runs = (byVariant.get(n) ?? []).filter((r) => !r.error);
     const steps = runs.length ? Math.min(...runs.map((r) => r.metrics.length)) : 0;
-    return { name: n, color: COLORS[i % COLORS.length], points: Array.from({ length: steps }, (_, s) => [s + 1, mean(runs.map((r) => r.metrics[s].informative_rollouts as number))] as [number, number]) };
+    return {
+      name: n,
+      color: COLORS[i % COLORS.length],
+      points: Array.from(
+        { length: steps },
+        (_, s) => [s + 1, mean(runs.map((r) => r.metrics[s].informative_rollouts as number))] as [number, number],
+      ),
+    };
   });
-  writeFileSync(join(benchOutDir, `control-${family}-informative.svg`), lineChart(`${family}: share of rollouts in mixed-reward groups per step (mean of seeds)`, 'step', informative, 760, 380));
+  writeFileSync(
+    join(benchOutDir, `control-${family}-informative.svg`),
+    lineChart(
+      `${family}: share of rollouts in mixed-reward groups per step (mean of seeds)`,
+      'step',
+      informative,
+      760,
+      380,
+    ),
+  );
 }
 
 export async function main(args: string[]): Promise<void> {
@@ -134,14 +243,20 @@ export async function main(args: string[]): Promise<void> {
   const file = 'examples/control-mixed.yaml';
   const loaded = loadConfig(file);
   // one warm start for every run: the config's own SFT cache
-  const base = JSON.parse(JSON.stringify({ ...loaded, sft: { ...loaded.sft, checkpoint: loaded.sft.checkpoint ?? sftCacheDir(loaded) } })) as Raw;
+  const base = JSON.parse(
+    JSON.stringify({ ...loaded, sft: { ...loaded.sft, checkpoint: loaded.sft.checkpoint ?? sftCacheDir(loaded) } }),
+  ) as Raw;
   const variants = VARIANTS.filter((v) => (!only || v.family === only) && (!names.length || names.includes(v.name)));
   const byVariant = new Map<string, RunOut[]>();
   for (let s = 0; s < seeds; s++) {
     for (const v of variants) {
       const r = runOnce(base, v, s, steps);
       byVariant.set(v.name, [...(byVariant.get(v.name) ?? []), r]);
-      console.log(r.error ? `${v.name} seed ${s}: FAILED ${r.error.split('\n').slice(-3).join(' ')}` : `${v.name} seed ${s}: ${(100 * r.start).toFixed(1)}% → ${(100 * r.end).toFixed(1)}%, ${r.tokens} tokens, informative rollouts ${metricMean(r.metrics, 'informative_rollouts').toFixed(3)}`);
+      console.log(
+        r.error
+          ? `${v.name} seed ${s}: FAILED ${r.error.split('\n').slice(-3).join(' ')}`
+          : `${v.name} seed ${s}: ${(100 * r.start).toFixed(1)}% → ${(100 * r.end).toFixed(1)}%, ${r.tokens} tokens, informative rollouts ${metricMean(r.metrics, 'informative_rollouts').toFixed(3)}`,
+      );
     }
   }
   const rows: Array<Record<string, string | number | null>> = [];
@@ -171,8 +286,19 @@ export async function main(args: string[]): Promise<void> {
       head_auc: metricMean(ms, 'head_auc'),
       head_brier: metricMean(ms, 'head_brier'),
     };
-    rows.push(Object.fromEntries(Object.entries(row).map(([k, x]) => [k, typeof x === 'number' && !Number.isFinite(x) ? null : x])));
-    summary[v.name] = { ...rows[rows.length - 1], errors: runs.filter((r) => r.error).map((r) => r.error).join(' | ') || null };
+    rows.push(
+      Object.fromEntries(
+        Object.entries(row).map(([k, x]) => [k, typeof x === 'number' && !Number.isFinite(x) ? null : x]),
+      ),
+    );
+    summary[v.name] = {
+      ...rows[rows.length - 1],
+      errors:
+        runs
+          .filter((r) => r.error)
+          .map((r) => r.error)
+          .join(' | ') || null,
+    };
   }
   printTable(rows);
   const get = (name: string, key: string) => {
@@ -182,19 +308,33 @@ export async function main(args: string[]): Promise<void> {
   const ratio = (a: number | null, b: number | null) => (a !== null && b !== null && b !== 0 ? a / b : null);
   // each allocation headline is its best allocator's (named in the details; every allocator's figures are there too)
   const allocators = ['knapsack', 'xrpo', 'dars'].filter((n) => summary[n]);
-  const tokenGain = Object.fromEntries(allocators.map((n) => [n, ratio(get('uniform', 'tokens_to_target'), get(n, 'tokens_to_target'))]));
-  const groupGain = Object.fromEntries(allocators.map((n) => [n, ratio(get(n, 'informative_groups'), get('uniform', 'informative_groups'))]));
-  const rolloutGain = Object.fromEntries(allocators.map((n) => [n, ratio(get(n, 'informative_rollouts'), get('uniform', 'informative_rollouts'))]));
-  const argmax = (by: Record<string, number | null>) => allocators.reduce<string | null>((b, n) => (by[n] !== null && (b === null || by[n]! > by[b]!) ? n : b), null);
+  const tokenGain = Object.fromEntries(
+    allocators.map((n) => [n, ratio(get('uniform', 'tokens_to_target'), get(n, 'tokens_to_target'))]),
+  );
+  const groupGain = Object.fromEntries(
+    allocators.map((n) => [n, ratio(get(n, 'informative_groups'), get('uniform', 'informative_groups'))]),
+  );
+  const rolloutGain = Object.fromEntries(
+    allocators.map((n) => [n, ratio(get(n, 'informative_rollouts'), get('uniform', 'informative_rollouts'))]),
+  );
+  const argmax = (by: Record<string, number | null>) =>
+    allocators.reduce<string | null>((b, n) => (by[n] !== null && (b === null || by[n]! > by[b]!) ? n : b), null);
   const best = argmax(tokenGain);
   const bestGroups = argmax(groupGain);
-  const distinct = (n: string) => (get(n, 'identical_sibling_rate') === null ? null : 1 - get(n, 'identical_sibling_rate')!);
+  const distinct = (n: string) =>
+    get(n, 'identical_sibling_rate') === null ? null : 1 - get(n, 'identical_sibling_rate')!;
   const headline = {
     allocation_informative_groups_gain: bestGroups ? groupGain[bestGroups] : null,
     allocation_tokens_to_target_gain: best ? tokenGain[best] : null,
     latr_distinct_sibling_gain: ratio(distinct('latr'), distinct('treepo')),
-    pruning_tokens_saved: get('treepo-prune', 'tokens') !== null && get('treepo', 'tokens') ? 1 - get('treepo-prune', 'tokens')! / get('treepo', 'tokens')! : null,
-    pruning_final_acc_delta: get('treepo-prune', 'acc_end') !== null && get('treepo', 'acc_end') !== null ? 100 * (get('treepo-prune', 'acc_end')! - get('treepo', 'acc_end')!) : null,
+    pruning_tokens_saved:
+      get('treepo-prune', 'tokens') !== null && get('treepo', 'tokens')
+        ? 1 - get('treepo-prune', 'tokens')! / get('treepo', 'tokens')!
+        : null,
+    pruning_final_acc_delta:
+      get('treepo-prune', 'acc_end') !== null && get('treepo', 'acc_end') !== null
+        ? 100 * (get('treepo-prune', 'acc_end')! - get('treepo', 'acc_end')!)
+        : null,
     value_head_auc: get('treepo-prune', 'head_auc') ?? get('treepo-value', 'head_auc'),
   };
   console.log(JSON.stringify({ best_allocator_tokens: best, best_allocator_groups: bestGroups, headline }, null, 2));
@@ -203,15 +343,30 @@ export async function main(args: string[]): Promise<void> {
     if (names.length) plots(family, names, byVariant);
   }
   writeBenchJson('control', headline, {
-    config: file, seeds, steps, target: 'each seed: its start accuracy + gain', gain,
+    config: file,
+    seeds,
+    steps,
+    target: 'each seed: its start accuracy + gain',
+    gain,
     best_allocator_tokens: best,
     best_allocator_groups: bestGroups,
     allocation_tokens_to_target_gain_by_allocator: tokenGain,
     allocation_informative_groups_gain_by_allocator: groupGain,
     allocation_informative_rollouts_gain_by_allocator: rolloutGain,
-    head_auc_by_features: { hidden_state: get('treepo-prune', 'head_auc'), statistics_only: get('treepo-prune-stats', 'head_auc') },
-    head_brier_by_features: { hidden_state: get('treepo-prune', 'head_brier'), statistics_only: get('treepo-prune-stats', 'head_brier') },
+    head_auc_by_features: {
+      hidden_state: get('treepo-prune', 'head_auc'),
+      statistics_only: get('treepo-prune-stats', 'head_auc'),
+    },
+    head_brier_by_features: {
+      hidden_state: get('treepo-prune', 'head_brier'),
+      statistics_only: get('treepo-prune-stats', 'head_brier'),
+    },
     variants: summary,
-    curves: Object.fromEntries([...byVariant.entries()].map(([n, rs]) => [n, rs.map((r) => ({ seed: r.seed, byTokens: r.byTokens, bySeconds: r.bySeconds }))])),
+    curves: Object.fromEntries(
+      [...byVariant.entries()].map(([n, rs]) => [
+        n,
+        rs.map((r) => ({ seed: r.seed, byTokens: r.byTokens, bySeconds: r.bySeconds })),
+      ]),
+    ),
   });
 }

@@ -39,7 +39,16 @@ const MIX = [
   { name: 'arith', label: 'hopeless', options: { digits: 5, minDigits: 5, ops: ['*'] } },
 ];
 const BASE: Raw = {
-  run: { name: 'curriculum', seed: 0, promptsPerStep: 16, trainItems: 900, evalEvery: 0, evalCount: 30, evalPassK: 0, logTreesEvery: 0 },
+  run: {
+    name: 'curriculum',
+    seed: 0,
+    promptsPerStep: 16,
+    trainItems: 900,
+    evalEvery: 0,
+    evalCount: 30,
+    evalPassK: 0,
+    logTreesEvery: 0,
+  },
   task: { mix: MIX },
   model: { dModel: 96, nLayers: 3, nHeads: 4, dFF: 256, contextLength: 64, tieEmbeddings: false },
   sft: { steps: 600, batchSize: 32, learningRate: 0.005, examples: 4000 },
@@ -94,7 +103,15 @@ async function evalChild(file: string): Promise<void> {
   const out: Array<Record<string, number>> = [];
   for (const dir of dirs) {
     const { sampler, tokenizer } = await buildSamplingEngine({ checkpoint: dir });
-    const r = await evaluate(items, 0, { sampler, encodePrompt: promptEncoder(tokenizer, false), decode: (t) => tokenizer.decode(t), stopTokens: [tokenizer.eos], maxResponseTokens: config.sampling.maxResponseTokens, reward: task.reward, rng: new Rng(0).fork('eval') });
+    const r = await evaluate(items, 0, {
+      sampler,
+      encodePrompt: promptEncoder(tokenizer, false),
+      decode: (t) => tokenizer.decode(t),
+      stopTokens: [tokenizer.eos],
+      maxResponseTokens: config.sampling.maxResponseTokens,
+      reward: task.reward,
+      rng: new Rng(0).fork('eval'),
+    });
     out.push(Object.fromEntries(Object.entries(r.components ?? {}).map(([k, v]) => [k, v.greedyAccuracy])));
     await sampler.close?.();
   }
@@ -105,27 +122,54 @@ function evalInChild(dirs: string[], count: number): Array<Record<string, number
   const file = join(benchOutDir, 'curriculum', `eval-${process.pid}.json`);
   writeFileSync(file, JSON.stringify({ dirs, count }));
   const run = join(fileURLToPath(new URL('.', import.meta.url)), 'run.ts');
-  const r = spawnSync(process.execPath, ['--import', 'tsx', run, 'curriculum', '--eval-child', file], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  const r = spawnSync(process.execPath, ['--import', 'tsx', run, 'curriculum', '--eval-child', file], {
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+  });
   if (r.status !== 0) throw new Error(`evaluation failed (exit ${r.status}):\n${r.stderr.slice(-4000)}`);
   const lines = r.stdout.trim().split('\n');
   return JSON.parse(lines[lines.length - 1]);
 }
 
-function runOnce(base: Raw, variant: (typeof VARIANTS)[number], seed: number, steps: number, every: number, evalCount: number, warm: string, reuse: boolean): RunOut {
+function runOnce(
+  base: Raw,
+  variant: (typeof VARIANTS)[number],
+  seed: number,
+  steps: number,
+  every: number,
+  evalCount: number,
+  warm: string,
+  reuse: boolean,
+): RunOut {
   const outDir = join(benchOutDir, 'curriculum', `${variant.name}-seed${seed}`);
-  const config = { ...base, run: { ...(base.run as Raw), seed, steps, outDir, checkpointEvery: every }, select: variant.select };
+  const config = {
+    ...base,
+    run: { ...(base.run as Raw), seed, steps, outDir, checkpointEvery: every },
+    select: variant.select,
+  };
   try {
     // --reuse: a finished run of the same settings in bench/out/curriculum/ is evaluated again, not retrained
-    const done = reuse && existsSync(join(outDir, 'summary.json')) && (JSON.parse(readFileSync(join(outDir, 'summary.json'), 'utf8')) as { steps: number }).steps === steps;
+    const done =
+      reuse &&
+      existsSync(join(outDir, 'summary.json')) &&
+      (JSON.parse(readFileSync(join(outDir, 'summary.json'), 'utf8')) as { steps: number }).steps === steps;
     if (!done) trainInChild(config, { force: true });
     const metrics = new RunDir(outDir).readMetrics();
     const ckSteps = Array.from({ length: Math.floor(steps / every) }, (_, i) => (i + 1) * every);
-    const accs = evalInChild([warm, ...ckSteps.map((s) => join(outDir, 'checkpoints', `step-${s}`, 'engine'))], evalCount);
+    const accs = evalInChild(
+      [warm, ...ckSteps.map((s) => join(outDir, 'checkpoints', `step-${s}`, 'engine'))],
+      evalCount,
+    );
     const tokensAt = (s: number) => (s === 0 ? 0 : (metrics.find((m) => m.step === s)?.tokens_decoded_total as number));
     const curve = [0, ...ckSteps].map((s, i) => ({ step: s, tokens: tokensAt(s), acc: accs[i] }));
     const stepsMs = metrics.filter((m) => m.step > 0);
     // uniform mixing logs no shares: count them from the pool's composition (the data order is a permutation of it)
-    const shares = Object.fromEntries(COMPONENTS.map((c) => [c, variant.name === 'ucb' ? mean(stepsMs.map((m) => m[`select/share/${c}`] as number)) : 1 / COMPONENTS.length]));
+    const shares = Object.fromEntries(
+      COMPONENTS.map((c) => [
+        c,
+        variant.name === 'ucb' ? mean(stepsMs.map((m) => m[`select/share/${c}`] as number)) : 1 / COMPONENTS.length,
+      ]),
+    );
     return { variant: variant.name, seed, curve, shares };
   } catch (error) {
     return { variant: variant.name, seed, curve: [], shares: {}, error: (error as Error).message.slice(0, 2000) };
@@ -141,7 +185,11 @@ export async function main(args: string[]): Promise<void> {
   const temperature = Number(arg(args, 'temperature', '1'));
   const loaded = parseConfig(BASE);
   const warm = sftCacheDir(loaded);
-  const base = { ...BASE, sft: { ...(BASE.sft as Raw), checkpoint: warm }, sampling: { ...(BASE.sampling as Raw), temperature } };
+  const base = {
+    ...BASE,
+    sft: { ...(BASE.sft as Raw), checkpoint: warm },
+    sampling: { ...(BASE.sampling as Raw), temperature },
+  };
   const runs: RunOut[] = [];
   for (let s = 0; s < seeds; s++) {
     for (const v of VARIANTS) {
@@ -149,7 +197,11 @@ export async function main(args: string[]): Promise<void> {
       const r = runOnce(base, v, s, steps, every, evalCount, warm, args.includes('--reuse'));
       runs.push(r);
       const last = r.curve[r.curve.length - 1];
-      console.log(r.error ? `${v.name} seed ${s}: FAILED ${r.error.split('\n').slice(-3).join(' ')}` : `${v.name} seed ${s}: learnable ${(100 * r.curve[0].acc.learnable).toFixed(1)}% → ${(100 * last.acc.learnable).toFixed(1)}%, ${last.tokens} tokens, shares ${COMPONENTS.map((c) => `${c} ${r.shares[c].toFixed(2)}`).join(' ')} (${((Date.now() - t) / 1000).toFixed(0)} s)`);
+      console.log(
+        r.error
+          ? `${v.name} seed ${s}: FAILED ${r.error.split('\n').slice(-3).join(' ')}`
+          : `${v.name} seed ${s}: learnable ${(100 * r.curve[0].acc.learnable).toFixed(1)}% → ${(100 * last.acc.learnable).toFixed(1)}%, ${last.tokens} tokens, shares ${COMPONENTS.map((c) => `${c} ${r.shares[c].toFixed(2)}`).join(' ')} (${((Date.now() - t) / 1000).toFixed(0)} s)`,
+      );
     }
   }
   report(runs, { seeds, steps, every, evalCount, temperature, warm });
@@ -180,13 +232,36 @@ function report(runs: RunOut[], setup: Record<string, unknown>): void {
     };
   });
   printTable(rows);
-  const headline = { ucb_learnable_acc_gain: gains.length ? mean(gains) : null, ucb_share_learnable: rows[1].seeds_ok ? (rows[1].share_learnable as number) : null };
+  const headline = {
+    ucb_learnable_acc_gain: gains.length ? mean(gains) : null,
+    ucb_share_learnable: rows[1].seeds_ok ? (rows[1].share_learnable as number) : null,
+  };
   console.log(`headline: ${JSON.stringify(headline)} (gain per seed: ${gains.map((g) => g.toFixed(1)).join(', ')})`);
   const series = VARIANTS.map((v, i) => {
     const rs = ok(v.name);
     const n = rs.length ? Math.min(...rs.map((r) => r.curve.length)) : 0;
-    return { name: v.name, color: ['#111827', '#2563eb'][i], points: Array.from({ length: n }, (_, k) => [mean(rs.map((r) => r.curve[k].tokens)), 100 * mean(rs.map((r) => r.curve[k].acc.learnable))] as [number, number]) };
+    return {
+      name: v.name,
+      color: ['#111827', '#2563eb'][i],
+      points: Array.from(
+        { length: n },
+        (_, k) =>
+          [mean(rs.map((r) => r.curve[k].tokens)), 100 * mean(rs.map((r) => r.curve[k].acc.learnable))] as [
+            number,
+            number,
+          ],
+      ),
+    };
   });
-  writeFileSync(join(benchOutDir, 'curriculum-learnable.svg'), lineChart('learnable component: held-out greedy accuracy (%) vs tokens decoded (mean of seeds)', 'tokens decoded', series, 760, 380));
+  writeFileSync(
+    join(benchOutDir, 'curriculum-learnable.svg'),
+    lineChart(
+      'learnable component: held-out greedy accuracy (%) vs tokens decoded (mean of seeds)',
+      'tokens decoded',
+      series,
+      760,
+      380,
+    ),
+  );
   writeBenchJson('curriculum', headline, { setup: { ...setup, mix: MIX }, gain_by_seed: gains, variants: rows, runs });
 }

@@ -75,7 +75,9 @@ function median(xs: number[]): number {
 }
 
 /** Run `f` (returning [value, kernel fraction]) REPEATS times; the median value and the fraction of that run. */
-async function medianOf(f: () => Promise<[number, number]>): Promise<{ value: number; kernelFraction: number; all: number[] }> {
+async function medianOf(
+  f: () => Promise<[number, number]>,
+): Promise<{ value: number; kernelFraction: number; all: number[] }> {
   const runs: Array<[number, number]> = [];
   for (let i = 0; i < REPEATS; i++) runs.push(await f());
   return summarize(runs);
@@ -93,7 +95,8 @@ function summarize(runs: Array<[number, number]>): { value: number; kernelFracti
 
 function peakSource(chains: number, fma: boolean): string {
   const acc = Array.from({ length: chains }, (_, i) => `let a${i} = f32x4.splat(seed + ${i}.0);`).join('\n  ');
-  const op = (i: number) => (fma ? `a${i} = f32x4.relaxed_madd(a${i}, x, y);` : `a${i} = f32x4.add(f32x4.mul(a${i}, x), y);`);
+  const op = (i: number) =>
+    fma ? `a${i} = f32x4.relaxed_madd(a${i}, x, y);` : `a${i} = f32x4.add(f32x4.mul(a${i}, x), y);`;
   const body = Array.from({ length: chains }, (_, i) => op(i)).join('\n    ');
   const sum = Array.from({ length: chains }, (_, i) => `a${i}`).reduce((s, a) => `f32x4.add(${s}, ${a})`);
   return `export function peak(iters: i32, seed: f32): f32 {
@@ -117,19 +120,40 @@ interface PeakKernel {
 async function peakKernels(fma: boolean): Promise<PeakKernel[]> {
   const out: PeakKernel[] = [];
   for (const chains of [8, 10, 12, 16]) {
-    const r = await asc.compileString(peakSource(chains, fma), { optimizeLevel: 3, runtime: 'stub', enable: fma ? ['simd', 'relaxed-simd'] : ['simd'], noAssert: true });
-    if (r.error || !r.binary) throw new Error(`FMA microbenchmark failed to compile: ${r.error?.message} ${r.stderr?.toString()}`);
+    const r = await asc.compileString(peakSource(chains, fma), {
+      optimizeLevel: 3,
+      runtime: 'stub',
+      enable: fma ? ['simd', 'relaxed-simd'] : ['simd'],
+      noAssert: true,
+    });
+    if (r.error || !r.binary)
+      throw new Error(`FMA microbenchmark failed to compile: ${r.error?.message} ${r.stderr?.toString()}`);
     const bytes = new Uint8Array(r.binary);
     if (fma && !relaxedSimdSupported(bytes)) throw new Error('relaxed SIMD unavailable');
     const { instance } = await WebAssembly.instantiate(bytes);
     const peak = instance.exports.peak as (iters: number, seed: number) => number;
     peak(1000, 1);
-    out.push({ chains, run: (iters) => { const t = performance.now(); peak(iters, 1); return (performance.now() - t) / 1000; } });
+    out.push({
+      chains,
+      run: (iters) => {
+        const t = performance.now();
+        peak(iters, 1);
+        return (performance.now() - t) / 1000;
+      },
+    });
   }
   return out;
 }
 
-async function kernelCeiling(kernels: Kernels): Promise<{ rows: Array<Record<string, string | number | null>>; crossover: Array<Record<string, string | number | null>>; peakGflops: number; matmulGflops: number; ratio: number }> {
+async function kernelCeiling(
+  kernels: Kernels,
+): Promise<{
+  rows: Array<Record<string, string | number | null>>;
+  crossover: Array<Record<string, string | number | null>>;
+  peakGflops: number;
+  matmulGflops: number;
+  ratio: number;
+}> {
   const fma = kernels.name.includes('fma');
   const peaks = await peakKernels(fma);
   // the 1M model's training matmuls: x·Wᵀ for the gate/up projection, the down projection, q/k/v/o
@@ -184,10 +208,21 @@ async function kernelCeiling(kernels: Kernels): Promise<{ rows: Array<Record<str
       }
       return best;
     });
-    crossover.push({ what: `matmulBT [${M}×128]·[384×128]ᵀ${M * K * N >= GEMM_THREAD_MIN_WORK && M >= 16 ? '' : ' (below crossover: 1 thread)'}`, gflops_1t: g[0], gflops_2t: g[1], two_thread_speedup: g[1] / g[0] });
+    crossover.push({
+      what: `matmulBT [${M}×128]·[384×128]ᵀ${M * K * N >= GEMM_THREAD_MIN_WORK && M >= 16 ? '' : ' (below crossover: 1 thread)'}`,
+      gflops_1t: g[0],
+      gflops_2t: g[1],
+      two_thread_speedup: g[1] / g[0],
+    });
   }
-  const rows: Array<Record<string, string | number | null>> = [...bestPeak.entries()].map(([chains, g]) => ({ what: `WASM ${fma ? 'f32x4.relaxed_madd' : 'f32x4 mul+add'} peak, ${chains} accumulators`, gflops_1t: g, of_peak: g / peakGflops }));
-  shapes.forEach(([label], i) => rows.push({ what: `matmulBT ${label}`, gflops_1t: bestMat[i], of_peak: bestMat[i] / peakGflops }));
+  const rows: Array<Record<string, string | number | null>> = [...bestPeak.entries()].map(([chains, g]) => ({
+    what: `WASM ${fma ? 'f32x4.relaxed_madd' : 'f32x4 mul+add'} peak, ${chains} accumulators`,
+    gflops_1t: g,
+    of_peak: g / peakGflops,
+  }));
+  shapes.forEach(([label], i) =>
+    rows.push({ what: `matmulBT ${label}`, gflops_1t: bestMat[i], of_peak: bestMat[i] / peakGflops }),
+  );
   // headline: the largest training matmul (gate/up projection)
   return { rows, crossover, peakGflops, matmulGflops: bestMat[0], ratio: bestMat[0] / peakGflops };
 }
@@ -199,7 +234,10 @@ interface TorchFigures {
   threads: number;
   torch: string;
   blas: string;
-  results: Record<string, { sample_tokens_per_s: number; train_tokens_per_s: number; sample_all: number[]; train_all: number[] }>;
+  results: Record<
+    string,
+    { sample_tokens_per_s: number; train_tokens_per_s: number; sample_all: number[]; train_all: number[] }
+  >;
 }
 
 function torchFigures(): { figures: TorchFigures[]; python?: string; reason?: string } {
@@ -209,12 +247,21 @@ function torchFigures(): { figures: TorchFigures[]; python?: string; reason?: st
     const job = {
       threads,
       repeats: REPEATS,
-      models: Object.fromEntries(Object.entries(MODELS).map(([label, size]) => [label, { ...COMMON, ...size, tieEmbeddings: true, ropeTheta: 10000, normEps: 1e-5 } satisfies NanoConfig])),
+      models: Object.fromEntries(
+        Object.entries(MODELS).map(([label, size]) => [
+          label,
+          { ...COMMON, ...size, tieEmbeddings: true, ropeTheta: 10000, normEps: 1e-5 } satisfies NanoConfig,
+        ]),
+      ),
       sample: SAMPLE,
       train: TRAIN,
     };
     const n = String(threads);
-    const r = runTorchFirst(python ? [python] : pythonCandidates(), 'bench', job, { OMP_NUM_THREADS: n, OPENBLAS_NUM_THREADS: n, MKL_NUM_THREADS: n });
+    const r = runTorchFirst(python ? [python] : pythonCandidates(), 'bench', job, {
+      OMP_NUM_THREADS: n,
+      OPENBLAS_NUM_THREADS: n,
+      MKL_NUM_THREADS: n,
+    });
     if (!r.ok) return { figures: [], reason: r.reason };
     python = r.python;
     figures.push(r.out as unknown as TorchFigures);
@@ -279,7 +326,15 @@ export async function main(): Promise<void> {
           return [r.usage.tokensDecoded / s, timer.ms() / 1000 / s];
         });
         spread[`${label} sample b${batch} ${sharing ? 'shared' : 'unshared'}`] = m.all;
-        rows.push({ engine: 'arbor', model: name, op: 'sample', batch, prefix_sharing: sharing ? 'yes' : 'no', tokens_per_s: m.value, kernel_fraction: m.kernelFraction });
+        rows.push({
+          engine: 'arbor',
+          model: name,
+          op: 'sample',
+          batch,
+          prefix_sharing: sharing ? 'yes' : 'no',
+          tokens_per_s: m.value,
+          kernel_fraction: m.kernelFraction,
+        });
         if (batch === SAMPLE.batch && sharing) arbor[label].sample = m.value;
       }
     }
@@ -287,7 +342,13 @@ export async function main(): Promise<void> {
     const trainer = new NanoTrainer(model);
     const data: Datum[] = Array.from({ length: TRAIN.batch }, (_, b) => {
       const seq = Array.from({ length: TRAIN.seqLength + 1 }, (_, i) => 5 + ((i * 7 + b) % 90));
-      return { inputTokens: seq.slice(0, -1), targetTokens: seq.slice(1), weights: seq.slice(1).map(() => 1 / (TRAIN.batch * TRAIN.seqLength)), samplingLogprobs: seq.slice(1).map(() => -4.6), advantages: seq.slice(1).map((_, i) => (i % 2 ? 1 : -1)) };
+      return {
+        inputTokens: seq.slice(0, -1),
+        targetTokens: seq.slice(1),
+        weights: seq.slice(1).map(() => 1 / (TRAIN.batch * TRAIN.seqLength)),
+        samplingLogprobs: seq.slice(1).map(() => -4.6),
+        advantages: seq.slice(1).map((_, i) => (i % 2 ? 1 : -1)),
+      };
     });
     const ppo = { kind: 'ppo', clipLow: 0.2, clipHigh: 0.28 } as const;
     await trainer.forwardBackward(data, ppo); // warm-up: buffers sized, code optimised
@@ -320,8 +381,24 @@ export async function main(): Promise<void> {
     spread[`${label} train 2 threads`] = m2.all;
     arbor[label].train = m.value;
     arbor[label].train2 = m2.value;
-    rows.push({ engine: 'arbor', model: name, op: 'train (fwd+bwd+adamw)', batch: TRAIN.batch, prefix_sharing: null, tokens_per_s: m.value, kernel_fraction: m.kernelFraction });
-    rows.push({ engine: 'arbor 2 threads', model: name, op: 'train (fwd+bwd+adamw)', batch: TRAIN.batch, prefix_sharing: null, tokens_per_s: m2.value, kernel_fraction: m2.kernelFraction });
+    rows.push({
+      engine: 'arbor',
+      model: name,
+      op: 'train (fwd+bwd+adamw)',
+      batch: TRAIN.batch,
+      prefix_sharing: null,
+      tokens_per_s: m.value,
+      kernel_fraction: m.kernelFraction,
+    });
+    rows.push({
+      engine: 'arbor 2 threads',
+      model: name,
+      op: 'train (fwd+bwd+adamw)',
+      batch: TRAIN.batch,
+      prefix_sharing: null,
+      tokens_per_s: m2.value,
+      kernel_fraction: m2.kernelFraction,
+    });
     if (label === '1M') {
       headline.sample_tokens_per_s_b64 = arbor[label].sample;
       headline.train_tokens_per_s = m.value;
@@ -333,13 +410,23 @@ export async function main(): Promise<void> {
         const sampler = new NanoSampler(model2, { prefixSharing: true });
         k2.reset();
         const t = performance.now();
-        const [r] = await sampler.sample([{ tokens: prompt, n: SAMPLE.batch, maxTokens: SAMPLE.maxTokens, seed: 1, stopTokens: [] }]);
+        const [r] = await sampler.sample([
+          { tokens: prompt, n: SAMPLE.batch, maxTokens: SAMPLE.maxTokens, seed: 1, stopTokens: [] },
+        ]);
         const s = (performance.now() - t) / 1000;
         return [r.usage.tokensDecoded / s, k2.ms() / 1000 / s];
       });
       spread[`${label} sample b64 shared 2 threads`] = s2.all;
       arbor[label].sample2 = s2.value;
-      rows.push({ engine: 'arbor 2 threads', model: name, op: 'sample', batch: SAMPLE.batch, prefix_sharing: 'yes', tokens_per_s: s2.value, kernel_fraction: s2.kernelFraction });
+      rows.push({
+        engine: 'arbor 2 threads',
+        model: name,
+        op: 'sample',
+        batch: SAMPLE.batch,
+        prefix_sharing: 'yes',
+        tokens_per_s: s2.value,
+        kernel_fraction: s2.kernelFraction,
+      });
       // prefix fork speedup: 8 children × 32 tokens from a shared 512-token prefix
       const prefix = Array.from({ length: 512 }, (_, i) => 5 + ((i * 13) % 90));
       const times: Record<string, number> = {};
@@ -350,7 +437,15 @@ export async function main(): Promise<void> {
         times[sharing ? 'shared' : 'unshared'] = performance.now() - t0;
       }
       headline.prefix_fork_speedup = times.unshared / times.shared;
-      rows.push({ engine: 'arbor', model: name, op: '8 children x 32 tok from 512-tok prefix', batch: 8, prefix_sharing: `${times.shared.toFixed(0)} ms shared vs ${times.unshared.toFixed(0)} ms not`, tokens_per_s: (8 * 32) / (times.shared / 1000), kernel_fraction: null });
+      rows.push({
+        engine: 'arbor',
+        model: name,
+        op: '8 children x 32 tok from 512-tok prefix',
+        batch: 8,
+        prefix_sharing: `${times.shared.toFixed(0)} ms shared vs ${times.unshared.toFixed(0)} ms not`,
+        tokens_per_s: (8 * 32) / (times.shared / 1000),
+        kernel_fraction: null,
+      });
     }
   }
   printTable(rows);
@@ -362,8 +457,17 @@ export async function main(): Promise<void> {
   let torchInfo: Record<string, unknown> = { available: false, reason: torch.reason };
   if (torch.figures.length) {
     const [t1, t2] = torch.figures;
-    torchInfo = { available: true, python: torch.python, torch: t1.torch, blas: t1.blas, threads: torch.figures.map((f) => ({ threads: f.threads, results: f.results })) };
-    if (/\/blas\/libblas\.so/.test(t1.blas)) console.log(`note: PyTorch runs on the reference BLAS (${t1.blas}); install libopenblas0-pthread for its real speed`);
+    torchInfo = {
+      available: true,
+      python: torch.python,
+      torch: t1.torch,
+      blas: t1.blas,
+      threads: torch.figures.map((f) => ({ threads: f.threads, results: f.results })),
+    };
+    if (/\/blas\/libblas\.so/.test(t1.blas))
+      console.log(
+        `note: PyTorch runs on the reference BLAS (${t1.blas}); install libopenblas0-pthread for its real speed`,
+      );
     for (const label of Object.keys(MODELS)) {
       for (const op of ['sample', 'train'] as const) {
         const key = op === 'sample' ? 'sample_tokens_per_s' : 'train_tokens_per_s';
@@ -375,7 +479,18 @@ export async function main(): Promise<void> {
         const a2 = arbor[label][op === 'sample' ? 'sample2' : 'train2'] ?? null;
         const arborBest = Math.max(a1, a2 ?? 0);
         const ratio = arborBest / best;
-        versus.push({ model: label, op: op === 'sample' ? `sample b${SAMPLE.batch} (Arbor with prefix sharing)` : 'train (fwd+bwd+adamw)', arbor_1t: a1, arbor_2t: a2, arbor_best: arborBest, pytorch_1t: one, pytorch_2t: two, pytorch_best: best, arbor_vs_pytorch: ratio, arbor_1t_vs_pytorch_1t: a1 / one });
+        versus.push({
+          model: label,
+          op: op === 'sample' ? `sample b${SAMPLE.batch} (Arbor with prefix sharing)` : 'train (fwd+bwd+adamw)',
+          arbor_1t: a1,
+          arbor_2t: a2,
+          arbor_best: arborBest,
+          pytorch_1t: one,
+          pytorch_2t: two,
+          pytorch_best: best,
+          arbor_vs_pytorch: ratio,
+          arbor_1t_vs_pytorch_1t: a1 / one,
+        });
         if (label === '1M') {
           headline[op === 'sample' ? 'sample_vs_pytorch' : 'train_vs_pytorch'] = ratio;
           headline[op === 'sample' ? 'sample_vs_pytorch_1t' : 'train_vs_pytorch_1t'] = a1 / one;
@@ -395,7 +510,9 @@ export async function main(): Promise<void> {
   printTable(ceiling.crossover);
   headline.matmul_vs_wasm_peak_1t = ceiling.ratio;
   const steal = stealFraction(ticks0);
-  console.log(`\nnote: this machine is shared (other jobs run at the same time), so single figures are noisy; tokens/s are medians of 3 (all runs in bench/out/engine.json)${steal === null ? '' : `; ${(100 * steal).toFixed(1)}% of CPU time went to other tenants during this run (steal)`}.`);
+  console.log(
+    `\nnote: this machine is shared (other jobs run at the same time), so single figures are noisy; tokens/s are medians of 3 (all runs in bench/out/engine.json)${steal === null ? '' : `; ${(100 * steal).toFixed(1)}% of CPU time went to other tenants during this run (steal)`}.`,
+  );
   console.log(JSON.stringify(headline));
   writeBenchJson('engine', headline, {
     kernels: base.name,
@@ -406,7 +523,13 @@ export async function main(): Promise<void> {
     rows,
     versus_pytorch: versus,
     pytorch: torchInfo,
-    kernel_ceiling: { peak_gflops_1t: ceiling.peakGflops, matmul_gflops_1t: ceiling.matmulGflops, rows: ceiling.rows, two_thread_crossover: ceiling.crossover, gemm_thread_min_work: GEMM_THREAD_MIN_WORK },
+    kernel_ceiling: {
+      peak_gflops_1t: ceiling.peakGflops,
+      matmul_gflops_1t: ceiling.matmulGflops,
+      rows: ceiling.rows,
+      two_thread_crossover: ceiling.crossover,
+      gemm_thread_min_work: GEMM_THREAD_MIN_WORK,
+    },
     spread,
   });
 }

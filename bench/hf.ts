@@ -19,7 +19,12 @@ import { fileURLToPath } from 'node:url';
 import { makeHfModel, type MakeHfOptions } from '../src/engine/hf/make.js';
 import { hfReferenceDir } from '../testkit/hf/fixtures.js';
 import {
-  measureSampling, measureTraining, type MeasureResult, type SampleJob, type SampleWorkload, type TrainJob,
+  measureSampling,
+  measureTraining,
+  type MeasureResult,
+  type SampleJob,
+  type SampleWorkload,
+  type TrainJob,
   type TrainWorkload,
 } from '../testkit/hf/measure.js';
 import { hfParity } from '../testkit/hf/parity.js';
@@ -50,14 +55,33 @@ interface Plan {
 const FULL: Plan = {
   // SmolLM2-135M: Llama, hidden 576, 30 layers, 9 heads / 3 KV heads, FFN 1536, vocab 49152, tied
   small: {
-    architecture: 'LlamaForCausalLM', hiddenSize: 576, layers: 30, heads: 9, kvHeads: 3, intermediateSize: 1536,
-    vocabSize: 49152, tieWordEmbeddings: true, ropeTheta: 100000, rmsNormEps: 1e-5, maxPositionEmbeddings: 8192,
-    dtype: 'F32', seed: 1,
+    architecture: 'LlamaForCausalLM',
+    hiddenSize: 576,
+    layers: 30,
+    heads: 9,
+    kvHeads: 3,
+    intermediateSize: 1536,
+    vocabSize: 49152,
+    tieWordEmbeddings: true,
+    ropeTheta: 100000,
+    rmsNormEps: 1e-5,
+    maxPositionEmbeddings: 8192,
+    dtype: 'F32',
+    seed: 1,
   },
   // Qwen3-0.6B: hidden 1024, 28 layers, 16 heads / 8 KV heads, head_dim 128, FFN 3072, vocab 151936, tied
   large: {
-    architecture: 'Qwen3ForCausalLM', hiddenSize: 1024, layers: 28, heads: 16, kvHeads: 8, headDim: 128,
-    intermediateSize: 3072, vocabSize: 151936, tieWordEmbeddings: true, maxPositionEmbeddings: 40960, dtype: 'BF16',
+    architecture: 'Qwen3ForCausalLM',
+    hiddenSize: 1024,
+    layers: 28,
+    heads: 16,
+    kvHeads: 8,
+    headDim: 128,
+    intermediateSize: 3072,
+    vocabSize: 151936,
+    tieWordEmbeddings: true,
+    maxPositionEmbeddings: 40960,
+    dtype: 'BF16',
     seed: 1,
   },
   sample: { batch: 16, promptLength: 64, maxTokens: 128 },
@@ -70,7 +94,14 @@ const FULL: Plan = {
 const SMOKE: Plan = {
   small: { ...FULL.small, hiddenSize: 64, layers: 2, heads: 4, kvHeads: 2, intermediateSize: 128, vocabSize: 512 },
   large: {
-    ...FULL.large, hiddenSize: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 32, intermediateSize: 128, vocabSize: 1024,
+    ...FULL.large,
+    hiddenSize: 64,
+    layers: 2,
+    heads: 4,
+    kvHeads: 2,
+    headDim: 32,
+    intermediateSize: 128,
+    vocabSize: 1024,
   },
   sample: { batch: 4, promptLength: 8, maxTokens: 8 },
   train: { batch: 4, seqLength: 16, rank: 4, alpha: 8 },
@@ -80,8 +111,14 @@ const SMOKE: Plan = {
 };
 
 const HEADLINE_KEYS = [
-  'hf_parity', 'hf_sample_tok_s', 'hf_lora_train_tok_s', 'hf_lora_train_rss_mb', 'hf_sample_vs_pytorch',
-  'hf_lora_train_vs_pytorch', 'hf_qwen3_06b_sample_rss_mb', 'hf_qwen3_06b_sample_tok_s',
+  'hf_parity',
+  'hf_sample_tok_s',
+  'hf_lora_train_tok_s',
+  'hf_lora_train_rss_mb',
+  'hf_sample_vs_pytorch',
+  'hf_lora_train_vs_pytorch',
+  'hf_qwen3_06b_sample_rss_mb',
+  'hf_qwen3_06b_sample_tok_s',
 ] as const;
 type Headline = Record<(typeof HEADLINE_KEYS)[number], number | null>;
 
@@ -99,9 +136,18 @@ const fixed = (xs: number[], digits = 0) => xs.map((x) => x.toFixed(digits)).joi
 function modelKey(o: ModelShape): string {
   const arch = o.architecture.replace('ForCausalLM', '').toLowerCase();
   return [
-    arch, `h${o.hiddenSize}`, `l${o.layers}`, `nh${o.heads}`, `kv${o.kvHeads ?? o.heads}`, `hd${o.headDim ?? 'auto'}`,
-    `f${o.intermediateSize}`, `v${o.vocabSize}`, o.tieWordEmbeddings ? 'tied' : 'untied',
-    `theta${o.ropeTheta ?? 'auto'}`, `eps${o.rmsNormEps ?? 'auto'}`, (o.dtype ?? 'F32').toLowerCase(),
+    arch,
+    `h${o.hiddenSize}`,
+    `l${o.layers}`,
+    `nh${o.heads}`,
+    `kv${o.kvHeads ?? o.heads}`,
+    `hd${o.headDim ?? 'auto'}`,
+    `f${o.intermediateSize}`,
+    `v${o.vocabSize}`,
+    o.tieWordEmbeddings ? 'tied' : 'untied',
+    `theta${o.ropeTheta ?? 'auto'}`,
+    `eps${o.rmsNormEps ?? 'auto'}`,
+    (o.dtype ?? 'F32').toLowerCase(),
     `seed${o.seed ?? 0}`,
   ].join('-');
 }
@@ -182,10 +228,16 @@ function gitCommit(): { commit: string | null; dirty: boolean | null } {
 
 /** A hash of HEAD, the uncommitted changes and the untracked files' names: did the tree change mid-run? */
 function treeState(): string | null {
-  const parts = [['rev-parse', 'HEAD'], ['diff', 'HEAD'], ['status', '--porcelain']].map((a) =>
-    spawnSync('git', a, { encoding: 'utf8', maxBuffer: 1 << 28 }));
+  const parts = [
+    ['rev-parse', 'HEAD'],
+    ['diff', 'HEAD'],
+    ['status', '--porcelain'],
+  ].map((a) => spawnSync('git', a, { encoding: 'utf8', maxBuffer: 1 << 28 }));
   if (parts.some((r) => r.status !== 0)) return null;
-  return createHash('sha256').update(parts.map((r) => r.stdout).join('\0')).digest('hex').slice(0, 16);
+  return createHash('sha256')
+    .update(parts.map((r) => r.stdout).join('\0'))
+    .digest('hex')
+    .slice(0, 16);
 }
 
 function cpuTicks(): number[] | null {
@@ -264,10 +316,16 @@ function arborPart(dir: string, plan: Plan, o: Options, res: SmallResults): void
     const t = inChild({ kind: 'train', dir, threads, train: plan.train, repeats: o.repeats });
     res.sample.set(threads, s);
     res.train.set(threads, t);
-    for (const [op, r] of [['sample', s], ['lora train', t]] as const) {
-      res.rows.push(row('arbor', op, threads, r.tokensPerS, r.maxRssMb, {
-        kernel_fraction: median(r.kernelFraction), load_1min: r.load[0],
-      }));
+    for (const [op, r] of [
+      ['sample', s],
+      ['lora train', t],
+    ] as const) {
+      res.rows.push(
+        row('arbor', op, threads, r.tokensPerS, r.maxRssMb, {
+          kernel_fraction: median(r.kernelFraction),
+          load_1min: r.load[0],
+        }),
+      );
       console.log(JSON.stringify(res.rows[res.rows.length - 1]));
     }
   }
@@ -311,7 +369,11 @@ function smallModelPart(plan: Plan, o: Options, torchOk: boolean, headline: Head
   const small = cachedModel(plan.small);
   console.log(`\nmodel ${small.dir} (${small.note})`);
   const res: SmallResults = {
-    sample: new Map(), train: new Map(), torchSample: new Map(), torchTrain: new Map(), rows: [],
+    sample: new Map(),
+    train: new Map(),
+    torchSample: new Map(),
+    torchTrain: new Map(),
+    rows: [],
   };
   arborPart(small.dir, plan, o, res);
   if (torchOk) torchPart(small.dir, plan, o, res, details);
@@ -355,10 +417,17 @@ function gemmVersusTorch(profiles: Array<[ProfileSnapshot, string]>, threads: nu
   for (const t of torchOk && top.length ? threads : []) {
     const job = { threads: t, shapes: top.map(({ op, M, K, N }) => ({ op, M, K, N })) };
     const r = runHfTorch<{ shapes: Array<{ gflops: number }> }>('gemm', job, torchEnv(t, true));
-    if (r.ok) torch.set(t, r.out.shapes.map((s) => s.gflops));
+    if (r.ok)
+      torch.set(
+        t,
+        r.out.shapes.map((s) => s.gflops),
+      );
   }
   return top.map((s, i) => ({
-    where: s.where, kernel: `${s.op} ${s.M}×${s.K}×${s.N}`, ms: s.ms, arbor_gflops: s.gflops,
+    where: s.where,
+    kernel: `${s.op} ${s.M}×${s.K}×${s.N}`,
+    ms: s.ms,
+    arbor_gflops: s.gflops,
     ...Object.fromEntries(threads.map((t) => [`pytorch_${t}t_gflops`, torch.get(t)?.[i] ?? null])),
   }));
 }
@@ -367,7 +436,14 @@ function gemmVersusTorch(profiles: Array<[ProfileSnapshot, string]>, threads: nu
 function whereTimeGoes(sample: ChildResult, train: ChildResult, threads: number[], torchOk: boolean): Details {
   const decode = sample.decodeStep!;
   const tp = train.profile;
-  const gemm = gemmVersusTorch([[tp, 'train step'], [decode, 'decode step']], threads, torchOk);
+  const gemm = gemmVersusTorch(
+    [
+      [tp, 'train step'],
+      [decode, 'decode step'],
+    ],
+    threads,
+    torchOk,
+  );
   const table = (p: ProfileSnapshot) => [
     ...p.kernels.map((k) => ({ ...k, share: k.ms / p.wallMs })),
     { kernel: '(outside kernels)', calls: null, ms: p.otherMs, share: p.otherMs / p.wallMs },
@@ -395,7 +471,12 @@ function qwen3Part(plan: Plan, threads: number, headline: Headline, details: Det
   const large = cachedModel(plan.large);
   console.log(`\nmodel ${large.dir} (${large.note}); sampling at ${threads} threads ...`);
   const q = inChild({
-    kind: 'sample', dir: large.dir, threads, contextLength: plan.largeContext, sample: plan.sample, repeats: 1,
+    kind: 'sample',
+    dir: large.dir,
+    threads,
+    contextLength: plan.largeContext,
+    sample: plan.sample,
+    repeats: 1,
     decodeSteps: 2,
   });
   headline.hf_qwen3_06b_sample_rss_mb = q.maxRssMb;

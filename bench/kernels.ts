@@ -12,7 +12,13 @@ import { join } from 'node:path';
 import { loadKernels, referenceKernels, type Kernels } from '../src/engine/kernels/index.js';
 import { benchOutDir, printTable, writeBenchJson } from './util.js';
 
-const SHAPES: Array<[number, number, number]> = [[64, 128, 128], [256, 128, 384], [256, 384, 128], [1024, 128, 101], [512, 512, 512]];
+const SHAPES: Array<[number, number, number]> = [
+  [64, 128, 128],
+  [256, 128, 384],
+  [256, 384, 128],
+  [1024, 128, 101],
+  [512, 512, 512],
+];
 
 /** Median seconds per call over at least `minMs` of calls (robust to other work on a shared machine). */
 function timeIt(fn: () => void, minMs = 300): number {
@@ -28,7 +34,14 @@ function timeIt(fn: () => void, minMs = 300): number {
   return times[times.length >> 1] / 1000;
 }
 
-function gflops(k: Kernels, op: 'matmul' | 'matmulBT' | 'matmulAT', M: number, K: number, N: number, minMs = 300): number {
+function gflops(
+  k: Kernels,
+  op: 'matmul' | 'matmulBT' | 'matmulAT',
+  M: number,
+  K: number,
+  N: number,
+  minMs = 300,
+): number {
   const a = k.alloc(M * K).map(() => Math.random() - 0.5);
   const b = k.alloc(K * N).map(() => Math.random() - 0.5);
   const c = k.alloc(M * N);
@@ -62,19 +75,29 @@ int main(int argc, char **argv) {
 function buildOpenBlas(): { path?: string; reason?: string } {
   const cc = ['cc', 'gcc'].find((c) => spawnSync(c, ['--version']).status === 0);
   if (!cc) return { reason: 'no C compiler' };
-  const header = ['/usr/include/cblas.h', '/usr/include/x86_64-linux-gnu/cblas.h', '/usr/include/openblas/cblas.h', '/usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h'].find(existsSync);
+  const header = [
+    '/usr/include/cblas.h',
+    '/usr/include/x86_64-linux-gnu/cblas.h',
+    '/usr/include/openblas/cblas.h',
+    '/usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h',
+  ].find(existsSync);
   if (!header) return { reason: 'OpenBLAS headers not found (apt-get install libopenblas-dev)' };
   mkdirSync(benchOutDir, { recursive: true });
   const src = join(benchOutDir, 'sgemm.c');
   const bin = join(benchOutDir, 'sgemm');
   writeFileSync(src, C_SOURCE);
-  const r = spawnSync(cc, ['-O2', `-I${header.replace(/\/cblas\.h$/, '')}`, src, '-o', bin, '-lopenblas'], { encoding: 'utf8' });
+  const r = spawnSync(cc, ['-O2', `-I${header.replace(/\/cblas\.h$/, '')}`, src, '-o', bin, '-lopenblas'], {
+    encoding: 'utf8',
+  });
   if (r.status !== 0) return { reason: `build failed: ${r.stderr.slice(0, 200)}` };
   return { path: bin };
 }
 
 function openBlasGflops(bin: string, M: number, K: number, N: number, threads: number): number {
-  const out = execFileSync(bin, [String(M), String(K), String(N)], { env: { ...process.env, OPENBLAS_NUM_THREADS: String(threads) }, encoding: 'utf8' });
+  const out = execFileSync(bin, [String(M), String(K), String(N)], {
+    env: { ...process.env, OPENBLAS_NUM_THREADS: String(threads) },
+    encoding: 'utf8',
+  });
   return Number(out.trim());
 }
 
@@ -92,7 +115,10 @@ export async function main(): Promise<void> {
       wasm_ABt: gflops(wasm, 'matmulBT', M, K, N),
       wasm_AtB: gflops(wasm, 'matmulAT', M, K, N),
       wasm_plain_AB: gflops(plain, 'matmul', M, K, N),
-      ts_reference: M * K * N > 2e7 ? gflops(referenceKernels, 'matmul', 128, 128, 128, 200) : gflops(referenceKernels, 'matmul', M, K, N, 200),
+      ts_reference:
+        M * K * N > 2e7
+          ? gflops(referenceKernels, 'matmul', 128, 128, 128, 200)
+          : gflops(referenceKernels, 'matmul', M, K, N, 200),
       openblas_1t: blas.path ? openBlasGflops(blas.path, M, K, N, 1) : null,
       openblas_2t: blas.path ? openBlasGflops(blas.path, M, K, N, 2) : null,
     };
@@ -102,8 +128,17 @@ export async function main(): Promise<void> {
   printTable(rows);
   if (!blas.path) console.log(`OpenBLAS reference: ${blas.reason}`);
   const big = rows[rows.length - 1];
-  writeBenchJson('kernels', {
-    matmul_gflops_1t: big.wasm_AB as number,
-    matmul_vs_openblas_1t: big.ours_over_openblas_1t as number | null,
-  }, { kernels: wasm.name, rows, openblas: blas.path ? 'cblas_sgemm via -lopenblas' : blas.reason, note: 'ts_reference at 512^3 is measured at 128^3 (too slow at full size)' });
+  writeBenchJson(
+    'kernels',
+    {
+      matmul_gflops_1t: big.wasm_AB as number,
+      matmul_vs_openblas_1t: big.ours_over_openblas_1t as number | null,
+    },
+    {
+      kernels: wasm.name,
+      rows,
+      openblas: blas.path ? 'cblas_sgemm via -lopenblas' : blas.reason,
+      note: 'ts_reference at 512^3 is measured at 128^3 (too slow at full size)',
+    },
+  );
 }

@@ -28,9 +28,15 @@ export async function main(args: string[]): Promise<void> {
   const inFlight = arg(args, 'in-flight', 1000);
   const total = arg(args, 'total', 30000);
   const child = spawn(process.execPath, ['-e', SERVER], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const port = await new Promise<number>((resolve) => child.stdout.once('data', (d) => resolve(Number(String(d).trim()))));
+  const port = await new Promise<number>((resolve) =>
+    child.stdout.once('data', (d) => resolve(Number(String(d).trim()))),
+  );
   try {
-    const sampler = new OpenAICompletionsSampler({ servers: [`http://127.0.0.1:${port}`], model: 'm', concurrencyPerServer: inFlight });
+    const sampler = new OpenAICompletionsSampler({
+      servers: [`http://127.0.0.1:${port}`],
+      model: 'm',
+      concurrencyPerServer: inFlight,
+    });
     const request = { tokens: Array.from({ length: 64 }, (_, i) => i), maxTokens: 8, seed: 1 };
     // warm-up (connections, JIT)
     await Promise.all(Array.from({ length: Math.min(inFlight, 2000) }, () => sampler.sample([request])));
@@ -46,16 +52,13 @@ export async function main(args: string[]): Promise<void> {
           issued++;
           outstanding++;
           maxOutstanding = Math.max(maxOutstanding, outstanding);
-          sampler.sample([request]).then(
-            (r) => {
-              if (r[0].completions[0].tokens.length !== 8) reject(new Error('bad reply'));
-              outstanding--;
-              done++;
-              if (done === total) resolve();
-              else launch();
-            },
-            reject,
-          );
+          sampler.sample([request]).then((r) => {
+            if (r[0].completions[0].tokens.length !== 8) reject(new Error('bad reply'));
+            outstanding--;
+            done++;
+            if (done === total) resolve();
+            else launch();
+          }, reject);
         }
       };
       launch();
@@ -64,8 +67,27 @@ export async function main(args: string[]): Promise<void> {
     const cpu = process.cpuUsage(cpu0);
     const cpuMs = (cpu.user + cpu.system) / 1000;
     const rps = total / seconds;
-    printTable([{ requests: total, in_flight: maxOutstanding, seconds, requests_per_s: rps, client_cpu_ms_per_request: cpuMs / total, client_cpu_utilisation: cpuMs / 1000 / seconds }]);
-    writeBenchJson('orchestrator', { requests_per_s: rps, in_flight: maxOutstanding }, { total, seconds, client_cpu_ms: cpuMs, client_cpu_ms_per_request: cpuMs / total, note: 'server in a separate process; client CPU only' });
+    printTable([
+      {
+        requests: total,
+        in_flight: maxOutstanding,
+        seconds,
+        requests_per_s: rps,
+        client_cpu_ms_per_request: cpuMs / total,
+        client_cpu_utilisation: cpuMs / 1000 / seconds,
+      },
+    ]);
+    writeBenchJson(
+      'orchestrator',
+      { requests_per_s: rps, in_flight: maxOutstanding },
+      {
+        total,
+        seconds,
+        client_cpu_ms: cpuMs,
+        client_cpu_ms_per_request: cpuMs / total,
+        note: 'server in a separate process; client CPU only',
+      },
+    );
   } finally {
     child.kill();
   }

@@ -15,9 +15,26 @@ export async function main(): Promise<void> {
     writeBenchJson('parity', { pytorch_parity: null }, { reason: report.reason, comparisons: [] });
     return;
   }
-  const rows = report.comparisons.map((c) => ({ comparison: c.name, pass: c.pass ? 'yes' : 'NO', max_abs_diff: c.maxAbs, worst_of_tolerance: c.worstRatio }));
+  const rows = report.comparisons.map((c) => ({
+    comparison: c.name,
+    pass: c.pass ? 'yes' : 'NO',
+    max_abs_diff: c.maxAbs,
+    worst_of_tolerance: c.worstRatio,
+  }));
   printTable(rows);
   const pass = report.comparisons.every((c) => c.pass);
-  console.log(`${report.comparisons.filter((c) => c.pass).length}/${report.comparisons.length} comparisons pass (PyTorch ${report.torch} via ${report.python}, ${report.seconds.toFixed(1)} s)`);
-  writeBenchJson('parity', { pytorch_parity: pass ? 1 : 0 }, { torch: report.torch, python: report.python, seconds: report.seconds, tolerances: TOLERANCES, comparisons: report.comparisons });
+  console.log(
+    `${report.comparisons.filter((c) => c.pass).length}/${report.comparisons.length} comparisons pass (PyTorch ${report.torch} via ${report.python}, ${report.seconds.toFixed(1)} s)`,
+  );
+  writeBenchJson(
+    'parity',
+    { pytorch_parity: pass ? 1 : 0 },
+    {
+      torch: report.torch,
+      python: report.python,
+      seconds: report.seconds,
+      tolerances: TOLERANCES,
+      comparisons: report.comparisons,
+    },
+  );
 }

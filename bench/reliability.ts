@@ -38,7 +38,9 @@ async function soak(root: string, steps: number): Promise<{ growthMb: number; sa
   const metrics = join(root, 'soak', 'metrics.jsonl');
   const samples: Array<[number, number]> = [];
   await new Promise<void>((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'bin/arbor.mjs', 'train', file, '--quiet', '--force'], { stdio: 'ignore' });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'bin/arbor.mjs', 'train', file, '--quiet', '--force'], {
+      stdio: 'ignore',
+    });
     const timer = setInterval(() => {
       try {
         const rss = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1] ?? NaN) / 1024;
@@ -65,12 +67,23 @@ export async function main(args: string[]): Promise<void> {
   const trials = await killResumeTrials(root, {
     random: kills,
     targets: [
-      { file: 'state.json', at: 1 }, { file: 'state.json', at: 3 }, { file: join('engine', 'model.safetensors'), at: 2 },
-      { file: 'optimizer.safetensors', at: 1 }, { file: 'store.jsonl', at: 2 }, { file: 'summary.json', at: 1 }, { file: 'report.html', at: 1 },
+      { file: 'state.json', at: 1 },
+      { file: 'state.json', at: 3 },
+      { file: join('engine', 'model.safetensors'), at: 2 },
+      { file: 'optimizer.safetensors', at: 1 },
+      { file: 'store.jsonl', at: 2 },
+      { file: 'summary.json', at: 1 },
+      { file: 'report.html', at: 1 },
     ],
     enospc: [
-      { file: 'state.json', at: 2 }, { file: 'store.jsonl', at: 1 }, { file: join('engine', 'model.safetensors'), at: 3 }, { file: 'optimizer.safetensors', at: 2 },
-      { file: 'trainer.json', at: 1 }, { file: 'summary.json', at: 1 }, { file: 'report.html', at: 1 }, { file: 'config.resolved.yaml', at: 1 },
+      { file: 'state.json', at: 2 },
+      { file: 'store.jsonl', at: 1 },
+      { file: join('engine', 'model.safetensors'), at: 3 },
+      { file: 'optimizer.safetensors', at: 2 },
+      { file: 'trainer.json', at: 1 },
+      { file: 'summary.json', at: 1 },
+      { file: 'report.html', at: 1 },
+      { file: 'config.resolved.yaml', at: 1 },
     ],
     seed: 11,
   });
@@ -88,8 +101,25 @@ export async function main(args: string[]): Promise<void> {
     serve_5xx_on_client_input: serve.serve5xx,
     soak_rss_growth_mb: Number.isFinite(soaked.growthMb) ? soaked.growthMb : null,
   };
-  printTable([...trials.details, ...trials.enospc].map((d) => ({ fault: d.kill, hit: d.killed ? 'yes' : 'no', identical: d.identical ? 'yes' : 'NO', error: d.error ?? '' })));
-  printTable([{ parser_cases: parserCases, parser_failures: parser.failures.length, serve_cases: serve.cases, serve_failures: serve.failures, serve_5xx: serve.serve5xx, soak_samples: soaked.samples.length, soak_growth_mb: soaked.growthMb }]);
+  printTable(
+    [...trials.details, ...trials.enospc].map((d) => ({
+      fault: d.kill,
+      hit: d.killed ? 'yes' : 'no',
+      identical: d.identical ? 'yes' : 'NO',
+      error: d.error ?? '',
+    })),
+  );
+  printTable([
+    {
+      parser_cases: parserCases,
+      parser_failures: parser.failures.length,
+      serve_cases: serve.cases,
+      serve_failures: serve.failures,
+      serve_5xx: serve.serve5xx,
+      soak_samples: soaked.samples.length,
+      soak_growth_mb: soaked.growthMb,
+    },
+  ]);
   console.log(JSON.stringify({ headline }, null, 2));
   writeBenchJson('reliability', headline, {
     reference_run_seconds: trials.referenceSeconds,
@@ -97,7 +127,13 @@ export async function main(args: string[]): Promise<void> {
     trials: trials.details,
     enospc: trials.enospc,
     parser_fuzz: { cases: parser.cases, failures: parser.failures.slice(0, 10), slowest_ms: parser.slowestMs },
-    serve_fuzz: { cases: serve.cases, by_body: serve.byBody, statuses: serve.statuses, failures: serve.failures, examples: serve.examples },
+    serve_fuzz: {
+      cases: serve.cases,
+      by_body: serve.byBody,
+      statuses: serve.statuses,
+      failures: serve.failures,
+      examples: serve.examples,
+    },
     soak: { steps: arg(args, 'soak-steps', 500), rss_mb_by_step: soaked.samples },
   });
 }

@@ -24,21 +24,67 @@ import { join } from 'node:path';
 import { loadConfig } from '../src/run/config.js';
 import { lineChart } from '../src/run/report.js';
 import { sftCacheDir } from '../src/run/warm-start.js';
-import { COLORS, mean, meanCurve, metricMean, runOnce, tokensToTarget, type Raw, type RunOut, type Variant } from './control.js';
+import {
+  COLORS,
+  mean,
+  meanCurve,
+  metricMean,
+  runOnce,
+  tokensToTarget,
+  type Raw,
+  type RunOut,
+  type Variant,
+} from './control.js';
 import { benchOutDir, printTable, writeBenchJson } from './util.js';
 
 const sequential = (c: Raw): Raw => ({ ...c, allocate: { kind: 'uniform' } });
 const VARIANTS: Variant[] = [
-  { name: 'sequential', family: 'replay', patch: (c) => ({ ...sequential(c), run: { ...(c.run as Raw), logTreesEvery: 5 } }) },
+  {
+    name: 'sequential',
+    family: 'replay',
+    patch: (c) => ({ ...sequential(c), run: { ...(c.run as Raw), logTreesEvery: 5 } }),
+  },
   { name: 'dots', family: 'replay', patch: (c) => ({ ...sequential(c), select: { kind: 'dots' } }) },
   { name: 'vade', family: 'replay', patch: (c) => ({ ...sequential(c), select: { kind: 'vade' } }) },
-  { name: 'ttrl', family: 'replay', patch: (c) => ({ ...sequential(c), reward: { parts: [{ kind: 'majority_vote' }] } }) },
+  {
+    name: 'ttrl',
+    family: 'replay',
+    patch: (c) => ({ ...sequential(c), reward: { parts: [{ kind: 'majority_vote' }] } }),
+  },
   // controls for replay-dots and replay-remix: on-policy with the same 8 or 10 fresh prompts per step and no replay
-  { name: 'sequential-8', family: 'replay', patch: (c) => ({ ...sequential(c), run: { ...(c.run as Raw), promptsPerStep: 8 } }) },
-  { name: 'sequential-10', family: 'replay', patch: (c) => ({ ...sequential(c), run: { ...(c.run as Raw), promptsPerStep: 10 } }) },
-  { name: 'replay-recent', family: 'replay', patch: (c) => ({ ...sequential(c), replay: { kind: 'recent', steps: 1, maxAge: 2 } }) },
-  { name: 'replay-dots', family: 'replay', patch: (c) => ({ ...sequential(c), run: { ...(c.run as Raw), promptsPerStep: 8 }, replay: { kind: 'dots', freshFraction: 0.5 } }) },
-  { name: 'replay-remix', family: 'replay', patch: (c) => ({ ...sequential(c), run: { ...(c.run as Raw), promptsPerStep: 10 }, replay: { kind: 'remix', probability: 0.4, utd: 2, maxAge: 2, onPolicyAfter: 20 } }) },
+  {
+    name: 'sequential-8',
+    family: 'replay',
+    patch: (c) => ({ ...sequential(c), run: { ...(c.run as Raw), promptsPerStep: 8 } }),
+  },
+  {
+    name: 'sequential-10',
+    family: 'replay',
+    patch: (c) => ({ ...sequential(c), run: { ...(c.run as Raw), promptsPerStep: 10 } }),
+  },
+  {
+    name: 'replay-recent',
+    family: 'replay',
+    patch: (c) => ({ ...sequential(c), replay: { kind: 'recent', steps: 1, maxAge: 2 } }),
+  },
+  {
+    name: 'replay-dots',
+    family: 'replay',
+    patch: (c) => ({
+      ...sequential(c),
+      run: { ...(c.run as Raw), promptsPerStep: 8 },
+      replay: { kind: 'dots', freshFraction: 0.5 },
+    }),
+  },
+  {
+    name: 'replay-remix',
+    family: 'replay',
+    patch: (c) => ({
+      ...sequential(c),
+      run: { ...(c.run as Raw), promptsPerStep: 10 },
+      replay: { kind: 'remix', probability: 0.4, utd: 2, maxAge: 2, onPolicyAfter: 20 },
+    }),
+  },
 ];
 const REPLAY = ['replay-recent', 'replay-dots', 'replay-remix'];
 
@@ -56,7 +102,8 @@ function arg(args: string[], name: string, fallback: string): string {
 /** Export the baseline's verified leaves and train a fresh model on them with `arbor sft`. */
 function exportRoundtrip(runDir: string): { ok: boolean; rows: number; detail: string } {
   const file = join(benchOutDir, 'replay', 'export-sft.jsonl');
-  const run = (args: string[]) => spawnSync(process.execPath, ['bin/arbor.mjs', ...args], { encoding: 'utf8', timeout: 600_000 });
+  const run = (args: string[]) =>
+    spawnSync(process.execPath, ['bin/arbor.mjs', ...args], { encoding: 'utf8', timeout: 600_000 });
   const ex = run(['export', runDir, '--to', file, '--force']);
   if (ex.status !== 0) return { ok: false, rows: 0, detail: ex.stderr.trim().slice(-300) };
   const rows = readFileSync(file, 'utf8').split('\n').filter(Boolean).length;
@@ -74,13 +121,19 @@ export async function main(args: string[]): Promise<void> {
   const variants = VARIANTS.filter((v) => !only.length || only.includes(v.name));
   const prev = only.length ? previous() : undefined;
   const loaded = loadConfig('examples/control-mixed.yaml');
-  const base = JSON.parse(JSON.stringify({ ...loaded, sft: { ...loaded.sft, checkpoint: loaded.sft.checkpoint ?? sftCacheDir(loaded) } })) as Raw;
+  const base = JSON.parse(
+    JSON.stringify({ ...loaded, sft: { ...loaded.sft, checkpoint: loaded.sft.checkpoint ?? sftCacheDir(loaded) } }),
+  ) as Raw;
   const byVariant = new Map<string, RunOut[]>();
   for (let s = 0; s < seeds; s++) {
     for (const v of variants) {
       const r = runOnce(base, v, s, steps, 'replay');
       byVariant.set(v.name, [...(byVariant.get(v.name) ?? []), r]);
-      console.log(r.error ? `${v.name} seed ${s}: FAILED ${r.error.split('\n').slice(-3).join(' ')}` : `${v.name} seed ${s}: ${(100 * r.start).toFixed(1)}% → ${(100 * r.end).toFixed(1)}%, ${r.tokens} tokens`);
+      console.log(
+        r.error
+          ? `${v.name} seed ${s}: FAILED ${r.error.split('\n').slice(-3).join(' ')}`
+          : `${v.name} seed ${s}: ${(100 * r.start).toFixed(1)}% → ${(100 * r.end).toFixed(1)}%, ${r.tokens} tokens`,
+      );
     }
   }
   const summary: Record<string, Record<string, number | null>> = { ...(prev?.variants ?? {}) };
@@ -97,28 +150,75 @@ export async function main(args: string[]): Promise<void> {
       tokens_to_target: fin(mean(ok.map((r, i) => reach[i] ?? r.tokens))),
       reached: reach.filter((x) => x !== undefined).length,
       // loop seconds (evaluations excluded) to the same target; a seed that never reaches it counts with all its seconds
-      seconds_to_target: fin(mean(ok.map((r) => tokensToTarget(r.bySeconds, r.start + gain) ?? r.bySeconds[r.bySeconds.length - 1]?.[0] ?? NaN))),
-      replay_ess: fin(metricMean(ms.filter((m) => ((m.replay_tokens as number) ?? 0) > 0), 'replay_ess')),
+      seconds_to_target: fin(
+        mean(
+          ok.map((r) => tokensToTarget(r.bySeconds, r.start + gain) ?? r.bySeconds[r.bySeconds.length - 1]?.[0] ?? NaN),
+        ),
+      ),
+      replay_ess: fin(
+        metricMean(
+          ms.filter((m) => ((m.replay_tokens as number) ?? 0) > 0),
+          'replay_ess',
+        ),
+      ),
       replay_trees: fin(metricMean(ms, 'replay_trees')),
-      replay_age_mean: fin(metricMean(ms.filter((m) => ((m.replay_tokens as number) ?? 0) > 0), 'replay_age_mean')),
+      replay_age_mean: fin(
+        metricMean(
+          ms.filter((m) => ((m.replay_tokens as number) ?? 0) > 0),
+          'replay_age_mean',
+        ),
+      ),
       informative_groups: fin(metricMean(ms, 'informative_groups')),
       prompts_passed_over: fin(metricMean(ms, 'prompts_passed_over')),
       reward_mean: fin(metricMean(ms, 'reward_mean')),
     };
   }
   const columns = [...new Set(Object.values(summary).flatMap((row) => Object.keys(row)))];
-  printTable(Object.entries(summary).map(([variant, row]) => ({ variant, ...Object.fromEntries(columns.map((c) => [c, row[c] ?? null])) })));
-  const ratio = (a: number | null | undefined, b: number | null | undefined) => (a != null && b != null && b !== 0 ? a / b : null);
-  const selection = Object.fromEntries(['dots', 'vade'].map((n) => [n, ratio(summary.sequential?.tokens_to_target, summary[n]?.tokens_to_target)]));
-  const best = Object.entries(selection).reduce<[string, number | null]>((b, [n, x]) => (x !== null && (b[1] === null || x > b[1]) ? [n, x] : b), ['', null]);
+  printTable(
+    Object.entries(summary).map(([variant, row]) => ({
+      variant,
+      ...Object.fromEntries(columns.map((c) => [c, row[c] ?? null])),
+    })),
+  );
+  const ratio = (a: number | null | undefined, b: number | null | undefined) =>
+    a != null && b != null && b !== 0 ? a / b : null;
+  const selection = Object.fromEntries(
+    ['dots', 'vade'].map((n) => [n, ratio(summary.sequential?.tokens_to_target, summary[n]?.tokens_to_target)]),
+  );
+  const best = Object.entries(selection).reduce<[string, number | null]>(
+    (b, [n, x]) => (x !== null && (b[1] === null || x > b[1]) ? [n, x] : b),
+    ['', null],
+  );
   // each replay variant against on-policy training with the same fresh prompts per step (its control):
   // a smaller fresh batch alone already needs fewer tokens here, so the 16-prompt baseline would
   // credit replay with what the batch size did
-  const CONTROL: Record<string, string> = { 'replay-recent': 'sequential', 'replay-dots': 'sequential-8', 'replay-remix': 'sequential-10' };
-  const replayGain = Object.fromEntries(REPLAY.filter((n) => summary[n]).map((n) => [n, ratio(summary[CONTROL[n]]?.tokens_to_target, summary[n].tokens_to_target)]));
-  const replayWallGain = Object.fromEntries(REPLAY.filter((n) => summary[n]).map((n) => [n, ratio(summary[CONTROL[n]]?.seconds_to_target, summary[n].seconds_to_target)]));
-  const replayGainVs16 = Object.fromEntries(REPLAY.filter((n) => summary[n]).map((n) => [n, ratio(summary.sequential?.tokens_to_target, summary[n].tokens_to_target)]));
-  const bestReplay = Object.entries(replayGain).reduce<[string, number | null]>((b, [n, x]) => (x !== null && (b[1] === null || x > b[1]) ? [n, x] : b), ['', null]);
+  const CONTROL: Record<string, string> = {
+    'replay-recent': 'sequential',
+    'replay-dots': 'sequential-8',
+    'replay-remix': 'sequential-10',
+  };
+  const replayGain = Object.fromEntries(
+    REPLAY.filter((n) => summary[n]).map((n) => [
+      n,
+      ratio(summary[CONTROL[n]]?.tokens_to_target, summary[n].tokens_to_target),
+    ]),
+  );
+  const replayWallGain = Object.fromEntries(
+    REPLAY.filter((n) => summary[n]).map((n) => [
+      n,
+      ratio(summary[CONTROL[n]]?.seconds_to_target, summary[n].seconds_to_target),
+    ]),
+  );
+  const replayGainVs16 = Object.fromEntries(
+    REPLAY.filter((n) => summary[n]).map((n) => [
+      n,
+      ratio(summary.sequential?.tokens_to_target, summary[n].tokens_to_target),
+    ]),
+  );
+  const bestReplay = Object.entries(replayGain).reduce<[string, number | null]>(
+    (b, [n, x]) => (x !== null && (b[1] === null || x > b[1]) ? [n, x] : b),
+    ['', null],
+  );
   const roundtrip = prev ? prev.export : exportRoundtrip(join(benchOutDir, 'replay', 'sequential-seed0'));
   const ttrl = summary.ttrl ?? { acc_start: null, acc_end: null };
   const headline = {
@@ -127,22 +227,69 @@ export async function main(args: string[]): Promise<void> {
     ttrl_acc_gain: ttrl.acc_end !== null && ttrl.acc_start !== null ? 100 * (ttrl.acc_end - ttrl.acc_start) : null,
     export_roundtrip: roundtrip.ok ? 1 : 0,
   };
-  console.log(JSON.stringify({ best_selection: best[0], best_replay: bestReplay[0], replay_tokens_to_target_gain_by_variant: replayGain, replay_seconds_to_target_gain_by_variant: replayWallGain, headline, export: roundtrip }, null, 2));
-  const curves = { ...(prev?.curves ?? {}), ...Object.fromEntries([...byVariant.entries()].map(([n, rs]) => [n, rs.map((r) => ({ seed: r.seed, byTokens: r.byTokens, bySeconds: r.bySeconds }))])) } as Record<string, RunOut[]>;
-  const series = VARIANTS.filter((v) => curves[v.name]).map((v, i) => ({ name: v.name, color: COLORS[i % COLORS.length], points: meanCurve(curves[v.name], 'byTokens') }));
-  writeFileSync(join(benchOutDir, 'replay-tokens.svg'), lineChart('replay: held-out greedy accuracy vs tokens decoded (mean of seeds)', 'tokens decoded', series, 760, 380));
+  console.log(
+    JSON.stringify(
+      {
+        best_selection: best[0],
+        best_replay: bestReplay[0],
+        replay_tokens_to_target_gain_by_variant: replayGain,
+        replay_seconds_to_target_gain_by_variant: replayWallGain,
+        headline,
+        export: roundtrip,
+      },
+      null,
+      2,
+    ),
+  );
+  const curves = {
+    ...(prev?.curves ?? {}),
+    ...Object.fromEntries(
+      [...byVariant.entries()].map(([n, rs]) => [
+        n,
+        rs.map((r) => ({ seed: r.seed, byTokens: r.byTokens, bySeconds: r.bySeconds })),
+      ]),
+    ),
+  } as Record<string, RunOut[]>;
+  const series = VARIANTS.filter((v) => curves[v.name]).map((v, i) => ({
+    name: v.name,
+    color: COLORS[i % COLORS.length],
+    points: meanCurve(curves[v.name], 'byTokens'),
+  }));
+  writeFileSync(
+    join(benchOutDir, 'replay-tokens.svg'),
+    lineChart('replay: held-out greedy accuracy vs tokens decoded (mean of seeds)', 'tokens decoded', series, 760, 380),
+  );
   writeBenchJson('replay', headline, {
-    config: 'examples/control-mixed.yaml (allocate: uniform)', seeds, steps, gain, target: 'each seed: its start accuracy + gain',
-    best_selection: best[0], selection_tokens_to_target_gain_by_strategy: selection,
-    best_replay: bestReplay[0], replay_controls: CONTROL, replay_tokens_to_target_gain_by_variant: replayGain, replay_seconds_to_target_gain_by_variant: replayWallGain,
+    config: 'examples/control-mixed.yaml (allocate: uniform)',
+    seeds,
+    steps,
+    gain,
+    target: 'each seed: its start accuracy + gain',
+    best_selection: best[0],
+    selection_tokens_to_target_gain_by_strategy: selection,
+    best_replay: bestReplay[0],
+    replay_controls: CONTROL,
+    replay_tokens_to_target_gain_by_variant: replayGain,
+    replay_seconds_to_target_gain_by_variant: replayWallGain,
     replay_tokens_to_target_gain_vs_16_prompts: replayGainVs16,
-    replay_variants: 'replay-recent: previous step\'s trees replayed (16 fresh + 16 stored); replay-dots: 8 fresh + 8 from the DOTS buffer; replay-remix: 10 fresh + 7 stored, 2 updates per batch, on-policy from step 20; all TIS cap 2',
+    replay_variants:
+      "replay-recent: previous step's trees replayed (16 fresh + 16 stored); replay-dots: 8 fresh + 8 from the DOTS buffer; replay-remix: 10 fresh + 7 stored, 2 updates per batch, on-policy from step 20; all TIS cap 2",
     variants_rerun: variants.map((v) => v.name),
     // does replay beat simply training on-policy with the smaller fresh batch? (> 1: replay-dots needs fewer tokens)
-    replay_dots_vs_onpolicy_8_prompts: ratio(summary['sequential-8']?.tokens_to_target, summary['replay-dots']?.tokens_to_target),
-    replay_remix_vs_onpolicy_10_prompts: ratio(summary['sequential-10']?.tokens_to_target, summary['replay-remix']?.tokens_to_target),
-    ttrl_vs_gold_final_acc_points: ttrl.acc_end !== null && summary.sequential?.acc_end != null ? 100 * (ttrl.acc_end - summary.sequential.acc_end) : null,
-    export: roundtrip, variants: summary,
+    replay_dots_vs_onpolicy_8_prompts: ratio(
+      summary['sequential-8']?.tokens_to_target,
+      summary['replay-dots']?.tokens_to_target,
+    ),
+    replay_remix_vs_onpolicy_10_prompts: ratio(
+      summary['sequential-10']?.tokens_to_target,
+      summary['replay-remix']?.tokens_to_target,
+    ),
+    ttrl_vs_gold_final_acc_points:
+      ttrl.acc_end !== null && summary.sequential?.acc_end != null
+        ? 100 * (ttrl.acc_end - summary.sequential.acc_end)
+        : null,
+    export: roundtrip,
+    variants: summary,
     curves,
   });
 }

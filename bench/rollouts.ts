@@ -22,18 +22,43 @@ export async function main(args: string[]): Promise<void> {
   const config = loadConfig(file);
   const task = getTask(config.task.name, config.task.options);
   const progress = new Progress();
-  const { tokenizer, sampler, origin } = await buildEngine(config, { warmStart: warmStartFor(config, task), log: (l) => progress.line(l), update: (l) => progress.update(l) });
+  const { tokenizer, sampler, origin } = await buildEngine(config, {
+    warmStart: warmStartFor(config, task),
+    log: (l) => progress.line(l),
+    update: (l) => progress.update(l),
+  });
   const G = 16;
   const prompts = 32;
   const items = task.makeItems('test', prompts, config.run.seed + 11);
-  const inputs = items.map((item) => ({ item, promptTokens: [...(tokenizer.bos !== undefined ? [tokenizer.bos] : []), ...tokenizer.encode(item.prompt)] }));
+  const inputs = items.map((item) => ({
+    item,
+    promptTokens: [...(tokenizer.bos !== undefined ? [tokenizer.bos] : []), ...tokenizer.encode(item.prompt)],
+  }));
   const L = config.generate.kind === 'treepo' ? config.generate.segmentLength : 8;
   const variants: Array<{ name: string; spec: Record<string, unknown> }> = [
     { name: 'iid', spec: { kind: 'iid', groupSize: G } },
-    { name: `treepo L=${L} b=2 (default)`, spec: { kind: 'treepo', groupSize: G, segmentLength: L, branchingFactor: 2, initialDivergence: 2 } },
-    { name: `treepo L=${L / 2} b=2`, spec: { kind: 'treepo', groupSize: G, segmentLength: Math.max(1, L / 2), branchingFactor: 2, initialDivergence: 2 } },
-    { name: `treepo L=${L * 2} b=2`, spec: { kind: 'treepo', groupSize: G, segmentLength: L * 2, branchingFactor: 2, initialDivergence: 2 } },
-    { name: `treepo L=${L} b=4`, spec: { kind: 'treepo', groupSize: G, segmentLength: L, branchingFactor: 4, initialDivergence: 4 } },
+    {
+      name: `treepo L=${L} b=2 (default)`,
+      spec: { kind: 'treepo', groupSize: G, segmentLength: L, branchingFactor: 2, initialDivergence: 2 },
+    },
+    {
+      name: `treepo L=${L / 2} b=2`,
+      spec: {
+        kind: 'treepo',
+        groupSize: G,
+        segmentLength: Math.max(1, L / 2),
+        branchingFactor: 2,
+        initialDivergence: 2,
+      },
+    },
+    {
+      name: `treepo L=${L * 2} b=2`,
+      spec: { kind: 'treepo', groupSize: G, segmentLength: L * 2, branchingFactor: 2, initialDivergence: 2 },
+    },
+    {
+      name: `treepo L=${L} b=4`,
+      spec: { kind: 'treepo', groupSize: G, segmentLength: L, branchingFactor: 4, initialDivergence: 4 },
+    },
   ];
   const repeats = 5;
   const rows: Array<Record<string, string | number | null>> = [];
@@ -45,16 +70,26 @@ export async function main(args: string[]): Promise<void> {
     for (let r = 0; r < repeats; r++) {
       const t = performance.now();
       const out = await generator.grow(inputs, {
-        sampler, rng: new Rng(config.run.seed).fork(`bench/${r}`), step: 0, stopTokens: [tokenizer.eos], maxResponseTokens: config.sampling.maxResponseTokens,
-        temperature: 1, topP: 1, topK: 0, treeIdPrefix: 'b',
+        sampler,
+        rng: new Rng(config.run.seed).fork(`bench/${r}`),
+        step: 0,
+        stopTokens: [tokenizer.eos],
+        maxResponseTokens: config.sampling.maxResponseTokens,
+        temperature: 1,
+        topP: 1,
+        topK: 0,
+        treeIdPrefix: 'b',
       });
       walls.push(performance.now() - t);
       stats = out.stats;
       const ls = out.trees.flatMap((tree) => leaves(tree).map((leaf) => ({ tree, leaf })));
-      const scores = await scoreBatch(task.reward, ls.map(({ tree, leaf }) => {
-        const tokens = responseTokens(tree, leaf.id);
-        return { item: items[Number(tree.id.slice(1))], response: tokenizer.decode(tokens) };
-      }));
+      const scores = await scoreBatch(
+        task.reward,
+        ls.map(({ tree, leaf }) => {
+          const tokens = responseTokens(tree, leaf.id);
+          return { item: items[Number(tree.id.slice(1))], response: tokenizer.decode(tokens) };
+        }),
+      );
       reward = scores.reduce((s, x) => s + x.reward, 0) / scores.length;
     }
     walls.sort((a, b) => a - b);
@@ -75,8 +110,12 @@ export async function main(args: string[]): Promise<void> {
     r.wall_speedup = (iid.wall_ms as number) / (r.wall_ms as number);
   }
   printTable(rows);
-  writeBenchJson('rollouts', {
-    treepo_token_reduction: rows[1].token_reduction as number,
-    treepo_wall_speedup: rows[1].wall_speedup as number,
-  }, { config: file, prompts, trajectories_per_prompt: G, warm_start: origin, rows });
+  writeBenchJson(
+    'rollouts',
+    {
+      treepo_token_reduction: rows[1].token_reduction as number,
+      treepo_wall_speedup: rows[1].wall_speedup as number,
+    },
+    { config: file, prompts, trajectories_per_prompt: G, warm_start: origin, rows },
+  );
 }

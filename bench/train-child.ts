@@ -8,6 +8,9 @@ import { readFileSync } from 'node:fs';
 import { parseConfig } from '../src/run/config.js';
 import { train, type TrainOptions } from '../src/run/loop.js';
 
-const { config, options } = JSON.parse(readFileSync(process.argv[2], 'utf8')) as { config: unknown; options: TrainOptions };
+const { config, options } = JSON.parse(readFileSync(process.argv[2], 'utf8')) as {
+  config: unknown;
+  options: TrainOptions;
+};
 const summary = await train(config === null ? undefined : parseConfig(config), { quiet: true, ...options });
 console.log(JSON.stringify(summary));

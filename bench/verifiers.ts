@@ -22,7 +22,8 @@ import { printTable, writeBenchJson } from './util.js';
 
 export async function main(): Promise<void> {
   const dataDir = defaultDataDir();
-  if (!existsSync(dataDir)) throw new Error(`verifiers bench: shared data not found at ${dataDir} (set ARBOR_DATA_DIR)`);
+  if (!existsSync(dataDir))
+    throw new Error(`verifiers bench: shared data not found at ${dataDir} (set ARBOR_DATA_DIR)`);
   const t0 = performance.now();
   const rates = selfVerifyRates(dataDir);
   const mathMs = performance.now() - t0;
@@ -39,13 +40,21 @@ export async function main(): Promise<void> {
   const auditMs = performance.now() - t2;
 
   // throughput of the equivalence check on a fixed mix of answer pairs
-  const pairs: Array<[string, string]> = [['\\frac{1}{2}', '0.5'], ['(1,2)', '(1, 2)'], ['2x+3', '3+2x'], ['\\sqrt{8}', '2\\sqrt{2}'], ['7,425,000', '7425000'], ['\\boxed{\\dfrac{3}{4}}', '3/4']];
+  const pairs: Array<[string, string]> = [
+    ['\\frac{1}{2}', '0.5'],
+    ['(1,2)', '(1, 2)'],
+    ['2x+3', '3+2x'],
+    ['\\sqrt{8}', '2\\sqrt{2}'],
+    ['7,425,000', '7425000'],
+    ['\\boxed{\\dfrac{3}{4}}', '3/4'],
+  ];
   let n = 0;
   const t1 = performance.now();
-  while (performance.now() - t1 < 1000) for (const [a, b] of pairs) {
-    mathEquivalent(extractAnswer(a) ?? a, b);
-    n++;
-  }
+  while (performance.now() - t1 < 1000)
+    for (const [a, b] of pairs) {
+      mathEquivalent(extractAnswer(a) ?? a, b);
+      n++;
+    }
   const perSecond = n / ((performance.now() - t1) / 1000);
 
   const hostile = await runHostileSuite();
@@ -69,7 +78,14 @@ export async function main(): Promise<void> {
     })),
   );
   console.log('\nhostile programs');
-  printTable(hostile.results.map((r) => ({ case: r.name, language: r.language, contained: r.contained ? 'yes' : 'NO', detail: String(r.detail).slice(0, 90) })));
+  printTable(
+    hostile.results.map((r) => ({
+      case: r.name,
+      language: r.language,
+      contained: r.contained ? 'yes' : 'NO',
+      detail: String(r.detail).slice(0, 90),
+    })),
+  );
   const headline = {
     math500_gold_self_verify: rates.math500,
     gsm8k_gold_self_verify: rates.gsm8k,
@@ -79,5 +95,9 @@ export async function main(): Promise<void> {
     hostile_programs_contained: hostile.contained / hostile.total,
   };
   console.log('\nheadline', headline);
-  writeBenchJson('verifiers', headline, { math: { ...rates, equivalence_checks_per_s: perSecond }, gsm8k_audit: audit, hostile });
+  writeBenchJson('verifiers', headline, {
+    math: { ...rates, equivalence_checks_per_s: perSecond },
+    gsm8k_audit: audit,
+    hostile,
+  });
 }

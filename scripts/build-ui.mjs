@@ -14,7 +14,10 @@ const out = join(root, 'build/ui');
 mkdirSync(out, { recursive: true });
 const started = Date.now();
 const partial = (file) => join(out, `${file}.${process.pid}.partial`);
-for (const [entry, file] of [['app.ts', 'app.js'], ['report-entry.ts', 'report.js']]) {
+for (const [entry, file] of [
+  ['app.ts', 'app.js'],
+  ['report-entry.ts', 'report.js'],
+]) {
   await build({
     entryPoints: [join(root, 'src/ui/client', entry)],
     outfile: partial(file),

@@ -19,12 +19,23 @@ async function build(out, extra) {
   const partial = out.replace(/\.wasm$/, `.${process.pid}.partial.wasm`);
   const { error, stderr } = await asc.main([
     entry,
-    '--outFile', partial,
-    '-O3', '--noAssert',
-    '--runtime', 'stub',
-    '--enable', 'simd', '--enable', 'threads', ...extra,
-    '--importMemory', '--sharedMemory',
-    '--initialMemory', '32', '--maximumMemory', '65536',
+    '--outFile',
+    partial,
+    '-O3',
+    '--noAssert',
+    '--runtime',
+    'stub',
+    '--enable',
+    'simd',
+    '--enable',
+    'threads',
+    ...extra,
+    '--importMemory',
+    '--sharedMemory',
+    '--initialMemory',
+    '32',
+    '--maximumMemory',
+    '65536',
   ]);
   if (error) {
     rmSync(partial, { force: true });

@@ -17,14 +17,29 @@ const USAGE = `usage: node scripts/pack-check.mjs [--repo DIR] [--json FILE] [--
 
 /** What the tarball must hold (the runtime reads build/ and the worker entry; consumers read dist/types). */
 const REQUIRED = [
-  'package.json', 'bin/arbor.mjs', 'src/index.ts', 'src/cli/main.ts', 'src/run/rollout-worker.mjs',
-  'build/kernels.wasm', 'build/kernels-fma.wasm', 'build/ui/app.js', 'build/ui/report.js', 'build/ui/app.css',
+  'package.json',
+  'bin/arbor.mjs',
+  'src/index.ts',
+  'src/cli/main.ts',
+  'src/run/rollout-worker.mjs',
+  'build/kernels.wasm',
+  'build/kernels-fma.wasm',
+  'build/ui/app.js',
+  'build/ui/report.js',
+  'build/ui/app.css',
   'dist/types/index.d.ts',
 ];
 /** What it must not: build inputs, tests, benchmarks, local state. */
 const FORBIDDEN = [
-  'src/engine/kernels/assembly/', 'test/', 'testkit/', 'bench/', 'scripts/', 'runs/',
-  'node_modules/', 'shared/', 'tsconfig.build.json',
+  'src/engine/kernels/assembly/',
+  'test/',
+  'testkit/',
+  'bench/',
+  'scripts/',
+  'runs/',
+  'node_modules/',
+  'shared/',
+  'tsconfig.build.json',
 ];
 /** Lifecycle scripts that would run in a consumer's `npm install`. */
 const INSTALL_SCRIPTS = ['preinstall', 'install', 'postinstall'];

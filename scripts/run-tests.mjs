@@ -17,6 +17,11 @@ function find(dir) {
 const filter = process.argv.slice(2);
 let files = find('test');
 if (filter.length) files = files.filter((f) => filter.some((s) => f.includes(s)));
-if (!files.length) { console.error('no test files matched'); process.exit(1); }
-const r = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=2', ...files], { stdio: 'inherit' });
+if (!files.length) {
+  console.error('no test files matched');
+  process.exit(1);
+}
+const r = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=2', ...files], {
+  stdio: 'inherit',
+});
 process.exit(r.status ?? 1);

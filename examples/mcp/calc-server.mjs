@@ -55,7 +55,10 @@ function evaluate(source) {
 const server = new McpServer({ name: 'arbor-calc', version: '1.0.0' });
 server.registerTool(
   'calc',
-  { description: 'Evaluate an integer arithmetic expression.', inputSchema: { expr: z.string().min(1).describe('e.g. 123*45') } },
+  {
+    description: 'Evaluate an integer arithmetic expression.',
+    inputSchema: { expr: z.string().min(1).describe('e.g. 123*45') },
+  },
   async ({ expr }) => {
     try {
       return { content: [{ type: 'text', text: String(evaluate(expr)) }] };

@@ -22,20 +22,24 @@ server.registerTool(
 );
 server.registerTool(
   'set',
-  { description: 'Store a string value under a key (replaces any old value).', inputSchema: { key: z.string().min(1), value: z.string() } },
+  {
+    description: 'Store a string value under a key (replaces any old value).',
+    inputSchema: { key: z.string().min(1), value: z.string() },
+  },
   async ({ key, value }) => {
     store.set(key, value);
     return text('ok');
   },
 );
-server.registerTool(
-  'list',
-  { description: 'List the stored keys, sorted, one per line.', inputSchema: {} },
-  async () => text([...store.keys()].sort().join('\n')),
+server.registerTool('list', { description: 'List the stored keys, sorted, one per line.', inputSchema: {} }, async () =>
+  text([...store.keys()].sort().join('\n')),
 );
 server.registerTool(
   'add',
-  { description: 'Add a number to the integer stored under a key (missing = 0); returns the new value.', inputSchema: { key: z.string().min(1), amount: z.number().int() } },
+  {
+    description: 'Add a number to the integer stored under a key (missing = 0); returns the new value.',
+    inputSchema: { key: z.string().min(1), amount: z.number().int() },
+  },
   async ({ key, amount }) => {
     const old = store.has(key) ? Number(store.get(key)) : 0;
     if (!Number.isInteger(old)) return { ...text(`not an integer: ${key}`), isError: true };
@@ -46,7 +50,10 @@ server.registerTool(
 );
 server.registerTool(
   'sleep',
-  { description: 'Wait for ms milliseconds, then answer "slept".', inputSchema: { ms: z.number().int().min(0).max(60_000) } },
+  {
+    description: 'Wait for ms milliseconds, then answer "slept".',
+    inputSchema: { ms: z.number().int().min(0).max(60_000) },
+  },
   async ({ ms }) => {
     await new Promise((resolve) => setTimeout(resolve, ms));
     return text('slept');

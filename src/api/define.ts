@@ -162,7 +162,9 @@ function taskOf(input: TaskInput): Task {
 }
 
 /** An environment factory from tools (and state) or from your own `create()`. */
-export function defineEnvironment(environment: EnvironmentInput): Configurable<EnvironmentFactory, Record<never, never>>;
+export function defineEnvironment(
+  environment: EnvironmentInput,
+): Configurable<EnvironmentFactory, Record<never, never>>;
 /** An environment configured by `options` (`env: { kind: module, module, options }`). */
 export function defineEnvironment<S extends z.ZodTypeAny>(
   options: S,

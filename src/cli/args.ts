@@ -65,13 +65,16 @@ export function parseNumber(name: string, v: string, bounds: NumberBounds = {}):
   const n = v.trim() === '' ? NaN : Number(v);
   if (!Number.isFinite(n)) throw new ArborError(`--${name} must be a number, got "${v}"`);
   if (bounds.integer && !Number.isInteger(n)) throw new ArborError(`--${name} must be an integer, got "${v}"`);
-  if ((bounds.min !== undefined && n < bounds.min) || (bounds.max !== undefined && n > bounds.max)) throw new ArborError(`--${name} must be in [${bounds.min ?? '-∞'}, ${bounds.max ?? '∞'}], got ${v}`);
+  if ((bounds.min !== undefined && n < bounds.min) || (bounds.max !== undefined && n > bounds.max))
+    throw new ArborError(`--${name} must be in [${bounds.min ?? '-∞'}, ${bounds.max ?? '∞'}], got ${v}`);
   return n;
 }
 
 /** Parse `argv` against `spec` (strict); `--help`/`-h` is always accepted. */
 export function parseCommand(argv: string[], spec: CommandSpec): Flags {
-  const options: Record<string, { type: 'string' | 'boolean'; short?: string }> = { help: { type: 'boolean', short: 'h' } };
+  const options: Record<string, { type: 'string' | 'boolean'; short?: string }> = {
+    help: { type: 'boolean', short: 'h' },
+  };
   for (const [name, f] of Object.entries(spec.flags)) options[name] = { type: f.type };
   let parsed: ReturnType<typeof parseArgs>;
   try {
@@ -84,14 +87,19 @@ export function parseCommand(argv: string[], spec: CommandSpec): Flags {
   if (flags.help) return flags;
   const n = parsed.positionals.length;
   if (n > spec.maxPositionals || n < (spec.minPositionals ?? 0)) {
-    throw new ArborError(`${spec.name}: expected ${spec.positionals || 'no arguments'} besides the options, got ${n ? parsed.positionals.map((p) => JSON.stringify(p)).join(' ') : 'none'} (arbor ${spec.name} --help)`);
+    throw new ArborError(
+      `${spec.name}: expected ${spec.positionals || 'no arguments'} besides the options, got ${n ? parsed.positionals.map((p) => JSON.stringify(p)).join(' ') : 'none'} (arbor ${spec.name} --help)`,
+    );
   }
   return flags;
 }
 
 /** The `--help` text of a command: usage, summary, every flag with its doc. */
 export function helpText(spec: CommandSpec): string {
-  const rows = Object.entries(spec.flags).map(([name, f]) => [`--${name}${f.type === 'string' ? ` ${f.value ?? 'VALUE'}` : ''}`, f.doc]);
+  const rows = Object.entries(spec.flags).map(([name, f]) => [
+    `--${name}${f.type === 'string' ? ` ${f.value ?? 'VALUE'}` : ''}`,
+    f.doc,
+  ]);
   rows.push(['--help, -h', 'print this help']);
   const width = Math.max(...rows.map((r) => r[0].length));
   return `usage: arbor ${spec.name}${spec.positionals ? ` ${spec.positionals}` : ''} [options]\n\n${spec.summary}\n\noptions:\n${rows.map(([a, b]) => `  ${a.padEnd(width)}  ${b}`).join('\n')}\n`;

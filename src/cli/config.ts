@@ -17,7 +17,8 @@ export const CONFIG: CommandSpec = {
   name: 'config',
   positionals: '',
   maxPositionals: 0,
-  summary: 'Print every option with its default and doc, or validate a config file as `train` would (task section included).',
+  summary:
+    'Print every option with its default and doc, or validate a config file as `train` would (task section included).',
   flags: {
     'print-defaults': { type: 'boolean', doc: 'every option, its default and its doc, as YAML' },
     check: { type: 'string', value: 'FILE', doc: 'validate FILE' },
@@ -48,7 +49,8 @@ export async function configCommand(argv: string[]): Promise<number> {
       }
       if (f.bool('servers')) for (const line of await checkServers(config)) console.log(`${file}: ${line}`);
     } catch (error) {
-      if (error instanceof ConfigError) throw new ConfigError(`${file}: ${error.message}`, error.path, file, { cause: error });
+      if (error instanceof ConfigError)
+        throw new ConfigError(`${file}: ${error.message}`, error.path, file, { cause: error });
       throw error;
     }
     const served = config.env?.kind === 'mcp' || config.env?.kind === 'openenv';

@@ -17,21 +17,46 @@ import type { AgentOptions } from '../generate/agent.js';
 import { taskFromConfig } from '../tasks/index.js';
 import { parseCommand, printHelp, type CommandSpec } from './args.js';
 
-const USAGE = 'usage: arbor eval (--checkpoint <dir> | --config <run.yaml>) [--task <name>] [--options JSON] [--count 200] [--k 4] [--seed 0] [--max-tokens N]';
+const USAGE =
+  'usage: arbor eval (--checkpoint <dir> | --config <run.yaml>) [--task <name>] [--options JSON] [--count 200] [--k 4] [--seed 0] [--max-tokens N]';
 
 export const EVAL: CommandSpec = {
   name: 'eval',
   positionals: '',
   maxPositionals: 0,
-  summary: 'Accuracy (greedy and pass@k) of a model on a task\'s test split: an embedded checkpoint, or the engine and task of a run config (remote servers included).',
+  summary:
+    "Accuracy (greedy and pass@k) of a model on a task's test split: an embedded checkpoint, or the engine and task of a run config (remote servers included).",
   flags: {
-    checkpoint: { type: 'string', value: 'DIR', doc: 'a model to run on the embedded engine: a nano checkpoint, a Hugging Face model directory (Llama, Qwen2, Qwen3) or a PEFT LoRA adapter directory' },
-    base: { type: 'string', value: 'DIR', doc: 'the base model directory of a --checkpoint adapter (default: its adapter_config.json base_model_name_or_path)' },
-    'chat-template': { type: 'boolean', doc: 'wrap each prompt as a user message with the model\'s chat template (default: the config\'s engine.chatTemplate)' },
-    'chat-template-kwargs': { type: 'string', value: 'JSON', doc: 'extra chat-template variables, e.g. \'{"enable_thinking": false}\'' },
-    'max-model-len': { type: 'string', value: 'N', doc: 'cap the context of a Hugging Face model (default: the config\'s model.contextLength, else the model\'s own)' },
-    config: { type: 'string', value: 'FILE', doc: 'a run config: its engine, task, seed, evalCount, evalPassK and maxResponseTokens' },
-    task: { type: 'string', value: 'NAME', doc: 'the task (default: the config\'s)' },
+    checkpoint: {
+      type: 'string',
+      value: 'DIR',
+      doc: 'a model to run on the embedded engine: a nano checkpoint, a Hugging Face model directory (Llama, Qwen2, Qwen3) or a PEFT LoRA adapter directory',
+    },
+    base: {
+      type: 'string',
+      value: 'DIR',
+      doc: 'the base model directory of a --checkpoint adapter (default: its adapter_config.json base_model_name_or_path)',
+    },
+    'chat-template': {
+      type: 'boolean',
+      doc: "wrap each prompt as a user message with the model's chat template (default: the config's engine.chatTemplate)",
+    },
+    'chat-template-kwargs': {
+      type: 'string',
+      value: 'JSON',
+      doc: 'extra chat-template variables, e.g. \'{"enable_thinking": false}\'',
+    },
+    'max-model-len': {
+      type: 'string',
+      value: 'N',
+      doc: "cap the context of a Hugging Face model (default: the config's model.contextLength, else the model's own)",
+    },
+    config: {
+      type: 'string',
+      value: 'FILE',
+      doc: 'a run config: its engine, task, seed, evalCount, evalPassK and maxResponseTokens',
+    },
+    task: { type: 'string', value: 'NAME', doc: "the task (default: the config's)" },
     options: { type: 'string', value: 'JSON', doc: 'task options as JSON' },
     count: { type: 'string', value: 'N', doc: 'test items (default: run.evalCount, else 200)' },
     k: { type: 'string', value: 'K', doc: 'k of pass@k (0 = off; default: run.evalPassK, else 4)' },
@@ -129,14 +154,22 @@ export async function evaluateModel(request: EvalRequest): Promise<EvalReport> {
   // the config's own task (a built-in or a user module) unless --task names another one
   const ownTask = config && taskName === config.task.name;
   const options = (request.taskOptions ?? (ownTask ? config.task.options : {})) as Record<string, unknown>;
-  const task = ownTask ? await taskFromConfig({ ...config.task, options }) : await taskFromConfig({ name: taskName, options });
+  const task = ownTask
+    ? await taskFromConfig({ ...config.task, options })
+    : await taskFromConfig({ name: taskName, options });
   const items = task.makeItems('test', count, seed);
 
   const embedded = checkpoint || config?.engine.kind !== 'remote';
   const dir = checkpoint ?? config?.model.checkpoint ?? config?.model.hf;
-  if (embedded && !dir) throw new ConfigError(`${configFile ?? 'config'}: an embedded evaluation needs --checkpoint, model.checkpoint or model.hf`, 'model.checkpoint');
+  if (embedded && !dir)
+    throw new ConfigError(
+      `${configFile ?? 'config'}: an embedded evaluation needs --checkpoint, model.checkpoint or model.hf`,
+      'model.checkpoint',
+    );
   const maxModelLen = request.maxModelLen ?? (config?.model.hf ? config.model.contextLength : undefined);
-  const source0 = embedded ? { checkpoint: dir!, base: request.base, contextLength: maxModelLen } : { engine: config!.engine };
+  const source0 = embedded
+    ? { checkpoint: dir!, base: request.base, contextLength: maxModelLen }
+    : { engine: config!.engine };
   const { sampler, tokenizer, origin: source, contextLength } = await buildSamplingEngine(source0);
   const kwargs = request.chatTemplateKwargs ?? config?.engine.chatTemplateKwargs;
   const encodePrompt = promptEncoder(tokenizer, request.chatTemplate || (config?.engine.chatTemplate ?? false), kwargs);

@@ -54,7 +54,9 @@ export async function main(argv: string[]): Promise<number> {
         return await (await import('./ui.js')).uiCommand(rest);
       case 'bench': {
         const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
-        const r = spawnSync(process.execPath, ['--import', 'tsx', join(root, 'bench/run.ts'), ...rest], { stdio: 'inherit' });
+        const r = spawnSync(process.execPath, ['--import', 'tsx', join(root, 'bench/run.ts'), ...rest], {
+          stdio: 'inherit',
+        });
         return r.status ?? 1;
       }
       case undefined:

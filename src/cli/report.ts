@@ -6,7 +6,14 @@ import { RunDir } from '../run/rundir.js';
 import { assetsBuilt, ASSET_DIR } from '../ui/server/assets.js';
 import { runTokenizer } from '../ui/server/tokenizer.js';
 
-export const REPORT: CommandSpec = { name: 'report', positionals: '<run-dir>', minPositionals: 1, maxPositionals: 1, summary: 'Regenerate report.html of a run from its metrics and trees, decoded with the run\'s own tokenizer.', flags: {} };
+export const REPORT: CommandSpec = {
+  name: 'report',
+  positionals: '<run-dir>',
+  minPositionals: 1,
+  maxPositionals: 1,
+  summary: "Regenerate report.html of a run from its metrics and trees, decoded with the run's own tokenizer.",
+  flags: {},
+};
 
 export async function reportCommand(argv: string[]): Promise<number> {
   const f = parseCommand(argv, REPORT);

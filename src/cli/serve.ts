@@ -25,40 +25,64 @@ export const SERVE: CommandSpec = {
   name: 'serve',
   positionals: '',
   maxPositionals: 0,
-  summary: 'Serve a nano checkpoint or a Hugging Face model directory (config.json with `architectures`: Llama, '
-    + 'Qwen2, Qwen3) over HTTP on 127.0.0.1, with vLLM\'s conventions: OpenAI /v1/completions and '
-    + '/v1/chat/completions (text or token ids, SSE streaming, echo + logprobs), /v1/models, /tokenize, /detokenize, '
-    + 'LoRA adapters; SGLang /generate and /update_weights_from_disk; the Tinker API under /api/v1/* (LoRA training '
-    + 'of HF models, sampler-weight archives); and /health.',
+  summary:
+    'Serve a nano checkpoint or a Hugging Face model directory (config.json with `architectures`: Llama, ' +
+    "Qwen2, Qwen3) over HTTP on 127.0.0.1, with vLLM's conventions: OpenAI /v1/completions and " +
+    '/v1/chat/completions (text or token ids, SSE streaming, echo + logprobs), /v1/models, /tokenize, /detokenize, ' +
+    'LoRA adapters; SGLang /generate and /update_weights_from_disk; the Tinker API under /api/v1/* (LoRA training ' +
+    'of HF models, sampler-weight archives); and /health.',
   flags: {
     checkpoint: value('DIR', 'the nano checkpoint or Hugging Face model directory to serve (required)'),
     port: value('N', 'TCP port (default 8000; 0 = any free port)'),
     host: value('HOST', 'address to listen on (default 127.0.0.1)'),
-    name: value('NAME', 'model name for /v1/models and `model` (vLLM --served-model-name; default arbor-nano, or the '
-      + 'HF directory as given)'),
-    'max-model-len': value('N', 'cap the context (prompt + completion) below the model\'s max_position_embeddings'),
+    name: value(
+      'NAME',
+      'model name for /v1/models and `model` (vLLM --served-model-name; default arbor-nano, or the ' +
+        'HF directory as given)',
+    ),
+    'max-model-len': value('N', "cap the context (prompt + completion) below the model's max_position_embeddings"),
     threads: value('N', `kernel threads, 1 to ${availableParallelism()} (engine.threads; default 1)`),
-    'skip-tokenizer-init': on('serve without a tokenizer: token-id prompts only, no text out; logprobs need '
-      + 'return_tokens_as_token_ids'),
-    'enable-lora': on('LoRA adapters: a request\'s `model` may name one, and the runtime routes /v1/load_lora_adapter '
-      + 'and /v1/unload_lora_adapter are on (vLLM needs VLLM_ALLOW_RUNTIME_LORA_UPDATING=True for those)'),
-    'lora-modules': value('NAME=DIR ...', 'PEFT adapters served from the start: NAME=DIR items or JSON '
-      + '{"name","path","base_model_name"} (implies --enable-lora)'),
+    'skip-tokenizer-init': on(
+      'serve without a tokenizer: token-id prompts only, no text out; logprobs need ' + 'return_tokens_as_token_ids',
+    ),
+    'enable-lora': on(
+      "LoRA adapters: a request's `model` may name one, and the runtime routes /v1/load_lora_adapter " +
+        'and /v1/unload_lora_adapter are on (vLLM needs VLLM_ALLOW_RUNTIME_LORA_UPDATING=True for those)',
+    ),
+    'lora-modules': value(
+      'NAME=DIR ...',
+      'PEFT adapters served from the start: NAME=DIR items or JSON ' +
+        '{"name","path","base_model_name"} (implies --enable-lora)',
+    ),
     'max-lora-rank': value('N', 'largest adapter rank served (default 16, as vLLM)'),
-    'max-loras': value('N', 'adapters held in memory at once; others are read again from their directory when used '
-      + '(default 1, as vLLM)'),
-    'state-dir': value('DIR', 'where Tinker save_weights and sampler weights (LoRA adapters) are kept (default '
-      + '.arbor-serve-state)'),
-    'weights-root': value('DIR[,DIR...]', 'directories /update_weights_from_disk may load from (nano checkpoints; '
-      + 'default: the checkpoint\'s parent directory)'),
+    'max-loras': value(
+      'N',
+      'adapters held in memory at once; others are read again from their directory when used ' + '(default 1, as vLLM)',
+    ),
+    'state-dir': value(
+      'DIR',
+      'where Tinker save_weights and sampler weights (LoRA adapters) are kept (default ' + '.arbor-serve-state)',
+    ),
+    'weights-root': value(
+      'DIR[,DIR...]',
+      'directories /update_weights_from_disk may load from (nano checkpoints; ' +
+        "default: the checkpoint's parent directory)",
+    ),
     'max-n': value('N', `largest n / num_samples of one request (default ${DEFAULT_LIMITS.maxN})`),
-    'max-batch-tokens': value('N', 'largest n × max_tokens of one request, answered 413 above '
-      + `(default ${DEFAULT_LIMITS.maxBatchTokens})`),
-    'max-concurrent': value('N', 'sampling requests running at once, answered 429 above '
-      + `(default ${DEFAULT_LIMITS.maxConcurrent})`),
-    'slice-tokens': value('N', 'decoded tokens per sampler call before /health and other requests get a turn '
-      + `(default ${DEFAULT_LIMITS.sliceTokens}; a request of n × max_tokens up to this is one call, exactly as the `
-      + 'engine samples)'),
+    'max-batch-tokens': value(
+      'N',
+      'largest n × max_tokens of one request, answered 413 above ' + `(default ${DEFAULT_LIMITS.maxBatchTokens})`,
+    ),
+    'max-concurrent': value(
+      'N',
+      'sampling requests running at once, answered 429 above ' + `(default ${DEFAULT_LIMITS.maxConcurrent})`,
+    ),
+    'slice-tokens': value(
+      'N',
+      'decoded tokens per sampler call before /health and other requests get a turn ' +
+        `(default ${DEFAULT_LIMITS.sliceTokens}; a request of n × max_tokens up to this is one call, exactly as the ` +
+        'engine samples)',
+    ),
   },
 };
 
@@ -84,7 +108,7 @@ export function takeLoraModules(argv: readonly string[]): { rest: string[]; item
 export async function serveCommand(argv: string[]): Promise<number> {
   const { rest, items } = takeLoraModules(argv);
   const f = parseCommand(rest, SERVE);
-  if (f.help) return void process.stdout.write(helpText(SERVE)), 0;
+  if (f.help) return (void process.stdout.write(helpText(SERVE)), 0);
   const checkpoint = f.string('checkpoint');
   if (!checkpoint) throw new ArborError('serve: --checkpoint <dir> is required (arbor serve --help lists the options)');
   const port = f.number('port', 8000, { integer: true, min: 0, max: 65535 });
@@ -95,7 +119,11 @@ export async function serveCommand(argv: string[]): Promise<number> {
     maxConcurrent: f.number('max-concurrent', DEFAULT_LIMITS.maxConcurrent, { integer: true, min: 1, max: 100_000 }),
     sliceTokens: f.number('slice-tokens', DEFAULT_LIMITS.sliceTokens, { integer: true, min: 1, max: 1e9 }),
   };
-  const roots = f.string('weights-root')?.split(',').filter(Boolean).map((r) => resolve(r));
+  const roots = f
+    .string('weights-root')
+    ?.split(',')
+    .filter(Boolean)
+    .map((r) => resolve(r));
   const engine = await loadServeEngine({
     checkpoint,
     name: f.string('name'),
@@ -115,9 +143,13 @@ export async function serveCommand(argv: string[]): Promise<number> {
   }
   const server = new ArborServer({ ...engine.options, limits: { ...engine.options.limits, ...limits } });
   const url = await server.listen(port, host);
-  const routes = '/v1/completions /v1/chat/completions /v1/models /tokenize /detokenize /generate '
-    + '/api/v1/* (Tinker SDK 0.3–0.24.1 JSON) /health';
-  const adapters = engine.options.lora?.cards().map((c) => c.name).join(', ');
+  const routes =
+    '/v1/completions /v1/chat/completions /v1/models /tokenize /detokenize /generate ' +
+    '/api/v1/* (Tinker SDK 0.3–0.24.1 JSON) /health';
+  const adapters = engine.options.lora
+    ?.cards()
+    .map((c) => c.name)
+    .join(', ');
   const lora = engine.options.lora ? `; LoRA adapters: ${adapters || 'none yet'} (runtime loading on)` : '';
   const weights = engine.options.weightsRoots ? `; weights from ${engine.options.weightsRoots.join(', ')}` : '';
   const served = `${engine.description} as "${server.options.modelName}"`;

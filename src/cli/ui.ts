@@ -12,7 +12,8 @@ import { parseCommand, printHelp, type CommandSpec } from './args.js';
 /** The runs dir to serve and the page to open first. */
 export function uiTarget(dir: string): { runsDir: string; page: string } {
   const abs = resolve(dir);
-  if (existsSync(join(abs, 'config.resolved.yaml'))) return { runsDir: dirname(abs), page: `#/run/${encodeURIComponent(basename(abs))}` };
+  if (existsSync(join(abs, 'config.resolved.yaml')))
+    return { runsDir: dirname(abs), page: `#/run/${encodeURIComponent(basename(abs))}` };
   return { runsDir: dir, page: '' };
 }
 
@@ -29,7 +30,8 @@ export async function uiCommand(argv: string[]): Promise<number> {
   if (f.help) return printHelp(UI);
   const port = f.number('port', 8700, { integer: true, min: 0, max: 65535 });
   const positional = f.positionals;
-  if (!assetsBuilt()) throw new ArborError(`the dashboard's assets are missing in ${ASSET_DIR}: run \`npm run build:ui\``);
+  if (!assetsBuilt())
+    throw new ArborError(`the dashboard's assets are missing in ${ASSET_DIR}: run \`npm run build:ui\``);
   const { runsDir, page } = uiTarget(positional[0] ?? 'runs');
   const ui = await startUiServer({ runsDir, port });
   console.log(`arbor ui: ${ui.url}${page} (runs in ${runsDir}; Ctrl-C to stop)`);

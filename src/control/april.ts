@@ -13,9 +13,24 @@ import type { CarriedTree, ControlIO, ControlResult, ControlStrategy } from './t
 
 export const aprilSchema = z
   .object({
-    kind: z.literal('april').describe('APRIL partial rollouts: over-provision, stop when the batch is complete, carry the rest'),
-    overProvision: z.number().min(1).max(8).default(1.5).describe("prompts in flight per step as a multiple of run.promptsPerStep (slime's over_sampling_batch_size / rollout_batch_size)"),
-    maxCarries: z.number().int().min(1).max(100).default(2).describe('a tree carried this many times is finished without stopping (bounds token staleness)'),
+    kind: z
+      .literal('april')
+      .describe('APRIL partial rollouts: over-provision, stop when the batch is complete, carry the rest'),
+    overProvision: z
+      .number()
+      .min(1)
+      .max(8)
+      .default(1.5)
+      .describe(
+        "prompts in flight per step as a multiple of run.promptsPerStep (slime's over_sampling_batch_size / rollout_batch_size)",
+      ),
+    maxCarries: z
+      .number()
+      .int()
+      .min(1)
+      .max(100)
+      .default(2)
+      .describe('a tree carried this many times is finished without stopping (bounds token staleness)'),
   })
   .strict();
 export type AprilOptions = z.infer<typeof aprilSchema>;
@@ -39,7 +54,10 @@ export function aprilControl(options: AprilOptions): ControlStrategy {
       const forced = partial.filter((c) => carries(c.tree) >= options.maxCarries);
       let round = 0;
       if (forced.length) {
-        const grown = await io.grow(forced.map((c) => ({ item: c.item, tree: c.tree })), round++);
+        const grown = await io.grow(
+          forced.map((c) => ({ item: c.item, tree: c.tree })),
+          round++,
+        );
         drawn.push(...grown);
         grown.forEach((tree, i) => place(tree, forced[i].item, batch, carry, groups));
       }
@@ -72,7 +90,13 @@ export function aprilControl(options: AprilOptions): ControlStrategy {
 }
 
 /** Complete trees fill the batch in order, surplus complete trees wait as ready, the rest as partial. */
-function place(tree: RolloutTree, item: TaskItem, batch: Array<{ tree: RolloutTree; item: TaskItem }>, carry: CarriedTree[], groups: number): void {
+function place(
+  tree: RolloutTree,
+  item: TaskItem,
+  batch: Array<{ tree: RolloutTree; item: TaskItem }>,
+  carry: CarriedTree[],
+  groups: number,
+): void {
   if (isComplete(tree)) {
     if (batch.length < groups) batch.push({ tree, item });
     else carry.push({ tree, item, status: 'ready' });

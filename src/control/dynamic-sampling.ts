@@ -10,8 +10,16 @@ import type { CarriedTree, ControlIO, ControlResult, ControlStrategy } from './t
 
 export const dynamicSamplingSchema = z
   .object({
-    kind: z.literal('dynamic_sampling').describe('DAPO dynamic sampling: drop zero-variance groups and refill the batch'),
-    maxRounds: z.number().int().min(1).max(100).default(3).describe('maximum generation rounds per step (first included)'),
+    kind: z
+      .literal('dynamic_sampling')
+      .describe('DAPO dynamic sampling: drop zero-variance groups and refill the batch'),
+    maxRounds: z
+      .number()
+      .int()
+      .min(1)
+      .max(100)
+      .default(3)
+      .describe('maximum generation rounds per step (first included)'),
   })
   .strict();
 export type DynamicSamplingOptions = z.infer<typeof dynamicSamplingSchema>;
@@ -23,11 +31,18 @@ export function dynamicSamplingControl(options: DynamicSamplingOptions): Control
     async collect(groups: number, carried: CarriedTree[], io: ControlIO): Promise<ControlResult> {
       const items = new Map<string, TaskItem>();
       const drawRound = async (needed: number, round: number): Promise<RolloutTree[]> => {
-        const entries: Array<{ item: TaskItem; tree?: RolloutTree }> = round === 0 && carried.length
-          ? [...carried.map((c) => ({ item: c.item, tree: c.tree })), ...io.select(Math.max(0, needed - carried.length)).map((item) => ({ item }))]
-          : io.select(needed).map((item) => ({ item }));
+        const entries: Array<{ item: TaskItem; tree?: RolloutTree }> =
+          round === 0 && carried.length
+            ? [
+                ...carried.map((c) => ({ item: c.item, tree: c.tree })),
+                ...io.select(Math.max(0, needed - carried.length)).map((item) => ({ item })),
+              ]
+            : io.select(needed).map((item) => ({ item }));
         for (const e of entries) items.set(e.item.id, e.item);
-        const trees = await io.grow(entries.map((e) => ({ item: e.item, tree: e.tree && !isComplete(e.tree) ? e.tree : undefined })), round);
+        const trees = await io.grow(
+          entries.map((e) => ({ item: e.item, tree: e.tree && !isComplete(e.tree) ? e.tree : undefined })),
+          round,
+        );
         return trees.map((t, i) => (entries[i].tree && isComplete(entries[i].tree!) ? entries[i].tree! : t));
       };
       const out = await dynamicSampling({ targetGroups: groups, maxRounds: options.maxRounds }, drawRound);

@@ -29,15 +29,24 @@ export function fixedBatch(_options: FixedBatchOptions, plan: BudgetPlan): Contr
     kind: 'none',
     async collect(groups: number, carried: CarriedTree[], io: ControlIO): Promise<ControlResult> {
       const ready = carried.filter((c) => c.status === 'ready').map(({ tree, item }) => ({ tree, item }));
-      const resumed: GrowEntry[] = carried.filter((c) => c.status === 'partial').map(({ tree, item }) => ({ tree, item }));
+      const resumed: GrowEntry[] = carried
+        .filter((c) => c.status === 'partial')
+        .map(({ tree, item }) => ({ tree, item }));
       const fresh: GrowEntry[] = io.select(Math.max(0, groups - carried.length)).map((item) => ({ item }));
       const grown = await allocateAndGrow(resumed, fresh, plan.allocator, io);
       const toGrow = [...resumed, ...fresh];
-      let batch = [...ready, ...grown.trees.map((tree, i) => ({ tree, item: toGrow[i].item }))].filter((b) => isComplete(b.tree));
+      let batch = [...ready, ...grown.trees.map((tree, i) => ({ tree, item: toGrow[i].item }))].filter((b) =>
+        isComplete(b.tree),
+      );
       const rescued = await rescue(batch, io, plan.hint, grown.rounds);
       batch = rescued.batch;
       const rounds = grown.rounds + (rescued.drawn.length ? 1 : 0);
-      return { batch, drawn: [...grown.trees, ...rescued.drawn], carry: [], info: { sampling_rounds: rounds, carried_in: carried.length, ...grown.info, ...rescued.info } };
+      return {
+        batch,
+        drawn: [...grown.trees, ...rescued.drawn],
+        carry: [],
+        info: { sampling_rounds: rounds, carried_in: carried.length, ...grown.info, ...rescued.info },
+      };
     },
   };
 }
@@ -47,7 +56,12 @@ export function fixedBatch(_options: FixedBatchOptions, plan: BudgetPlan): Contr
  * round of `firstRound` per fresh prompt, then each prompt's extra rollouts (the step's budget of
  * fresh × G rollouts minus the first round) grown onto its tree. Trees in entry order.
  */
-export async function allocateAndGrow(resumed: GrowEntry[], fresh: GrowEntry[], allocator: Allocator, io: ControlIO): Promise<{ trees: RolloutTree[]; rounds: number; info: Record<string, number> }> {
+export async function allocateAndGrow(
+  resumed: GrowEntry[],
+  fresh: GrowEntry[],
+  allocator: Allocator,
+  io: ControlIO,
+): Promise<{ trees: RolloutTree[]; rounds: number; info: Record<string, number> }> {
   const entries = [...resumed, ...fresh];
   if (!entries.length) return { trees: [], rounds: 0, info: {} };
   if (allocator.kind === 'uniform' || !fresh.length) return { trees: await io.grow(entries, 0), rounds: 1, info: {} };
@@ -60,14 +74,25 @@ export async function allocateAndGrow(resumed: GrowEntry[], fresh: GrowEntry[], 
   const ids = freshTrees.map((t) => t.itemId);
   const prompts = freshTrees.map((t, i) => {
     const rewards = usable[i] ? leaves(t).map(correctness) : [];
-    return { firstRound: rewards, recent: io.stats.recentWith(ids[i], rewards), posterior: io.stats.posteriorWith(ids[i], io.step, rewards) };
+    return {
+      firstRound: rewards,
+      recent: io.stats.recentWith(ids[i], rewards),
+      posterior: io.stats.posteriorWith(ids[i], io.step, rewards),
+    };
   });
   const order = usable.map((u, i) => (u ? i : -1)).filter((i) => i >= 0);
-  const extraOf = allocator.extra(order.map((i) => prompts[i]), budget);
+  const extraOf = allocator.extra(
+    order.map((i) => prompts[i]),
+    budget,
+  );
   const extra = freshTrees.map(() => 0);
   order.forEach((i, k) => (extra[i] = extraOf[k]));
   const more = freshTrees.map((tree, i) => ({ tree, i })).filter(({ i }) => extra[i] > 0);
-  if (more.length) await io.grow(more.map(({ tree, i }) => ({ item: fresh[i].item, tree, groupSize: leaves(tree).length + extra[i] })), 1);
+  if (more.length)
+    await io.grow(
+      more.map(({ tree, i }) => ({ item: fresh[i].item, tree, groupSize: leaves(tree).length + extra[i] })),
+      1,
+    );
   const sizes = freshTrees.map((t) => leaves(t).length);
   return {
     trees: first,

@@ -17,20 +17,33 @@ import type { TaskItem } from '../core/types.js';
 import { correctness, isCorrect } from '../filter/constants.js';
 import type { ControlIO, PromptHint } from './types.js';
 
-const maxPerStep = z.number().int().min(0).max(4096).default(0).describe('most prompts rescued per step (0 = every all-fail prompt)');
+const maxPerStep = z
+  .number()
+  .int()
+  .min(0)
+  .max(4096)
+  .default(0)
+  .describe('most prompts rescued per step (0 = every all-fail prompt)');
 
 export const hintOptionsSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('none').describe('no hint rescue') }).strict(),
   z
     .object({
       kind: z.literal('gold_prefix').describe('regrow all-fail prompts from a prefix of the gold demonstration'),
-      fraction: z.number().gt(0).lt(1).default(0.5).describe('share of the demonstration (in characters) the response starts with'),
+      fraction: z
+        .number()
+        .gt(0)
+        .lt(1)
+        .default(0.5)
+        .describe('share of the demonstration (in characters) the response starts with'),
       maxPerStep,
     })
     .strict(),
   z
     .object({
-      kind: z.literal('example').describe('regrow all-fail prompts with a solved example of the batch in context (dropped for training)'),
+      kind: z
+        .literal('example')
+        .describe('regrow all-fail prompts with a solved example of the batch in context (dropped for training)'),
       maxPerStep,
     })
     .strict(),
@@ -47,7 +60,11 @@ function successRate(tree: RolloutTree): number | undefined {
 }
 
 /** The hint for `item`, or undefined when none can be made (no demonstration, no solved example). */
-export function makeHint(item: TaskItem, options: Exclude<HintOptions, { kind: 'none' }>, solved: TaskItem | undefined): PromptHint | undefined {
+export function makeHint(
+  item: TaskItem,
+  options: Exclude<HintOptions, { kind: 'none' }>,
+  solved: TaskItem | undefined,
+): PromptHint | undefined {
   if (options.kind === 'gold_prefix') {
     const demo = item.demonstration ?? '';
     const cut = Math.round(options.fraction * demo.length);
@@ -58,7 +75,12 @@ export function makeHint(item: TaskItem, options: Exclude<HintOptions, { kind: '
 }
 
 /** Regrow the batch's all-fail prompts with hints; returns the new batch, the hinted trees and counters. */
-export async function rescue(batch: Entry[], io: ControlIO, options: HintOptions, round: number): Promise<{ batch: Entry[]; drawn: RolloutTree[]; info: Record<string, number> }> {
+export async function rescue(
+  batch: Entry[],
+  io: ControlIO,
+  options: HintOptions,
+  round: number,
+): Promise<{ batch: Entry[]; drawn: RolloutTree[]; info: Record<string, number> }> {
   if (options.kind === 'none') return { batch, drawn: [], info: {} };
   const rates = batch.map((b) => successRate(b.tree));
   const failed = batch.map((_, i) => i).filter((i) => rates[i] === 0);
@@ -74,9 +96,17 @@ export async function rescue(batch: Entry[], io: ControlIO, options: HintOptions
     const hint = makeHint(batch[i].item, options, solved);
     if (hint) jobs.push({ index: i, tree: io.hinted(batch[i].item, hint, jobs.length) });
   }
-  const info: Record<string, number> = { hint_candidates: failed.length, hint_trees: jobs.length, hint_rescued: 0, hint_replaced_leaves: 0 };
+  const info: Record<string, number> = {
+    hint_candidates: failed.length,
+    hint_trees: jobs.length,
+    hint_rescued: 0,
+    hint_replaced_leaves: 0,
+  };
   if (!jobs.length) return { batch, drawn: [], info };
-  const grown = await io.grow(jobs.map((j) => ({ item: batch[j.index].item, tree: j.tree })), round);
+  const grown = await io.grow(
+    jobs.map((j) => ({ item: batch[j.index].item, tree: j.tree })),
+    round,
+  );
   const out = batch.slice();
   grown.forEach((tree, k) => {
     const rate = successRate(tree);

@@ -10,10 +10,27 @@ import { isCorrect } from '../filter/constants.js';
 
 export const promptStatsSchema = z
   .object({
-    decay: z.number().min(0).max(1).default(0.9).describe('per-step decay of a prompt\'s past successes/failures in its Beta posterior (1 = never forget)'),
+    decay: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(0.9)
+      .describe("per-step decay of a prompt's past successes/failures in its Beta posterior (1 = never forget)"),
     prior: z.number().positive().max(100).default(1).describe('Beta(prior, prior) before any evidence'),
-    window: z.number().int().min(1).max(256).default(16).describe('latest leaf rewards kept per prompt (Knapsack RL: 16)'),
-    visits: z.number().int().min(1).max(64).default(8).describe('latest group mean rewards kept per prompt (GRESO history)'),
+    window: z
+      .number()
+      .int()
+      .min(1)
+      .max(256)
+      .default(16)
+      .describe('latest leaf rewards kept per prompt (Knapsack RL: 16)'),
+    visits: z
+      .number()
+      .int()
+      .min(1)
+      .max(64)
+      .default(8)
+      .describe('latest group mean rewards kept per prompt (GRESO history)'),
   })
   .strict();
 export type PromptStatsOptions = z.infer<typeof promptStatsSchema>;
@@ -44,7 +61,10 @@ export interface Posterior {
 export class PromptStats {
   readonly state: PromptStatsState;
 
-  constructor(private readonly options: PromptStatsOptions, state?: PromptStatsState) {
+  constructor(
+    private readonly options: PromptStatsOptions,
+    state?: PromptStatsState,
+  ) {
     this.state = state ?? { items: {} };
   }
 

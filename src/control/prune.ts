@@ -15,11 +15,26 @@ export const pruneOptionsSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('none').describe('no online pruning') }).strict(),
   z
     .object({
-      kind: z.literal('arrol').describe('ARRoL: prune partial TreePO paths to keep each group correctness-balanced (needs generate.kind treepo)'),
-      atRound: z.number().int().min(0).max(1000).default(1).describe('prune after this TreePO round (0 = after the first segment)'),
+      kind: z
+        .literal('arrol')
+        .describe(
+          'ARRoL: prune partial TreePO paths to keep each group correctness-balanced (needs generate.kind treepo)',
+        ),
+      atRound: z
+        .number()
+        .int()
+        .min(0)
+        .max(1000)
+        .default(1)
+        .describe('prune after this TreePO round (0 = after the first segment)'),
       keep: z.number().gt(0).lt(1).default(0.5).describe('κ: mean keep probability'),
       target: z.number().min(0).max(1).default(0.5).describe('ρ: target share of successful paths'),
-      strength: z.number().min(0).max(10).default(0.5).describe('λ: how strongly the prediction moves the keep probability'),
+      strength: z
+        .number()
+        .min(0)
+        .max(10)
+        .default(0.5)
+        .describe('λ: how strongly the prediction moves the keep probability'),
       minKeep: z.number().int().min(1).max(1024).default(2).describe('paths of a group that always survive'),
     })
     .strict(),
@@ -29,7 +44,8 @@ export type ArrolOptions = Extract<PruneOptions, { kind: 'arrol' }>;
 
 /** p_i = clip(κ + δ + λ(ρ − q_i), 0.1, 0.9) with δ such that mean p_i = κ (bisection). */
 export function keepProbabilities(q: number[], o: Pick<ArrolOptions, 'keep' | 'target' | 'strength'>): number[] {
-  const at = (delta: number) => q.map((qi) => Math.min(0.9, Math.max(0.1, o.keep + delta + o.strength * (o.target - qi))));
+  const at = (delta: number) =>
+    q.map((qi) => Math.min(0.9, Math.max(0.1, o.keep + delta + o.strength * (o.target - qi))));
   const meanAt = (delta: number) => at(delta).reduce((a, c) => a + c, 0) / Math.max(1, q.length);
   let lo = -2;
   let hi = 2;

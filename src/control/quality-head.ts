@@ -23,12 +23,34 @@ import { correctness, isCorrect } from '../filter/constants.js';
 
 export const qualityHeadSchema = z
   .object({
-    warmup: z.number().int().min(0).max(1_000_000).default(64).describe('examples the head must have seen before its predictions are used (value allocation, pruning)'),
-    learningRate: z.number().positive().max(10).default(0.001).describe('Adam learning rate of the head (one Adam step per example)'),
-    epochs: z.number().int().min(1).max(100).default(3).describe('passes over each step\'s new examples'),
-    hidden: z.boolean().default(true).describe('add the embedded engine\'s last hidden state at each node\'s end to the features (ignored by samplers that cannot return it: remote engines use the log-prob/entropy statistics only)'),
-    hiddenDims: z.number().int().min(0).max(4096).default(16).describe('hidden-state features after a fixed random projection (0 = every entry of the hidden state)'),
-    l2: z.number().min(0).max(10).default(0.001).describe('L2 penalty on the head\'s weights (per example)'),
+    warmup: z
+      .number()
+      .int()
+      .min(0)
+      .max(1_000_000)
+      .default(64)
+      .describe('examples the head must have seen before its predictions are used (value allocation, pruning)'),
+    learningRate: z
+      .number()
+      .positive()
+      .max(10)
+      .default(0.001)
+      .describe('Adam learning rate of the head (one Adam step per example)'),
+    epochs: z.number().int().min(1).max(100).default(3).describe("passes over each step's new examples"),
+    hidden: z
+      .boolean()
+      .default(true)
+      .describe(
+        "add the embedded engine's last hidden state at each node's end to the features (ignored by samplers that cannot return it: remote engines use the log-prob/entropy statistics only)",
+      ),
+    hiddenDims: z
+      .number()
+      .int()
+      .min(0)
+      .max(4096)
+      .default(16)
+      .describe('hidden-state features after a fixed random projection (0 = every entry of the hidden state)'),
+    l2: z.number().min(0).max(10).default(0.001).describe("L2 penalty on the head's weights (per example)"),
   })
   .strict();
 export type QualityHeadOptions = z.infer<typeof qualityHeadSchema>;
@@ -85,7 +107,13 @@ export function hiddenFeatures(size: number, dims: number): HiddenFeatures {
  * the node's hidden-state features, zeros when the node has none (e.g. a segment continued on
  * another engine).
  */
-export function nodeFeatures(tree: RolloutTree, nodeId: string, maxResponseTokens: number, promptPrior: number, hidden?: HiddenFeatures): number[] {
+export function nodeFeatures(
+  tree: RolloutTree,
+  nodeId: string,
+  maxResponseTokens: number,
+  promptPrior: number,
+  hidden?: HiddenFeatures,
+): number[] {
   const lp: number[] = [];
   const ent: number[] = [];
   for (const n of pathTo(tree, nodeId).slice(1)) {
@@ -93,10 +121,20 @@ export function nodeFeatures(tree: RolloutTree, nodeId: string, maxResponseToken
     if (n.entropies) n.entropies.forEach((x, i) => n.mask[i] && ent.push(x));
   }
   const mean = (xs: number[]) => (xs.length ? xs.reduce((a, c) => a + c, 0) / xs.length : 0);
-  const base = [mean(lp), lp.length ? Math.min(...lp) : 0, lp.length ? lp[lp.length - 1] : 0, mean(ent), lp.length / Math.max(1, maxResponseTokens), promptPrior];
+  const base = [
+    mean(lp),
+    lp.length ? Math.min(...lp) : 0,
+    lp.length ? lp[lp.length - 1] : 0,
+    mean(ent),
+    lp.length / Math.max(1, maxResponseTokens),
+    promptPrior,
+  ];
   if (!hidden) return base;
   const h = tree.nodes[nodeId].hidden;
-  if (h && h.length !== hidden.size) throw new Error(`quality head: node ${nodeId} of tree ${tree.id} has a hidden state of ${h.length} entries, the head reads ${hidden.size}`);
+  if (h && h.length !== hidden.size)
+    throw new Error(
+      `quality head: node ${nodeId} of tree ${tree.id} has a hidden state of ${h.length} entries, the head reads ${hidden.size}`,
+    );
   return base.concat(hidden.map(h));
 }
 
@@ -115,9 +153,15 @@ export function predict(s: QualityHeadState, x: number[]): number {
 }
 
 /** Add examples to the normaliser, then `epochs` Adam passes of BCE (+ l2·|w|²/2) over them (in order: deterministic). */
-export function train(s: QualityHeadState, xs: number[][], ys: number[], options: Pick<QualityHeadOptions, 'learningRate' | 'epochs' | 'l2'>): void {
+export function train(
+  s: QualityHeadState,
+  xs: number[][],
+  ys: number[],
+  options: Pick<QualityHeadOptions, 'learningRate' | 'epochs' | 'l2'>,
+): void {
   const d = s.w.length;
-  for (const x of xs) if (x.length !== d) throw new Error(`quality head: an example has ${x.length} features, the head reads ${d}`);
+  for (const x of xs)
+    if (x.length !== d) throw new Error(`quality head: an example has ${x.length} features, the head reads ${d}`);
   for (const x of xs) {
     s.examples++;
     x.forEach((v, i) => {

@@ -9,7 +9,20 @@ import type { Rng } from '../core/rng.js';
 import type { RolloutTree } from '../core/tree.js';
 import type { QualityHook } from '../generate/types.js';
 import { choosePruned, type PruneOptions } from './prune.js';
-import { auc, brier, freshHead, headHiddenWidth, hiddenFeatures, nodeFeatures, nodeLabels, predict, train, type HiddenFeatures, type QualityHeadOptions, type QualityHeadState } from './quality-head.js';
+import {
+  auc,
+  brier,
+  freshHead,
+  headHiddenWidth,
+  hiddenFeatures,
+  nodeFeatures,
+  nodeLabels,
+  predict,
+  train,
+  type HiddenFeatures,
+  type QualityHeadOptions,
+  type QualityHeadState,
+} from './quality-head.js';
 
 export interface QualityStepOptions {
   head: QualityHeadOptions;
@@ -27,16 +40,26 @@ export class QualityStep {
   readonly state?: QualityHeadState;
   private readonly hidden?: HiddenFeatures;
 
-  constructor(state: QualityHeadState | undefined, private readonly o: QualityStepOptions, private readonly prior: (itemId: string) => number, rng: Rng) {
+  constructor(
+    state: QualityHeadState | undefined,
+    private readonly o: QualityStepOptions,
+    private readonly prior: (itemId: string) => number,
+    rng: Rng,
+  ) {
     if (!o.valueAllocation && o.prune.kind === 'none') return;
-    const hidden = (this.hidden = o.head.hidden && o.samplerHiddenSize > 0 ? hiddenFeatures(o.samplerHiddenSize, o.head.hiddenDims) : undefined);
+    const hidden = (this.hidden =
+      o.head.hidden && o.samplerHiddenSize > 0 ? hiddenFeatures(o.samplerHiddenSize, o.head.hiddenDims) : undefined);
     const width = hidden?.width ?? 0;
     if (state && headHiddenWidth(state) !== width) {
-      throw new ConfigError(`the saved quality head reads ${headHiddenWidth(state)} hidden-state features, this run's engine and config give ${width} (set qualityHead.hidden and hiddenDims as in the run that saved it)`, 'qualityHead.hidden');
+      throw new ConfigError(
+        `the saved quality head reads ${headHiddenWidth(state)} hidden-state features, this run's engine and config give ${width} (set qualityHead.hidden and hiddenDims as in the run that saved it)`,
+        'qualityHead.hidden',
+      );
     }
     const head = (this.state = state ?? freshHead(width));
     const ready = () => head.examples >= o.head.warmup;
-    const predictAll = (tree: RolloutTree, ids: string[]) => ids.map((id) => predict(head, nodeFeatures(tree, id, o.maxResponseTokens, prior(tree.itemId), hidden)));
+    const predictAll = (tree: RolloutTree, ids: string[]) =>
+      ids.map((id) => predict(head, nodeFeatures(tree, id, o.maxResponseTokens, prior(tree.itemId), hidden)));
     const prune = o.prune;
     this.hook = {
       wants: { entropy: o.samplerEntropy, hidden: hidden !== undefined },

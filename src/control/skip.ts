@@ -17,16 +17,52 @@ const noneSchema = z.object({ kind: z.literal('none').describe('train on every s
 export const gresoSchema = z
   .object({
     kind: z.literal('greso').describe('GRESO: skip prompts whose recent groups had zero reward variance'),
-    easyThreshold: z.number().min(0).max(1).default(0.98).describe('a visit is easy when its group mean reward is at least this'),
-    hardThreshold: z.number().min(0).max(1).default(0.11).describe('a visit is hard when its group mean reward is at most this'),
-    start: z.number().min(0).max(1).default(0.5).describe('initial pEasy and pHard (keep probability per zero-variance visit)'),
+    easyThreshold: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(0.98)
+      .describe('a visit is easy when its group mean reward is at least this'),
+    hardThreshold: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(0.11)
+      .describe('a visit is hard when its group mean reward is at most this'),
+    start: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(0.5)
+      .describe('initial pEasy and pHard (keep probability per zero-variance visit)'),
     adjust: z.number().min(0).max(0.5).default(0.01).describe('per-step change of pEasy / pHard'),
     pMin: z.number().min(0).max(1).default(0.05).describe('lower bound of pEasy / pHard'),
     pMax: z.number().min(0).max(1).default(0.95).describe('upper bound of pEasy / pHard'),
-    floor: z.number().min(0).max(1).default(0.01).describe('exploration floor: a prompt is kept with at least this probability'),
-    targetZeroVariance: z.number().min(0).max(1).default(0.25).describe('target share of zero-variance groups in a batch'),
-    easyShare: z.number().min(0).max(1).default(1 / 3).describe('part of the target that is easy groups (the rest is hard)'),
-    maxDrawFactor: z.number().int().min(1).max(64).default(4).describe('draw at most this many prompts per batch slot; beyond it prompts are kept'),
+    floor: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(0.01)
+      .describe('exploration floor: a prompt is kept with at least this probability'),
+    targetZeroVariance: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(0.25)
+      .describe('target share of zero-variance groups in a batch'),
+    easyShare: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(1 / 3)
+      .describe('part of the target that is easy groups (the rest is hard)'),
+    maxDrawFactor: z
+      .number()
+      .int()
+      .min(1)
+      .max(64)
+      .default(4)
+      .describe('draw at most this many prompts per batch slot; beyond it prompts are kept'),
   })
   .strict();
 
@@ -72,7 +108,8 @@ export function selectSkipping(
   let skipped = 0;
   for (let draws = 0; items.length < count; draws++) {
     const [item] = take(1);
-    if (draws >= options.maxDrawFactor * count || rng.next() < keepProbability(record(item.id), options, state)) items.push(item);
+    if (draws >= options.maxDrawFactor * count || rng.next() < keepProbability(record(item.id), options, state))
+      items.push(item);
     else skipped++;
   }
   return { items, skipped };
@@ -83,7 +120,8 @@ export function adaptSkip(state: SkipState, groupMeans: number[], options: Greso
   if (!groupMeans.length) return state;
   const easy = groupMeans.filter((m) => m >= options.easyThreshold).length / groupMeans.length;
   const hard = groupMeans.filter((m) => m <= options.hardThreshold).length / groupMeans.length;
-  const move = (p: number, observed: number, target: number) => Math.min(options.pMax, Math.max(options.pMin, observed >= target ? p - options.adjust : p + options.adjust));
+  const move = (p: number, observed: number, target: number) =>
+    Math.min(options.pMax, Math.max(options.pMin, observed >= target ? p - options.adjust : p + options.adjust));
   return {
     pEasy: move(state.pEasy, easy, options.targetZeroVariance * options.easyShare),
     pHard: move(state.pHard, hard, options.targetZeroVariance * (1 - options.easyShare)),

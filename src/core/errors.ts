@@ -49,8 +49,7 @@ export class EngineCallError extends ArborError {
   ) {
     super(message, options);
     const s = details.status;
-    this.isRetryable =
-      details.isRetryable ?? (s === undefined ? true : s === 408 || s === 429 || s >= 500);
+    this.isRetryable = details.isRetryable ?? (s === undefined ? true : s === 408 || s === 429 || s >= 500);
   }
 }
 
@@ -107,6 +106,10 @@ export interface ValidationIssue {
  * reported on its parent, so its own name is appended) and keeps the validator's message.
  */
 export function configErrorFromIssue(prefix: string, issue: ValidationIssue): ConfigError {
-  const key = [prefix, ...issue.path, ...(issue.code === 'unrecognized_keys' ? (issue.keys ?? []).slice(0, 1) : [])].join('.');
+  const key = [
+    prefix,
+    ...issue.path,
+    ...(issue.code === 'unrecognized_keys' ? (issue.keys ?? []).slice(0, 1) : []),
+  ].join('.');
   return new ConfigError(`${key}: ${issue.message}`, key);
 }

@@ -34,7 +34,7 @@ export function writeFileAtomicWith(file: string, produce: (write: (bytes: Uint8
     try {
       producing = true;
       produce((bytes) => {
-        for (let off = 0; off < bytes.length; ) off += writeSync(fd, bytes, off, bytes.length - off);
+        for (let off = 0; off < bytes.length;) off += writeSync(fd, bytes, off, bytes.length - off);
       });
       producing = false;
       fsyncSync(fd);
@@ -47,7 +47,13 @@ export function writeFileAtomicWith(file: string, produce: (write: (bytes: Uint8
     rmSync(tmp, { force: true });
     if (producing && cause instanceof DataError) throw cause; // bad content, not a failed write
     const code = (cause as NodeJS.ErrnoException).code;
-    throw new DataError(`${file}: cannot write (${code ?? (cause as Error).message}); the previous version, if any, is unchanged`, file, undefined, undefined, { cause });
+    throw new DataError(
+      `${file}: cannot write (${code ?? (cause as Error).message}); the previous version, if any, is unchanged`,
+      file,
+      undefined,
+      undefined,
+      { cause },
+    );
   }
   fsyncDirectory(dirname(file));
 }

@@ -109,7 +109,12 @@ export interface Trajectory {
 
 export const ROOT_ID = '0';
 
-export function createTree(id: string, itemId: string, promptTokens: number[], meta?: Record<string, unknown>): RolloutTree {
+export function createTree(
+  id: string,
+  itemId: string,
+  promptTokens: number[],
+  meta?: Record<string, unknown>,
+): RolloutTree {
   const root: TreeNode = {
     id: ROOT_ID,
     parent: null,
@@ -211,8 +216,10 @@ export function appendToNode(tree: RolloutTree, nodeId: string, segment: Segment
 export function splitLeaf(tree: RolloutTree, nodeId: string, at: number): TreeNode {
   const node = tree.nodes[nodeId];
   if (!node || node.parent === null) throw new DataError(`tree ${tree.id}: cannot split ${nodeId}`);
-  if (node.children.length) throw new DataError(`tree ${tree.id}: node ${nodeId} has children; only a leaf can be split`);
-  if (!(Number.isInteger(at) && at > 0 && at < node.tokens.length)) throw new DataError(`tree ${tree.id}: split of ${nodeId} at ${at} outside (0, ${node.tokens.length})`);
+  if (node.children.length)
+    throw new DataError(`tree ${tree.id}: node ${nodeId} has children; only a leaf can be split`);
+  if (!(Number.isInteger(at) && at > 0 && at < node.tokens.length))
+    throw new DataError(`tree ${tree.id}: split of ${nodeId} at ${at} outside (0, ${node.tokens.length})`);
   const tail = addNode(tree, nodeId, {
     tokens: node.tokens.slice(at),
     logprobs: node.logprobs.slice(at),
@@ -238,7 +245,8 @@ export function splitLeaf(tree: RolloutTree, nodeId: string, at: number): TreeNo
 /** Remove a childless non-root node (online pruning); returns it. */
 export function removeLeaf(tree: RolloutTree, nodeId: string): TreeNode {
   const node = tree.nodes[nodeId];
-  if (!node || node.parent === null || node.children.length) throw new DataError(`tree ${tree.id}: cannot remove ${nodeId} (absent, the root, or not a leaf)`);
+  if (!node || node.parent === null || node.children.length)
+    throw new DataError(`tree ${tree.id}: cannot remove ${nodeId} (absent, the root, or not a leaf)`);
   const parent = tree.nodes[node.parent];
   parent.children = parent.children.filter((c) => c !== nodeId);
   delete tree.nodes[nodeId];
@@ -383,10 +391,12 @@ export function treeToJSON(tree: RolloutTree): string {
 /** The tree without its nodes' `hidden` vectors (features, not something a person reads): for logs. */
 export function treeForLog(tree: RolloutTree): RolloutTree {
   if (!Object.values(tree.nodes).some((n) => n.hidden)) return tree;
-  const nodes = Object.fromEntries(Object.entries(tree.nodes).map(([id, n]) => {
-    const { hidden: _hidden, ...rest } = n;
-    return [id, rest];
-  }));
+  const nodes = Object.fromEntries(
+    Object.entries(tree.nodes).map(([id, n]) => {
+      const { hidden: _hidden, ...rest } = n;
+      return [id, rest];
+    }),
+  );
   return { ...tree, nodes };
 }
 
@@ -402,17 +412,29 @@ export function treeFromJSON(text: string, source?: string): RolloutTree {
   const where = source ?? 'tree';
   if (!t || typeof t !== 'object') throw new DataError(`${where}: not an object`);
   if (typeof t.id !== 'string') throw new DataError(`${where}: field "id" must be a string`, source, undefined, 'id');
-  if (typeof t.itemId !== 'string') throw new DataError(`${where}: field "itemId" must be a string`, source, undefined, 'itemId');
+  if (typeof t.itemId !== 'string')
+    throw new DataError(`${where}: field "itemId" must be a string`, source, undefined, 'itemId');
   if (!t.nodes || typeof t.nodes !== 'object' || !t.nodes[ROOT_ID]) {
     throw new DataError(`${where}: field "nodes" must contain a root "0"`, source, undefined, 'nodes');
   }
   for (const [id, n] of Object.entries(t.nodes)) {
-    if (n.id !== id) throw new DataError(`${where}: node key ${id} has id ${n.id}`, source, undefined, `nodes.${id}.id`);
-    if (!Array.isArray(n.tokens) || n.logprobs.length !== n.tokens.length || n.mask.length !== n.tokens.length || (n.versions !== undefined && n.versions.length !== n.tokens.length)) {
+    if (n.id !== id)
+      throw new DataError(`${where}: node key ${id} has id ${n.id}`, source, undefined, `nodes.${id}.id`);
+    if (
+      !Array.isArray(n.tokens) ||
+      n.logprobs.length !== n.tokens.length ||
+      n.mask.length !== n.tokens.length ||
+      (n.versions !== undefined && n.versions.length !== n.tokens.length)
+    ) {
       throw new DataError(`${where}: node ${id} has mismatched tokens/logprobs/mask`, source, undefined, `nodes.${id}`);
     }
     if (n.parent !== null && !t.nodes[n.parent]) {
-      throw new DataError(`${where}: node ${id} has unknown parent ${n.parent}`, source, undefined, `nodes.${id}.parent`);
+      throw new DataError(
+        `${where}: node ${id} has unknown parent ${n.parent}`,
+        source,
+        undefined,
+        `nodes.${id}.parent`,
+      );
     }
   }
   return t;

@@ -46,7 +46,9 @@ export interface WarmStart {
 /** What a rollout worker needs to build its own embedded sampler (all structured-cloneable). */
 export interface WorkerEngineSpec {
   /** A nano model (random weights until the first `setWeights`), or a Hugging Face directory loaded from disk. */
-  model: { kind: 'nano'; config: NanoConfig; tokenizer: TokenizerJSON } | { kind: 'hf'; dir: string; contextLength: number; lora?: LoraSettings };
+  model:
+    | { kind: 'nano'; config: NanoConfig; tokenizer: TokenizerJSON }
+    | { kind: 'hf'; dir: string; contextLength: number; lora?: LoraSettings };
   kernels: EngineConfig['kernels'];
   pageSize: number;
 }
@@ -78,11 +80,22 @@ export interface BuildOptions {
 
 export async function buildEngine(spec: EngineSpec, options: BuildOptions = {}): Promise<Engine> {
   if (spec.engine.kind === 'remote') {
-    if (options.needReference) throw new ConfigError('optimize.loss.klCoef > 0 needs the embedded engine with a warm-start or model.checkpoint as the reference policy', 'optimize.loss.klCoef');
+    if (options.needReference)
+      throw new ConfigError(
+        'optimize.loss.klCoef > 0 needs the embedded engine with a warm-start or model.checkpoint as the reference policy',
+        'optimize.loss.klCoef',
+      );
     const { sampler, tokenizer, origin } = buildRemoteSampler(spec.engine, options.log);
     const trainer = buildRemoteTrainer(spec.engine, sampler, options.log);
     const described = `${origin} + tinker ${spec.engine.trainer?.url}`;
-    return { sampler, trainer, tokenizer, origin: described, description: described, close: async () => sampler.close?.() };
+    return {
+      sampler,
+      trainer,
+      tokenizer,
+      origin: described,
+      description: described,
+      close: async () => sampler.close?.(),
+    };
   }
   return buildEmbedded(spec, options);
 }
@@ -92,11 +105,20 @@ async function buildEmbedded(spec: EngineSpec, options: BuildOptions): Promise<E
   const hfDir = hfModelDir(spec.model);
   if (hfDir) return buildHf(spec, hfDir, kernels, options);
   const startDir = await prepareStart(spec, options);
-  if (options.needReference && !startDir) throw new ConfigError('optimize.loss.klCoef > 0 needs the embedded engine with a warm-start or model.checkpoint as the reference policy', 'optimize.loss.klCoef');
-  const { model, tokenizer } = startDir ? await loadCheckpoint(startDir, { kernels }) : { model: await randomModel(spec.model, kernels), tokenizer: new CharTokenizer() };
+  if (options.needReference && !startDir)
+    throw new ConfigError(
+      'optimize.loss.klCoef > 0 needs the embedded engine with a warm-start or model.checkpoint as the reference policy',
+      'optimize.loss.klCoef',
+    );
+  const { model, tokenizer } = startDir
+    ? await loadCheckpoint(startDir, { kernels })
+    : { model: await randomModel(spec.model, kernels), tokenizer: new CharTokenizer() };
   const sampler = new NanoSampler(model, { pageSize: spec.engine.pageSize });
   const trainer = new NanoTrainer(model);
-  const reference = options.needReference && startDir ? new NanoTrainer((await loadCheckpoint(startDir, { kernels })).model) : undefined;
+  const reference =
+    options.needReference && startDir
+      ? new NanoTrainer((await loadCheckpoint(startDir, { kernels })).model)
+      : undefined;
   return {
     sampler,
     trainer,
@@ -104,7 +126,11 @@ async function buildEmbedded(spec: EngineSpec, options: BuildOptions): Promise<E
     reference,
     writeCheckpointMeta: (dir) => writeCheckpointMeta(dir, model, tokenizer),
     embedded: {
-      spec: { model: { kind: 'nano', config: model.config, tokenizer: tokenizer.toJSON() }, kernels: spec.engine.kernels, pageSize: spec.engine.pageSize },
+      spec: {
+        model: { kind: 'nano', config: model.config, tokenizer: tokenizer.toJSON() },
+        kernels: spec.engine.kernels,
+        pageSize: spec.engine.pageSize,
+      },
       weights: () => model.params.data.slice(),
     },
     origin: startDir ?? 'random init',
@@ -120,21 +146,44 @@ async function buildEmbedded(spec: EngineSpec, options: BuildOptions): Promise<E
 async function buildHf(spec: EngineSpec, hfDir: string, kernels: Kernels, options: BuildOptions): Promise<Engine> {
   const { model: m, sft } = spec;
   const warm = sft.enabled && options.warmStart && !m.checkpoint ? options.warmStart : undefined;
-  const start = await hfStart(hfDir, m, kernels, warm && {
-    dir: warm.dir, examples: warm.examples, seed: warm.seed, trains: sft.trains,
-    encodePrompt: warm.encodePrompt ?? ((t) => (prompt) => [...(t.bos !== undefined ? [t.bos] : []), ...t.encode(prompt)]),
-    sft: { steps: sft.steps, batchSize: sft.batchSize, learningRate: sft.learningRate, onProgress: (p) => options.update?.(`sft ${p.step}/${p.steps} loss ${p.loss.toFixed(3)} ${Math.round(p.tokensPerSecond)} tok/s`) },
-  }, options.log);
+  const start = await hfStart(
+    hfDir,
+    m,
+    kernels,
+    warm && {
+      dir: warm.dir,
+      examples: warm.examples,
+      seed: warm.seed,
+      trains: sft.trains,
+      encodePrompt:
+        warm.encodePrompt ?? ((t) => (prompt) => [...(t.bos !== undefined ? [t.bos] : []), ...t.encode(prompt)]),
+      sft: {
+        steps: sft.steps,
+        batchSize: sft.batchSize,
+        learningRate: sft.learningRate,
+        onProgress: (p) =>
+          options.update?.(`sft ${p.step}/${p.steps} loss ${p.loss.toFixed(3)} ${Math.round(p.tokensPerSecond)} tok/s`),
+      },
+    },
+    options.log,
+  );
   const { model, info, tokenizer } = await openHfModel(start.baseDir, { kernels, contextLength: m.contextLength });
   if (m.contextLength > info.maxPositionEmbeddings) {
-    throw new ConfigError(`model.contextLength ${m.contextLength} exceeds ${join(start.baseDir, 'config.json')}'s max_position_embeddings (${info.maxPositionEmbeddings})`, 'model.contextLength');
+    throw new ConfigError(
+      `model.contextLength ${m.contextLength} exceeds ${join(start.baseDir, 'config.json')}'s max_position_embeddings (${info.maxPositionEmbeddings})`,
+      'model.contextLength',
+    );
   }
   const adapter = runAdapter(model, m.lora, start.adapterDir, m.initSeed, options.log);
   const sampler = new NanoSampler(model, { pageSize: spec.engine.pageSize, adapter });
   const baseModelName = resolve(start.baseDir);
   const trainer = new NanoTrainer(model, { adapter, baseModelName });
-  const reference = options.needReference ? await hfReference(model, adapter, start.baseDir, kernels, m.contextLength) : undefined;
-  const what = adapter ? `rank-${adapter.rank} LoRA (${adapter.parameterCount} trained parameters${start.adapterDir ? ` from ${start.adapterDir}` : ''}) on ` : '';
+  const reference = options.needReference
+    ? await hfReference(model, adapter, start.baseDir, kernels, m.contextLength)
+    : undefined;
+  const what = adapter
+    ? `rank-${adapter.rank} LoRA (${adapter.parameterCount} trained parameters${start.adapterDir ? ` from ${start.adapterDir}` : ''}) on `
+    : '';
   return {
     sampler,
     trainer,
@@ -143,7 +192,11 @@ async function buildHf(spec: EngineSpec, hfDir: string, kernels: Kernels, option
     // a LoRA state directory is already a PEFT adapter naming its base; a full one gets config.json + tokenizer files
     writeCheckpointMeta: adapter ? undefined : (dir) => writeHfMeta(dir, info),
     embedded: {
-      spec: { model: { kind: 'hf', dir: baseModelName, contextLength: model.config.contextLength, lora: adapter?.settings }, kernels: spec.engine.kernels, pageSize: spec.engine.pageSize },
+      spec: {
+        model: { kind: 'hf', dir: baseModelName, contextLength: model.config.contextLength, lora: adapter?.settings },
+        kernels: spec.engine.kernels,
+        pageSize: spec.engine.pageSize,
+      },
       weights: () => (adapter ?? model).params.data.slice(),
     },
     origin: start.adapterDir ?? start.baseDir,
@@ -153,7 +206,13 @@ async function buildHf(spec: EngineSpec, hfDir: string, kernels: Kernels, option
 }
 
 /** The KL reference policy: the starting adapter on the shared base, or a second copy of the model. */
-async function hfReference(model: NanoModel, adapter: LoraAdapter | undefined, baseDir: string, kernels: Kernels, contextLength: number): Promise<NanoTrainer> {
+async function hfReference(
+  model: NanoModel,
+  adapter: LoraAdapter | undefined,
+  baseDir: string,
+  kernels: Kernels,
+  contextLength: number,
+): Promise<NanoTrainer> {
   if (!adapter) return new NanoTrainer((await openHfModel(baseDir, { kernels, contextLength })).model);
   const frozen = new LoraAdapter(model, adapter.settings);
   frozen.params.data.set(adapter.params.data);
@@ -162,7 +221,18 @@ async function hfReference(model: NanoModel, adapter: LoraAdapter | undefined, b
 
 function randomModel(m: ModelConfig, kernels: Awaited<ReturnType<typeof loadKernels>>): Promise<NanoModel> {
   const vocabSize = new CharTokenizer().vocabSize;
-  return NanoModel.create({ vocabSize, dModel: m.dModel, nLayers: m.nLayers, nHeads: m.nHeads, dFF: m.dFF, contextLength: m.contextLength, tieEmbeddings: m.tieEmbeddings }, { seed: m.initSeed, kernels });
+  return NanoModel.create(
+    {
+      vocabSize,
+      dModel: m.dModel,
+      nLayers: m.nLayers,
+      nHeads: m.nHeads,
+      dFF: m.dFF,
+      contextLength: m.contextLength,
+      tieEmbeddings: m.tieEmbeddings,
+    },
+    { seed: m.initSeed, kernels },
+  );
 }
 
 /** Load or train the starting checkpoint; returns its directory (undefined = random init). */
@@ -174,18 +244,24 @@ async function prepareStart(spec: EngineSpec, options: BuildOptions): Promise<st
     options.log?.(`warm-start: using ${dir}`);
     return dir;
   }
-  if (existsSync(dir)) options.log?.(`warm-start: ${dir} is incomplete (an interrupted earlier run?); training it again`);
+  if (existsSync(dir))
+    options.log?.(`warm-start: ${dir} is incomplete (an interrupted earlier run?); training it again`);
   const kernels = await loadKernels({ backend: spec.engine.kernels, threads: spec.engine.threads });
   const model = await randomModel(spec.model, kernels);
   const tokenizer = new CharTokenizer();
   const data = examples();
-  options.log?.(`warm-start: SFT on ${data.length} demonstrations, ${spec.sft.steps} steps, model of ${model.parameterCount} parameters`);
+  options.log?.(
+    `warm-start: SFT on ${data.length} demonstrations, ${spec.sft.steps} steps, model of ${model.parameterCount} parameters`,
+  );
   const result = await runSft(model, tokenizer, data, {
     steps: spec.sft.steps,
     batchSize: spec.sft.batchSize,
     learningRate: spec.sft.learningRate,
     seed,
-    onProgress: (p) => options.update?.(`sft ${p.step}/${p.steps} loss ${p.loss.toFixed(3)}${p.heldOutLoss !== undefined ? ` held-out ${p.heldOutLoss.toFixed(3)}` : ''} ${Math.round(p.tokensPerSecond)} tok/s`),
+    onProgress: (p) =>
+      options.update?.(
+        `sft ${p.step}/${p.steps} loss ${p.loss.toFixed(3)}${p.heldOutLoss !== undefined ? ` held-out ${p.heldOutLoss.toFixed(3)}` : ''} ${Math.round(p.tokensPerSecond)} tok/s`,
+      ),
   });
   const finalLoss = result.trainLoss[result.trainLoss.length - 1];
   // trained into a private directory renamed into place whole: a kill leaves no half-written cache
@@ -205,12 +281,21 @@ async function prepareStart(spec: EngineSpec, options: BuildOptions): Promise<st
     rmSync(partial, { recursive: true, force: true }); // another process finished the same warm-start first
   }
   const held = result.heldOut[result.heldOut.length - 1];
-  options.log?.(`warm-start: done in ${(result.wallMs / 1000).toFixed(1)} s, train loss ${finalLoss.toFixed(3)}${held ? `, held-out loss ${held.loss.toFixed(3)}` : ''} → ${dir}`);
+  options.log?.(
+    `warm-start: done in ${(result.wallMs / 1000).toFixed(1)} s, train loss ${finalLoss.toFixed(3)}${held ? `, held-out loss ${held.loss.toFixed(3)}` : ''} → ${dir}`,
+  );
   return dir;
 }
 
 /** A worker's own embedded sampler over a copy of the weights; `setWeights` installs a published version. */
-export async function buildWorkerSampler(spec: WorkerEngineSpec, options: { abortProbe?: () => boolean } = {}): Promise<{ sampler: Sampler; tokenizer: TextTokenizer; setWeights: (weights: Float32Array, version: number) => void }> {
+export async function buildWorkerSampler(
+  spec: WorkerEngineSpec,
+  options: { abortProbe?: () => boolean } = {},
+): Promise<{
+  sampler: Sampler;
+  tokenizer: TextTokenizer;
+  setWeights: (weights: Float32Array, version: number) => void;
+}> {
   const kernels = await loadKernels({ backend: spec.kernels });
   let model: NanoModel;
   let tokenizer: TextTokenizer;
@@ -225,7 +310,8 @@ export async function buildWorkerSampler(spec: WorkerEngineSpec, options: { abor
   const sampler = new NanoSampler(model, { pageSize: spec.pageSize, abortProbe: options.abortProbe, adapter });
   const trained = (adapter ?? model).params.data;
   const setWeights = (weights: Float32Array, version: number) => {
-    if (weights.length !== trained.length) throw new ConfigError(`worker: weights of ${weights.length} floats for ${trained.length} trained parameters`);
+    if (weights.length !== trained.length)
+      throw new ConfigError(`worker: weights of ${weights.length} floats for ${trained.length} trained parameters`);
     trained.set(weights);
     model.weightVersion = version;
   };
@@ -237,7 +323,9 @@ export async function buildWorkerSampler(spec: WorkerEngineSpec, options: { abor
  * PEFT adapter directory over its base (`base`, else the adapter's base_model_name_or_path) — or the
  * remote servers of an engine config.
  */
-export async function buildSamplingEngine(source: { checkpoint: string; base?: string; contextLength?: number } | { engine: EngineConfig }): Promise<{ sampler: Sampler; tokenizer: TextTokenizer; origin: string; contextLength?: number }> {
+export async function buildSamplingEngine(
+  source: { checkpoint: string; base?: string; contextLength?: number } | { engine: EngineConfig },
+): Promise<{ sampler: Sampler; tokenizer: TextTokenizer; origin: string; contextLength?: number }> {
   if (!('checkpoint' in source)) return buildRemoteSampler(source.engine);
   const dir = source.checkpoint;
   if (isPeftAdapterDir(dir) || isHfModelDir(dir)) {
@@ -246,7 +334,12 @@ export async function buildSamplingEngine(source: { checkpoint: string; base?: s
     const { model, tokenizer, info } = await openHfModel(baseDir, { contextLength: source.contextLength });
     const adapter = adapterDir ? loadPeftAdapter(adapterDir, model) : undefined;
     const origin = adapterDir ? `${adapterDir} (LoRA on ${baseDir})` : `${dir} (${info.architecture})`;
-    return { sampler: new NanoSampler(model, { adapter }), tokenizer: tokenizer as HFTokenizer, origin, contextLength: model.config.contextLength };
+    return {
+      sampler: new NanoSampler(model, { adapter }),
+      tokenizer: tokenizer as HFTokenizer,
+      origin,
+      contextLength: model.config.contextLength,
+    };
   }
   const { model, tokenizer } = await loadCheckpoint(dir);
   return { sampler: new NanoSampler(model), tokenizer, origin: dir, contextLength: model.config.contextLength };
@@ -270,12 +363,27 @@ export interface SftFromScratch {
 }
 
 /** `arbor sft`: a fresh nano model of a named size trained on prompt/completion pairs, saved as a checkpoint. */
-export async function sftFromScratch(o: SftFromScratch): Promise<{ trainLoss: number; heldOutLoss?: number; wallMs: number }> {
+export async function sftFromScratch(
+  o: SftFromScratch,
+): Promise<{ trainLoss: number; heldOutLoss?: number; wallMs: number }> {
   const tokenizer = new CharTokenizer();
-  const model = await NanoModel.create({ ...modelSize(o.modelSize), vocabSize: tokenizer.vocabSize, contextLength: o.contextLength }, { seed: o.seed });
-  const result = await runSft(model, tokenizer, o.examples, { steps: o.steps, batchSize: o.batchSize, learningRate: o.learningRate, seed: o.seed, onProgress: o.onProgress });
+  const model = await NanoModel.create(
+    { ...modelSize(o.modelSize), vocabSize: tokenizer.vocabSize, contextLength: o.contextLength },
+    { seed: o.seed },
+  );
+  const result = await runSft(model, tokenizer, o.examples, {
+    steps: o.steps,
+    batchSize: o.batchSize,
+    learningRate: o.learningRate,
+    seed: o.seed,
+    onProgress: o.onProgress,
+  });
   saveCheckpoint(o.out, model, tokenizer);
-  return { trainLoss: result.trainLoss[result.trainLoss.length - 1], heldOutLoss: result.heldOut[result.heldOut.length - 1]?.loss, wallMs: result.wallMs };
+  return {
+    trainLoss: result.trainLoss[result.trainLoss.length - 1],
+    heldOutLoss: result.heldOut[result.heldOut.length - 1]?.loss,
+    wallMs: result.wallMs,
+  };
 }
 
 export { readSftJsonl, sftSequence, type SftExample } from './nano/sft.js';

@@ -13,17 +13,29 @@ const loraSchema = z
   .object({
     rank: z.number().int().min(1).max(1024).default(16).describe('r: the adapter rank'),
     alpha: z.number().positive().max(1e6).default(32).describe('α: the update is scaled by α/r (PEFT lora_alpha)'),
-    targets: z.array(z.enum(ALL_LORA_MODULES as [string, ...string[]])).min(1).default([...ALL_LORA_MODULES])
-      .describe('linear layers that get an adapter (PEFT target_modules; default all of them: q,k,v,o,gate,up,down_proj)'),
+    targets: z
+      .array(z.enum(ALL_LORA_MODULES as [string, ...string[]]))
+      .min(1)
+      .default([...ALL_LORA_MODULES])
+      .describe(
+        'linear layers that get an adapter (PEFT target_modules; default all of them: q,k,v,o,gate,up,down_proj)',
+      ),
     useRslora: z.boolean().default(false).describe('scale by α/√r instead of α/r (rsLoRA)'),
-    adapter: z.string().optional().describe('start from this PEFT adapter directory (adapter_config.json + adapter_model.safetensors) instead of a new one (A random, B = 0)'),
+    adapter: z
+      .string()
+      .optional()
+      .describe(
+        'start from this PEFT adapter directory (adapter_config.json + adapter_model.safetensors) instead of a new one (A random, B = 0)',
+      ),
   })
   .strict();
 
 const hfCreateSchema = z
   .object({
     architecture: z.enum(HF_ARCHITECTURES).default('Qwen3ForCausalLM').describe('the Hugging Face architecture'),
-    tokenizer: z.string().describe('a directory with tokenizer.json (+ tokenizer_config.json, chat template), copied into the model'),
+    tokenizer: z
+      .string()
+      .describe('a directory with tokenizer.json (+ tokenizer_config.json, chat template), copied into the model'),
     hiddenSize: z.number().int().min(4).max(8192).default(64).describe('hidden_size'),
     layers: z.number().int().min(1).max(128).default(2).describe('num_hidden_layers'),
     heads: z.number().int().min(1).max(128).default(4).describe('num_attention_heads'),
@@ -31,25 +43,65 @@ const hfCreateSchema = z
     headDim: z.number().int().min(2).max(512).default(32).describe('head_dim'),
     intermediateSize: z.number().int().min(1).max(65536).default(128).describe('intermediate_size (MLP width)'),
     tieWordEmbeddings: z.boolean().default(true).describe('tie_word_embeddings'),
-    maxPositionEmbeddings: z.number().int().min(8).max(1 << 20).default(2048).describe('max_position_embeddings'),
+    maxPositionEmbeddings: z
+      .number()
+      .int()
+      .min(8)
+      .max(1 << 20)
+      .default(2048)
+      .describe('max_position_embeddings'),
     dtype: z.enum(['F32', 'BF16', 'F16']).default('F32').describe('stored dtype of the weights'),
-    seed: z.number().int().min(0).max(2 ** 32 - 1).default(1).describe('seed of the random weights'),
+    seed: z
+      .number()
+      .int()
+      .min(0)
+      .max(2 ** 32 - 1)
+      .default(1)
+      .describe('seed of the random weights'),
   })
   .strict();
 
 export const modelSchema = z
   .object({
-    checkpoint: z.string().optional().describe('start from this checkpoint directory instead of random weights (a nano checkpoint, or a Hugging Face model directory)'),
-    hf: z.string().optional().describe('a Hugging Face model directory (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM: config.json, safetensors, tokenizer files) run by the embedded engine; dModel..tieEmbeddings are then the checkpoint\'s'),
-    create: hfCreateSchema.optional().describe('create model.hf as a small random model of this shape when the directory does not exist yet (examples, tests)'),
-    lora: loraSchema.optional().describe('train a LoRA adapter (saved in PEFT format) on the frozen model instead of every weight'),
+    checkpoint: z
+      .string()
+      .optional()
+      .describe(
+        'start from this checkpoint directory instead of random weights (a nano checkpoint, or a Hugging Face model directory)',
+      ),
+    hf: z
+      .string()
+      .optional()
+      .describe(
+        "a Hugging Face model directory (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM: config.json, safetensors, tokenizer files) run by the embedded engine; dModel..tieEmbeddings are then the checkpoint's",
+      ),
+    create: hfCreateSchema
+      .optional()
+      .describe(
+        'create model.hf as a small random model of this shape when the directory does not exist yet (examples, tests)',
+      ),
+    lora: loraSchema
+      .optional()
+      .describe('train a LoRA adapter (saved in PEFT format) on the frozen model instead of every weight'),
     dModel: z.number().int().min(4).max(4096).default(64).describe('C: model width'),
     nLayers: z.number().int().min(1).max(64).default(2).describe('L: transformer blocks'),
     nHeads: z.number().int().min(1).max(64).default(4).describe('NH: attention heads'),
     dFF: z.number().int().min(1).max(16384).default(192).describe('F: gated-MLP width'),
-    contextLength: z.number().int().min(8).max(1 << 20).default(128).describe('maximum tokens (prompt + response); at most a Hugging Face model\'s max_position_embeddings'),
+    contextLength: z
+      .number()
+      .int()
+      .min(8)
+      .max(1 << 20)
+      .default(128)
+      .describe("maximum tokens (prompt + response); at most a Hugging Face model's max_position_embeddings"),
     tieEmbeddings: z.boolean().default(true).describe('share the output head with the token embedding'),
-    initSeed: z.number().int().min(0).max(2 ** 32 - 1).default(1).describe('seed of the random initial weights'),
+    initSeed: z
+      .number()
+      .int()
+      .min(0)
+      .max(2 ** 32 - 1)
+      .default(1)
+      .describe('seed of the random initial weights'),
   })
   .strict()
   .default({});
@@ -60,8 +112,17 @@ export const sftSchema = z
     steps: z.number().int().min(1).max(1_000_000).default(300).describe('SFT optimiser steps'),
     batchSize: z.number().int().min(1).max(4096).default(32).describe('SFT sequences per step'),
     learningRate: z.number().positive().max(10).default(1e-2).describe('SFT peak learning rate'),
-    examples: z.number().int().min(1).max(10_000_000).default(4000).describe('demonstrations drawn from the train split'),
-    checkpoint: z.string().optional().describe('warm-start checkpoint dir (default: a cache dir keyed by the SFT, model and task config)'),
+    examples: z
+      .number()
+      .int()
+      .min(1)
+      .max(10_000_000)
+      .default(4000)
+      .describe('demonstrations drawn from the train split'),
+    checkpoint: z
+      .string()
+      .optional()
+      .describe('warm-start checkpoint dir (default: a cache dir keyed by the SFT, model and task config)'),
     transcripts: z
       .string()
       .min(1)
@@ -71,16 +132,34 @@ export const sftSchema = z
           "config file) to warm-start on instead of the task's demonstrations: every line, rendered in generate.format, " +
           'only assistant turns trained',
       ),
-    trains: z.enum(['model', 'adapter']).default('model').describe('Hugging Face models: the warm-start trains every weight (saved as a model directory; RL then puts model.lora on it) or the model.lora adapter (saved in PEFT format; RL continues it)'),
+    trains: z
+      .enum(['model', 'adapter'])
+      .default('model')
+      .describe(
+        'Hugging Face models: the warm-start trains every weight (saved as a model directory; RL then puts model.lora on it) or the model.lora adapter (saved in PEFT format; RL continues it)',
+      ),
   })
   .strict()
   .default({});
 
 const remoteSamplerSchema = z
   .object({
-    api: z.enum(['openai', 'sglang', 'tinker']).default('openai').describe('openai = vLLM /v1/completions; sglang = SGLang /generate; tinker = Tinker sampling (asample) on engine.trainer.url'),
-    servers: z.array(z.string().url()).default([]).describe('base URLs of the sampling servers (without /v1); required for openai and sglang'),
-    model: z.string().default('arbor-nano').describe('served base model name (vLLM --served-model-name), used until the first LoRA sync; then requests name weightSync.loraName'),
+    api: z
+      .enum(['openai', 'sglang', 'tinker'])
+      .default('openai')
+      .describe(
+        'openai = vLLM /v1/completions; sglang = SGLang /generate; tinker = Tinker sampling (asample) on engine.trainer.url',
+      ),
+    servers: z
+      .array(z.string().url())
+      .default([])
+      .describe('base URLs of the sampling servers (without /v1); required for openai and sglang'),
+    model: z
+      .string()
+      .default('arbor-nano')
+      .describe(
+        'served base model name (vLLM --served-model-name), used until the first LoRA sync; then requests name weightSync.loraName',
+      ),
     concurrencyPerServer: z.number().int().min(1).max(4096).default(64).describe('requests in flight per server'),
   })
   .strict();
@@ -92,46 +171,95 @@ const remoteTrainerSchema = z
     baseModel: z.string().default('arbor-nano').describe('base model to create'),
     modelId: z.string().optional().describe('attach to an existing model id instead of creating one'),
     loraRank: z.number().int().min(1).max(1024).default(32).describe('LoRA rank for create_model'),
-    apiKey: z.string().min(1).nullish().transform((key) => (key ? new Secret(key) : undefined)).describe('X-API-Key for hosted Tinker (default: $TINKER_API_KEY); never logged or written to the run directory'),
+    apiKey: z
+      .string()
+      .min(1)
+      .nullish()
+      .transform((key) => (key ? new Secret(key) : undefined))
+      .describe('X-API-Key for hosted Tinker (default: $TINKER_API_KEY); never logged or written to the run directory'),
   })
   .strict();
 
 const weightSyncSchema = z
   .object({
-    kind: z.enum(['none', 'sglang_update_weights_from_disk', 'vllm_load_lora_adapter', 'sglang_load_lora_adapter']).default('none').describe('how new weights reach the samplers'),
+    kind: z
+      .enum(['none', 'sglang_update_weights_from_disk', 'vllm_load_lora_adapter', 'sglang_load_lora_adapter'])
+      .default('none')
+      .describe('how new weights reach the samplers'),
     servers: z.array(z.string().url()).default([]).describe('servers to notify (default: the sampling servers)'),
-    loraName: z.string().min(1).default('arbor-policy').describe('LoRA adapter name; after the first sync every request names it (vLLM model, SGLang lora_path); must differ from sampler.model'),
-    adapterDir: z.string().optional().describe('where tinker:// adapters are downloaded and converted to PEFT (default <tmpdir>/arbor-adapters); the sampling servers must be able to read it'),
-    tiedEmbeddings: z.boolean().default(false).describe('the base model ties its output head to the embedding: Tinker unembed LoRA maps to model.embed_tokens, not lm_head'),
-    languageModelPrefix: z.boolean().default(false).describe('vision-language base model whose text weights live under model.language_model.'),
+    loraName: z
+      .string()
+      .min(1)
+      .default('arbor-policy')
+      .describe(
+        'LoRA adapter name; after the first sync every request names it (vLLM model, SGLang lora_path); must differ from sampler.model',
+      ),
+    adapterDir: z
+      .string()
+      .optional()
+      .describe(
+        'where tinker:// adapters are downloaded and converted to PEFT (default <tmpdir>/arbor-adapters); the sampling servers must be able to read it',
+      ),
+    tiedEmbeddings: z
+      .boolean()
+      .default(false)
+      .describe(
+        'the base model ties its output head to the embedding: Tinker unembed LoRA maps to model.embed_tokens, not lm_head',
+      ),
+    languageModelPrefix: z
+      .boolean()
+      .default(false)
+      .describe('vision-language base model whose text weights live under model.language_model.'),
   })
   .strict()
   .default({});
 
 export const engineSchema = z
   .object({
-    kind: z.enum(['embedded', 'remote']).default('embedded').describe('embedded (in-process nano transformer) or remote (HTTP sampler + trainer)'),
+    kind: z
+      .enum(['embedded', 'remote'])
+      .default('embedded')
+      .describe('embedded (in-process nano transformer) or remote (HTTP sampler + trainer)'),
     kernels: z.enum(['auto', 'wasm', 'reference']).default('auto').describe('kernel backend of the embedded engine'),
     threads: z
-      .number().int().min(1)
-      .max(availableParallelism(), `at most this machine's parallelism (os.availableParallelism() = ${availableParallelism()})`)
+      .number()
+      .int()
+      .min(1)
+      .max(
+        availableParallelism(),
+        `at most this machine's parallelism (os.availableParallelism() = ${availableParallelism()})`,
+      )
       .default(1)
       .describe(
-        'threads of the embedded engine\'s WASM kernels, up to the machine\'s cores: T > 1 adds T−1 helper threads that '
-        + 'each take a share of every large kernel call (results bit-identical to 1 thread; training ~1.7x faster at 2 '
-        + 'on an idle 2-core machine); leave cores free for an async sampler worker or other jobs',
+        "threads of the embedded engine's WASM kernels, up to the machine's cores: T > 1 adds T−1 helper threads that " +
+          'each take a share of every large kernel call (results bit-identical to 1 thread; training ~1.7x faster at 2 ' +
+          'on an idle 2-core machine); leave cores free for an async sampler worker or other jobs',
       ),
     pageSize: z.number().int().min(1).max(1024).default(16).describe('KV-cache page size in tokens'),
     sampler: remoteSamplerSchema.optional().describe('remote: the sampling servers'),
     trainer: remoteTrainerSchema.optional().describe('remote: the training service'),
-    tokenizer: z.string().optional().describe('remote: directory with tokenizer.json (an Arbor char tokenizer or a Hugging Face tokenizer.json + tokenizer_config.json)'),
-    chatTemplate: z.boolean().default(false).describe('Hugging Face tokenizer (remote, or model.hf): wrap each prompt (and SFT demonstration) as a user message with the chat template'),
-    chatTemplateKwargs: z.record(z.unknown()).default({}).describe('extra chat-template variables with engine.chatTemplate (e.g. {enable_thinking: false} for Qwen3), as transformers\' apply_chat_template(**kwargs)'),
+    tokenizer: z
+      .string()
+      .optional()
+      .describe(
+        'remote: directory with tokenizer.json (an Arbor char tokenizer or a Hugging Face tokenizer.json + tokenizer_config.json)',
+      ),
+    chatTemplate: z
+      .boolean()
+      .default(false)
+      .describe(
+        'Hugging Face tokenizer (remote, or model.hf): wrap each prompt (and SFT demonstration) as a user message with the chat template',
+      ),
+    chatTemplateKwargs: z
+      .record(z.unknown())
+      .default({})
+      .describe(
+        "extra chat-template variables with engine.chatTemplate (e.g. {enable_thinking: false} for Qwen3), as transformers' apply_chat_template(**kwargs)",
+      ),
     weightSync: weightSyncSchema.describe('remote: weight synchronisation after each step'),
   })
   .strict()
   .default({});
-
 
 export type ModelConfig = z.infer<typeof modelSchema>;
 export type SftConfig = z.infer<typeof sftSchema>;

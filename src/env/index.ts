@@ -25,7 +25,18 @@ export * from './tools.js';
 export * from './tool-env.js';
 export { calculate, calcTool, calculatorEnvironmentFactory, calculatorEnvOptions } from './builtin/calculator.js';
 export { codeTool, codeEnvironmentFactory, codeEnvOptions, type CodeEnvOptions } from './builtin/code.js';
-export { kvTools, kvEnvironmentFactory, kvEnvOptions, kvMeta, kvGoalHolds, kvGoalValue, applyOp, type KvGoal, type KvOp, type KvState } from './builtin/kv.js';
+export {
+  kvTools,
+  kvEnvironmentFactory,
+  kvEnvOptions,
+  kvMeta,
+  kvGoalHolds,
+  kvGoalValue,
+  applyOp,
+  type KvGoal,
+  type KvOp,
+  type KvState,
+} from './builtin/kv.js';
 
 export const toolsEnvOptions = z
   .object({
@@ -37,13 +48,21 @@ export const toolsEnvOptions = z
         'module exporting tools made with tool() (path relative to the config file): a `tools` export object, ' +
           'or every export that is a tool',
       ),
-    maxObservationChars: z.number().int().min(16).max(1_000_000).default(2000).describe('longest tool output passed back'),
+    maxObservationChars: z
+      .number()
+      .int()
+      .min(16)
+      .max(1_000_000)
+      .default(2000)
+      .describe('longest tool output passed back'),
   })
   .strict();
 
 export const moduleEnvOptions = z
   .object({
-    kind: z.literal('module').describe('your own environment: a module whose default export is a defineEnvironment(...)'),
+    kind: z
+      .literal('module')
+      .describe('your own environment: a module whose default export is a defineEnvironment(...)'),
     module: z.string().min(1).describe('the module (path relative to the config file)'),
     options: z.record(z.unknown()).default({}).describe("the environment's options (checked by its own schema)"),
   })
@@ -56,7 +75,10 @@ export interface EnvBuildContext {
   mcp?: McpRuntime;
 }
 
-type EnvKind<S extends z.AnyZodObject> = { schema: S; build: (options: z.infer<S>, context: EnvBuildContext) => EnvironmentFactory | Promise<EnvironmentFactory> };
+type EnvKind<S extends z.AnyZodObject> = {
+  schema: S;
+  build: (options: z.infer<S>, context: EnvBuildContext) => EnvironmentFactory | Promise<EnvironmentFactory>;
+};
 
 function envKind<S extends z.AnyZodObject>(schema: S, build: EnvKind<S>['build']): EnvKind<z.AnyZodObject> {
   return { schema, build } as EnvKind<z.AnyZodObject>;
@@ -85,22 +107,35 @@ export function knownEnvKinds(): string[] {
 }
 
 /** Tools of a module: its `tools` export object, else every export that is a tool (named after the export). */
-export function toolsOfModule(mod: Record<string, unknown>, where: string): { tools: Record<string, ArborTool>; state?: EpisodeState<unknown> } {
+export function toolsOfModule(
+  mod: Record<string, unknown>,
+  where: string,
+): { tools: Record<string, ArborTool>; state?: EpisodeState<unknown> } {
   const source = mod.tools && typeof mod.tools === 'object' ? (mod.tools as Record<string, unknown>) : mod;
   const tools: Record<string, ArborTool> = {};
   for (const [name, value] of Object.entries(source)) {
     const t = asArborTool(value);
     if (t) tools[name] = t;
   }
-  if (!Object.keys(tools).length) throw new ConfigError(`env.module: ${where} exports no tools (objects with a zod inputSchema and an execute function)`, 'env.module');
+  if (!Object.keys(tools).length)
+    throw new ConfigError(
+      `env.module: ${where} exports no tools (objects with a zod inputSchema and an execute function)`,
+      'env.module',
+    );
   const state = mod.state as EpisodeState<unknown> | undefined;
   if (state !== undefined && (typeof state.init !== 'function' || typeof state.clone !== 'function')) {
-    throw new ConfigError(`env.module: ${where} exports "state" without init(item) and clone(state) functions`, 'env.module');
+    throw new ConfigError(
+      `env.module: ${where} exports "state" without init(item) and clone(state) functions`,
+      'env.module',
+    );
   }
   return { tools, state };
 }
 
-async function loadToolsEnvironment(options: z.infer<typeof toolsEnvOptions>, context: EnvBuildContext): Promise<EnvironmentFactory> {
+async function loadToolsEnvironment(
+  options: z.infer<typeof toolsEnvOptions>,
+  context: EnvBuildContext,
+): Promise<EnvironmentFactory> {
   const file = isAbsolute(options.module) ? options.module : resolve(context.baseDir, options.module);
   const mod = await importUserModule(file, 'env.module');
   const { tools, state } = toolsOfModule(mod, file);
@@ -108,10 +143,18 @@ async function loadToolsEnvironment(options: z.infer<typeof toolsEnvOptions>, co
 }
 
 /** A module's environment: its default export (or `environment`), a defineEnvironment(...) or an EnvironmentFactory. */
-async function loadModuleEnvironment(options: z.infer<typeof moduleEnvOptions>, context: EnvBuildContext): Promise<EnvironmentFactory> {
+async function loadModuleEnvironment(
+  options: z.infer<typeof moduleEnvOptions>,
+  context: EnvBuildContext,
+): Promise<EnvironmentFactory> {
   const file = isAbsolute(options.module) ? options.module : resolve(context.baseDir, options.module);
   const mod = await importUserModule(file, 'env.module');
-  const factory = applyOptions(moduleExport(mod, 'environment', file, 'env.module'), options.options, file, 'env.options');
+  const factory = applyOptions(
+    moduleExport(mod, 'environment', file, 'env.module'),
+    options.options,
+    file,
+    'env.options',
+  );
   checkShape(factory, 'environment (defineEnvironment)', file, 'env.module', [
     ['create', (f) => typeof f.create === 'function'],
     ['close', (f) => typeof f.close === 'function'],
@@ -124,7 +167,11 @@ async function loadModuleEnvironment(options: z.infer<typeof moduleEnvOptions>, 
 export async function envFactoryFromConfig(spec: unknown, context: EnvBuildContext): Promise<EnvironmentFactory> {
   const kind = (spec as { kind?: unknown } | null)?.kind;
   const entry = ENV_KINDS.find((k) => (k.schema.shape.kind as z.ZodLiteral<string>).value === kind);
-  if (!entry) throw new ConfigError(`env.kind: unknown environment kind ${JSON.stringify(kind)} (known: ${knownEnvKinds().join(', ')})`, 'env.kind');
+  if (!entry)
+    throw new ConfigError(
+      `env.kind: unknown environment kind ${JSON.stringify(kind)} (known: ${knownEnvKinds().join(', ')})`,
+      'env.kind',
+    );
   const parsed = entry.schema.safeParse(spec);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];

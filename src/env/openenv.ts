@@ -32,32 +32,86 @@ import { z } from 'zod';
 import { configErrorFromIssue, DataError } from '../core/errors.js';
 import type { TaskItem } from '../core/types.js';
 import { checkCall, contentToText } from './mcp.js';
-import type { Environment, EnvironmentFactory, StepMetrics, StepOptions, StepResult, ToolCall, ToolResult, ToolSpec } from './types.js';
+import type {
+  Environment,
+  EnvironmentFactory,
+  StepMetrics,
+  StepOptions,
+  StepResult,
+  ToolCall,
+  ToolResult,
+  ToolSpec,
+} from './types.js';
 
 const actionSchema = z
   .discriminatedUnion('mode', [
-    z.object({ mode: z.literal('text'), field: z.string().min(1).default('message').describe('the action field that receives the turn text') }).strict(),
+    z
+      .object({
+        mode: z.literal('text'),
+        field: z.string().min(1).default('message').describe('the action field that receives the turn text'),
+      })
+      .strict(),
     z.object({ mode: z.literal('mcp') }).strict(),
   ])
   .default({ mode: 'text', field: 'message' })
-  .describe("how a policy turn becomes an OpenEnv action: {mode: text, field} puts the turn text in that field; {mode: mcp} sends each tool call as {type: call_tool, tool_name, arguments} (tools from list_tools)");
+  .describe(
+    'how a policy turn becomes an OpenEnv action: {mode: text, field} puts the turn text in that field; {mode: mcp} sends each tool call as {type: call_tool, tool_name, arguments} (tools from list_tools)',
+  );
 
 export const openenvOptionsSchema = z
   .object({
     kind: z.literal('openenv').describe('an OpenEnv environment server (meta-pytorch/OpenEnv create_app)'),
-    url: z.string().regex(/^https?:\/\/[^/\s]+/, 'must be an http:// or https:// URL').default('http://localhost:8000').describe("the server's base URL (the WebSocket session lives at <url>/ws)"),
+    url: z
+      .string()
+      .regex(/^https?:\/\/[^/\s]+/, 'must be an http:// or https:// URL')
+      .default('http://localhost:8000')
+      .describe("the server's base URL (the WebSocket session lives at <url>/ws)"),
     transport: z
       .enum(['ws', 'http'])
       .default('ws')
-      .describe('ws: one WebSocket session per episode (multi-step); http: POST /reset and /step, which the server runs on a fresh environment per request (stateless), so only valid for single-step environments'),
+      .describe(
+        'ws: one WebSocket session per episode (multi-step); http: POST /reset and /step, which the server runs on a fresh environment per request (stateless), so only valid for single-step environments',
+      ),
     action: actionSchema,
-    observationField: z.string().default('').describe("the observation field shown to the policy ('' = the whole observation as compact JSON, or its only field when that is a string)"),
-    requestTimeoutMs: z.number().int().min(100).max(3_600_000).default(30_000).describe('time limit for connecting, listing tools and replaying a fork (reset and step use the caller\'s timeoutMs)'),
-    resetData: z.record(z.unknown()).default({}).describe('extra fields sent with every reset (environment-specific reset options)'),
+    observationField: z
+      .string()
+      .default('')
+      .describe(
+        "the observation field shown to the policy ('' = the whole observation as compact JSON, or its only field when that is a string)",
+      ),
+    requestTimeoutMs: z
+      .number()
+      .int()
+      .min(100)
+      .max(3_600_000)
+      .default(30_000)
+      .describe(
+        "time limit for connecting, listing tools and replaying a fork (reset and step use the caller's timeoutMs)",
+      ),
+    resetData: z
+      .record(z.unknown())
+      .default({})
+      .describe('extra fields sent with every reset (environment-specific reset options)'),
     sendEpisodeId: z.boolean().default(true).describe("send the task item's id as the reset's episode_id"),
-    episodeSeconds: z.number().min(0).max(86_400).default(0).describe('wall-clock limit per episode in seconds: past it the episode ends with an error result (0 = none)'),
-    maxResultChars: z.number().int().min(16).max(10_000_000).default(20_000).describe('an observation longer than this is cut (the policy is told how much was cut)'),
-    verifyReplay: z.boolean().default(true).describe('fork by replay checks that every replayed answer equals the recorded one (fails on a nondeterministic environment)'),
+    episodeSeconds: z
+      .number()
+      .min(0)
+      .max(86_400)
+      .default(0)
+      .describe('wall-clock limit per episode in seconds: past it the episode ends with an error result (0 = none)'),
+    maxResultChars: z
+      .number()
+      .int()
+      .min(16)
+      .max(10_000_000)
+      .default(20_000)
+      .describe('an observation longer than this is cut (the policy is told how much was cut)'),
+    verifyReplay: z
+      .boolean()
+      .default(true)
+      .describe(
+        'fork by replay checks that every replayed answer equals the recorded one (fails on a nondeterministic environment)',
+      ),
   })
   .strict();
 
@@ -90,7 +144,9 @@ export class WsSession {
     readonly url: string,
   ) {
     socket.on('message', (data) => this.onMessage(String(data)));
-    socket.on('close', (code) => this.fail(new OpenEnvError(`the session socket closed (code ${code})`, url, 'closed', false)));
+    socket.on('close', (code) =>
+      this.fail(new OpenEnvError(`the session socket closed (code ${code})`, url, 'closed', false)),
+    );
     socket.on('error', (e) => this.fail(new OpenEnvError(`socket error: ${e.message}`, url, 'closed', false)));
   }
 
@@ -99,7 +155,9 @@ export class WsSession {
     return new Promise((resolve, reject) => {
       const socket = new WebSocket(wsUrl, { handshakeTimeout: timeoutMs, maxPayload: 256 * 1024 * 1024 });
       socket.once('open', () => resolve(new WsSession(socket, url)));
-      socket.once('error', (e) => reject(new OpenEnvError(`cannot open an OpenEnv session at ${wsUrl}: ${e.message}`, url, 'closed', false)));
+      socket.once('error', (e) =>
+        reject(new OpenEnvError(`cannot open an OpenEnv session at ${wsUrl}: ${e.message}`, url, 'closed', false)),
+      );
     });
   }
 
@@ -108,21 +166,45 @@ export class WsSession {
     try {
       msg = JSON.parse(text) as Json;
     } catch {
-      return this.fail(new OpenEnvError(`the server sent a message that is not JSON: ${text.slice(0, 200)}`, this.url, 'protocol', false));
+      return this.fail(
+        new OpenEnvError(
+          `the server sent a message that is not JSON: ${text.slice(0, 200)}`,
+          this.url,
+          'protocol',
+          false,
+        ),
+      );
     }
     const p = this.pending;
     if (p === undefined) {
       // an unsolicited message (CAPACITY_REACHED right after connecting, or a late answer): the
       // request/answer pairing can no longer be trusted
       const d = (msg.data ?? {}) as Json;
-      const what = msg.type === 'error' ? `server error (${String(d.code ?? 'UNKNOWN')})` : `unexpected ${String(msg.type)} message`;
-      return this.fail(new OpenEnvError(`${what} outside a request: ${String(d.message ?? JSON.stringify(d)).slice(0, 300)}`, this.url, String(d.code ?? 'protocol'), false));
+      const what =
+        msg.type === 'error'
+          ? `server error (${String(d.code ?? 'UNKNOWN')})`
+          : `unexpected ${String(msg.type)} message`;
+      return this.fail(
+        new OpenEnvError(
+          `${what} outside a request: ${String(d.message ?? JSON.stringify(d)).slice(0, 300)}`,
+          this.url,
+          String(d.code ?? 'protocol'),
+          false,
+        ),
+      );
     }
     this.pending = undefined;
     if (msg.type === 'error') {
       const d = (msg.data ?? {}) as Json;
       const code = String(d.code ?? 'UNKNOWN');
-      p.reject(new OpenEnvError(`server error (${code}): ${String(d.message ?? '')}`, this.url, code, !['CAPACITY_REACHED', 'FACTORY_ERROR', 'SESSION_ERROR'].includes(code)));
+      p.reject(
+        new OpenEnvError(
+          `server error (${code}): ${String(d.message ?? '')}`,
+          this.url,
+          code,
+          !['CAPACITY_REACHED', 'FACTORY_ERROR', 'SESSION_ERROR'].includes(code),
+        ),
+      );
     } else p.resolve(msg);
   }
 
@@ -131,7 +213,8 @@ export class WsSession {
     const p = this.pending;
     this.pending = undefined;
     p?.reject(this.broken);
-    if (this.socket.readyState === WebSocket.OPEN || this.socket.readyState === WebSocket.CONNECTING) this.socket.terminate();
+    if (this.socket.readyState === WebSocket.OPEN || this.socket.readyState === WebSocket.CONNECTING)
+      this.socket.terminate();
   }
 
   get alive(): boolean {
@@ -143,12 +226,26 @@ export class WsSession {
     const run = () =>
       new Promise<Json>((resolve, reject) => {
         if (this.broken !== undefined) return reject(this.broken);
-        const timer = setTimeout(() => this.fail(new OpenEnvError(`no answer to ${String(message.type)} within ${timeoutMs} ms`, this.url, 'timeout', false)), timeoutMs);
+        const timer = setTimeout(
+          () =>
+            this.fail(
+              new OpenEnvError(
+                `no answer to ${String(message.type)} within ${timeoutMs} ms`,
+                this.url,
+                'timeout',
+                false,
+              ),
+            ),
+          timeoutMs,
+        );
         this.pending = {
           resolve: (m) => (clearTimeout(timer), resolve(m)),
           reject: (e) => (clearTimeout(timer), reject(e)),
         };
-        this.socket.send(JSON.stringify(message), (e) => e && this.fail(new OpenEnvError(`cannot send: ${e.message}`, this.url, 'closed', false)));
+        this.socket.send(
+          JSON.stringify(message),
+          (e) => e && this.fail(new OpenEnvError(`cannot send: ${e.message}`, this.url, 'closed', false)),
+        );
       });
     const result = this.chain.then(run, run);
     this.chain = result.catch(() => undefined);
@@ -175,14 +272,25 @@ async function postJson(url: string, path: string, body: Json, timeoutMs: number
   const signals = [AbortSignal.timeout(timeoutMs), ...(signal ? [signal] : [])];
   let res: Response;
   try {
-    res = await fetch(`${url.replace(/\/+$/, '')}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal: AbortSignal.any(signals) });
+    res = await fetch(`${url.replace(/\/+$/, '')}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+      signal: AbortSignal.any(signals),
+    });
   } catch (e) {
     if (signal?.aborted) throw signal.reason ?? e;
     const timedOut = (e as Error).name === 'TimeoutError';
-    throw new OpenEnvError(timedOut ? `no answer to POST ${path} within ${timeoutMs} ms` : `POST ${path} failed: ${(e as Error).message}`, url, timedOut ? 'timeout' : 'closed', true);
+    throw new OpenEnvError(
+      timedOut ? `no answer to POST ${path} within ${timeoutMs} ms` : `POST ${path} failed: ${(e as Error).message}`,
+      url,
+      timedOut ? 'timeout' : 'closed',
+      true,
+    );
   }
   const text = await res.text();
-  if (!res.ok) throw new OpenEnvError(`POST ${path} answered HTTP ${res.status}: ${text.slice(0, 500)}`, url, 'http', true);
+  if (!res.ok)
+    throw new OpenEnvError(`POST ${path} answered HTTP ${res.status}: ${text.slice(0, 500)}`, url, 'http', true);
   try {
     return JSON.parse(text) as Json;
   } catch {
@@ -209,12 +317,14 @@ export function renderObservation(observation: Json, field: string): string {
 /** A ToolResult from an MCP environment's CallToolObservation `{tool_name, result, error}`. */
 function callToolResult(name: string, observation: Json): ToolResult {
   const error = observation.error as Json | null | undefined;
-  if (error) return { name, content: `${String(error.error_type ?? 'error')}: ${String(error.message ?? '')}`, isError: true };
+  if (error)
+    return { name, content: `${String(error.error_type ?? 'error')}: ${String(error.message ?? '')}`, isError: true };
   const result = observation.result;
   if (result === null || result === undefined) return { name, content: '', isError: false };
   if (typeof result === 'string') return { name, content: result, isError: false };
   const r = result as Json;
-  if (Array.isArray(r.content)) return { name, content: contentToText(r), isError: r.is_error === true || r.isError === true };
+  if (Array.isArray(r.content))
+    return { name, content: contentToText(r), isError: r.is_error === true || r.isError === true };
   return { name, content: JSON.stringify(result), isError: false };
 }
 
@@ -227,7 +337,13 @@ interface Answer {
 
 function toAnswer(body: Json, url: string): Answer {
   const obs = body.observation;
-  if (typeof obs !== 'object' || obs === null) throw new OpenEnvError(`an answer without an observation object: ${JSON.stringify(body).slice(0, 200)}`, url, 'protocol', false);
+  if (typeof obs !== 'object' || obs === null)
+    throw new OpenEnvError(
+      `an answer without an observation object: ${JSON.stringify(body).slice(0, 200)}`,
+      url,
+      'protocol',
+      false,
+    );
   const r = body.reward;
   const reward = typeof r === 'number' ? r : typeof r === 'boolean' ? Number(r) : undefined;
   return { observation: obs as Json, ...(reward === undefined ? {} : { reward }), done: body.done === true };
@@ -267,7 +383,12 @@ class OpenEnvEnvironment implements Environment {
   }
 
   /** One request on this episode's transport; the answer, its raw text (for replay checks). */
-  private async send(type: 'reset' | 'step', data: Json, timeoutMs: number, signal?: AbortSignal): Promise<{ answer: Answer; raw: string }> {
+  private async send(
+    type: 'reset' | 'step',
+    data: Json,
+    timeoutMs: number,
+    signal?: AbortSignal,
+  ): Promise<{ answer: Answer; raw: string }> {
     if (signal?.aborted) throw signal.reason;
     if (this.session === null) {
       const body = type === 'reset' ? data : { action: data, timeout_s: timeoutMs / 1000 };
@@ -279,7 +400,13 @@ class OpenEnvEnvironment implements Environment {
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
       const msg = await session.request({ type, data }, timeoutMs);
-      if (msg.type !== 'observation') throw new OpenEnvError(`expected an observation message, got ${JSON.stringify(msg).slice(0, 200)}`, this.o.url, 'protocol', false);
+      if (msg.type !== 'observation')
+        throw new OpenEnvError(
+          `expected an observation message, got ${JSON.stringify(msg).slice(0, 200)}`,
+          this.o.url,
+          'protocol',
+          false,
+        );
       return { answer: toAnswer((msg.data ?? {}) as Json, this.o.url), raw: JSON.stringify(msg) };
     } catch (e) {
       if (signal?.aborted) throw signal.reason;
@@ -289,13 +416,24 @@ class OpenEnvEnvironment implements Environment {
     }
   }
 
-  async reset(item: TaskItem, options: { seed: number; signal?: AbortSignal; timeoutMs: number }): Promise<{ observation: string }> {
+  async reset(
+    item: TaskItem,
+    options: { seed: number; signal?: AbortSignal; timeoutMs: number },
+  ): Promise<{ observation: string }> {
     const data: Json = { ...this.o.resetData, seed: Math.abs(Math.trunc(options.seed)) };
     if (this.o.sendEpisodeId) data.episode_id = item.id.slice(0, 255);
     const { answer, raw } = await this.send('reset', data, options.timeoutMs, options.signal);
     const s = this.o.episodeSeconds;
-    this.state = { resetData: data, resetAnswer: raw, log: [], deadline: s > 0 ? Date.now() + s * 1000 : Infinity, done: answer.done };
-    return { observation: truncate(renderObservation(answer.observation, this.o.observationField), this.o.maxResultChars) };
+    this.state = {
+      resetData: data,
+      resetAnswer: raw,
+      log: [],
+      deadline: s > 0 ? Date.now() + s * 1000 : Infinity,
+      done: answer.done,
+    };
+    return {
+      observation: truncate(renderObservation(answer.observation, this.o.observationField), this.o.maxResultChars),
+    };
   }
 
   /** Send one action; server errors come back as `error` (the episode goes on if the session survived). */
@@ -303,10 +441,22 @@ class OpenEnvEnvironment implements Environment {
     const left = this.state.deadline - Date.now();
     if (left <= 0) {
       this.state.done = true;
-      return { error: new OpenEnvError(`the episode's time limit (episodeSeconds=${this.o.episodeSeconds}) is spent`, this.o.url, 'timeout', false) };
+      return {
+        error: new OpenEnvError(
+          `the episode's time limit (episodeSeconds=${this.o.episodeSeconds}) is spent`,
+          this.o.url,
+          'timeout',
+          false,
+        ),
+      };
     }
     try {
-      const { answer, raw } = await this.send('step', action, Math.max(1, Math.min(options.timeoutMs, left)), options.signal);
+      const { answer, raw } = await this.send(
+        'step',
+        action,
+        Math.max(1, Math.min(options.timeoutMs, left)),
+        options.signal,
+      );
       this.state.log.push({ action, answer: raw });
       if (answer.done) this.state.done = true;
       return { answer };
@@ -319,10 +469,14 @@ class OpenEnvEnvironment implements Environment {
   }
 
   /** `parseErrors` (optional, as `tool-env.ts`'s ToolAction): in mcp mode a turn whose calls were all malformed does not end the episode. */
-  async step(action: { text: string; calls: ToolCall[]; parseErrors?: ToolResult[] }, options: StepOptions): Promise<StepResult> {
+  async step(
+    action: { text: string; calls: ToolCall[]; parseErrors?: ToolResult[] },
+    options: StepOptions,
+  ): Promise<StepResult> {
     if (this.state.done) return { results: [], done: true, metrics: noMetrics() };
     if (this.o.action.mode === 'mcp') {
-      if (action.calls.length === 0 && (action.parseErrors?.length ?? 0) > 0) return { results: [], done: false, metrics: noMetrics() };
+      if (action.calls.length === 0 && (action.parseErrors?.length ?? 0) > 0)
+        return { results: [], done: false, metrics: noMetrics() };
       return this.stepTools(action.calls, options);
     }
     const metrics = noMetrics();
@@ -333,7 +487,12 @@ class OpenEnvEnvironment implements Environment {
       return { results: [{ name: '', content: error.message, isError: true }], done: this.state.done, metrics };
     }
     const content = truncate(renderObservation(answer!.observation, this.o.observationField), this.o.maxResultChars);
-    return { results: [{ name: '', content, isError: false }], ...(answer!.reward === undefined ? {} : { reward: answer!.reward }), done: this.state.done, metrics };
+    return {
+      results: [{ name: '', content, isError: false }],
+      ...(answer!.reward === undefined ? {} : { reward: answer!.reward }),
+      done: this.state.done,
+      metrics,
+    };
   }
 
   /** MCP mode: each call is a `call_tool` action; a turn without calls ends the episode. */
@@ -348,12 +507,23 @@ class OpenEnvEnvironment implements Environment {
     for (const call of calls) {
       let result: ToolResult;
       const checked = checkCall(call, this.tools);
-      if (this.state.done) result = { name: call.name, content: `tool ${call.name} not called: the environment ended the episode`, isError: true };
+      if (this.state.done)
+        result = {
+          name: call.name,
+          content: `tool ${call.name} not called: the environment ended the episode`,
+          isError: true,
+        };
       else if ('error' in checked) result = checked.error;
       else {
-        const { answer, error } = await this.act({ type: 'call_tool', tool_name: call.name, arguments: checked.args }, options);
+        const { answer, error } = await this.act(
+          { type: 'call_tool', tool_name: call.name, arguments: checked.args },
+          options,
+        );
         if (error?.code === 'timeout') metrics.toolTimeouts++;
-        result = error !== undefined ? { name: call.name, content: error.message, isError: true } : callToolResult(call.name, answer!.observation);
+        result =
+          error !== undefined
+            ? { name: call.name, content: error.message, isError: true }
+            : callToolResult(call.name, answer!.observation);
         if (answer?.reward !== undefined) reward = (reward ?? 0) + answer.reward;
       }
       result.content = truncate(result.content, this.o.maxResultChars);
@@ -384,13 +554,19 @@ class OpenEnvEnvironment implements Environment {
       try {
         return JSON.stringify(await session.request({ type, data }, timeout));
       } catch (e) {
-        if (!(e instanceof OpenEnvError) || !e.recoverable) throw new DataError(`fork: replay failed: ${(e as Error).message}`, this.o.url);
+        if (!(e instanceof OpenEnvError) || !e.recoverable)
+          throw new DataError(`fork: replay failed: ${(e as Error).message}`, this.o.url);
         return `error ${e.code}: ${e.message}`;
       }
     };
     const check = (i: number, got: string, want: string | undefined) => {
       if (this.o.verifyReplay && got !== want) {
-        throw new DataError(`${this.o.url}: fork by replay: answer ${i} differs from the recorded one (the environment is not deterministic under its seed; set env.verifyReplay: false to accept): got ${got.slice(0, 200)}, recorded ${String(want).slice(0, 200)}`, this.o.url, undefined, 'env.verifyReplay');
+        throw new DataError(
+          `${this.o.url}: fork by replay: answer ${i} differs from the recorded one (the environment is not deterministic under its seed; set env.verifyReplay: false to accept): got ${got.slice(0, 200)}, recorded ${String(want).slice(0, 200)}`,
+          this.o.url,
+          undefined,
+          'env.verifyReplay',
+        );
       }
     };
     check(0, await answerOf('reset', state.resetData), state.resetAnswer);
@@ -399,9 +575,16 @@ class OpenEnvEnvironment implements Environment {
 
   /** The server's `state` of this episode (`{"type":"state"}`: episode_id, step_count, ...); ws only. */
   async serverState(timeoutMs = this.o.requestTimeoutMs): Promise<Json> {
-    if (this.session === null) throw new OpenEnvError('state needs a WebSocket session (transport: ws)', this.o.url, 'protocol', true);
+    if (this.session === null)
+      throw new OpenEnvError('state needs a WebSocket session (transport: ws)', this.o.url, 'protocol', true);
     const msg = await this.session.request({ type: 'state' }, timeoutMs);
-    if (msg.type !== 'state') throw new OpenEnvError(`expected a state message, got ${JSON.stringify(msg).slice(0, 200)}`, this.o.url, 'protocol', false);
+    if (msg.type !== 'state')
+      throw new OpenEnvError(
+        `expected a state message, got ${JSON.stringify(msg).slice(0, 200)}`,
+        this.o.url,
+        'protocol',
+        false,
+      );
     return (msg.data ?? {}) as Json;
   }
 
@@ -445,10 +628,23 @@ class OpenEnvFactory implements EnvironmentFactory {
   private async listTools(session: WsSession | null): Promise<void> {
     const { url, requestTimeoutMs } = this.options;
     const action = { type: 'list_tools' };
-    const reply = session === null ? await postJson(url, '/step', { action }, requestTimeoutMs) : (((await session.request({ type: 'step', data: action }, requestTimeoutMs)).data ?? {}) as Json);
+    const reply =
+      session === null
+        ? await postJson(url, '/step', { action }, requestTimeoutMs)
+        : (((await session.request({ type: 'step', data: action }, requestTimeoutMs)).data ?? {}) as Json);
     const tools = toAnswer(reply, url).observation.tools;
-    if (!Array.isArray(tools)) throw new OpenEnvError(`list_tools answered without a tools list: ${JSON.stringify(reply).slice(0, 200)}`, url, 'protocol', false);
-    this.tools = (tools as Json[]).map((t) => ({ name: String(t.name), description: String(t.description ?? ''), inputSchema: (t.input_schema ?? t.inputSchema ?? { type: 'object' }) as Json }));
+    if (!Array.isArray(tools))
+      throw new OpenEnvError(
+        `list_tools answered without a tools list: ${JSON.stringify(reply).slice(0, 200)}`,
+        url,
+        'protocol',
+        false,
+      );
+    this.tools = (tools as Json[]).map((t) => ({
+      name: String(t.name),
+      description: String(t.description ?? ''),
+      inputSchema: (t.input_schema ?? t.inputSchema ?? { type: 'object' }) as Json,
+    }));
     this.listed = true;
   }
 
@@ -458,7 +654,9 @@ class OpenEnvFactory implements EnvironmentFactory {
 }
 
 /** The factory for `env: { kind: openenv, ... }` (options are parsed with `openenvOptionsSchema`). */
-export function openenvEnvironmentFactory(options: z.input<typeof openenvOptionsSchema> | OpenEnvOptions): EnvironmentFactory {
+export function openenvEnvironmentFactory(
+  options: z.input<typeof openenvOptionsSchema> | OpenEnvOptions,
+): EnvironmentFactory {
   const parsed = openenvOptionsSchema.safeParse(options);
   if (!parsed.success) throw configErrorFromIssue('env', parsed.error.issues[0]);
   return new OpenEnvFactory(parsed.data);

@@ -14,7 +14,15 @@
 import type { TaskItem } from '../core/types.js';
 import { Rng } from '../core/rng.js';
 import { Toolset, type ArborTool } from './tools.js';
-import type { Environment, EnvironmentFactory, StepOptions, StepResult, ToolCall, ToolResult, ToolSpec } from './types.js';
+import type {
+  Environment,
+  EnvironmentFactory,
+  StepOptions,
+  StepResult,
+  ToolCall,
+  ToolResult,
+  ToolSpec,
+} from './types.js';
 
 /** Per-episode state: made from the task item at reset, cloned when the tree branches. */
 export interface EpisodeState<S> {
@@ -67,7 +75,9 @@ class ToolEnvironment<S> implements Environment {
     this.item = item;
     this.turns = 0;
     this.done = false;
-    this.state = (this.options.state ? this.options.state.init(item, new Rng(options.seed).fork('env/state')) : undefined) as S;
+    this.state = (
+      this.options.state ? this.options.state.init(item, new Rng(options.seed).fork('env/state')) : undefined
+    ) as S;
     this.value = this.options.reward?.({ state: this.state, item, finalText: '' });
     return { observation: '' };
   }
@@ -75,7 +85,10 @@ class ToolEnvironment<S> implements Environment {
   /** The step's result with the change of the state's value as its reward. */
   private result(text: string, results: ToolResult[], done: boolean, metrics: StepResult['metrics']): StepResult {
     this.done = done;
-    const value = this.options.reward && this.item ? this.options.reward({ state: this.state, item: this.item, finalText: text }) : undefined;
+    const value =
+      this.options.reward && this.item
+        ? this.options.reward({ state: this.state, item: this.item, finalText: text })
+        : undefined;
     if (value === undefined) return { results, done, metrics };
     const reward = value - (this.value ?? 0);
     this.value = value;
@@ -89,7 +102,12 @@ class ToolEnvironment<S> implements Environment {
     if (!action.calls.length && !parseErrors.length) return this.result(action.text, [], true, metrics);
     const results: ToolResult[] = [];
     for (const [k, call] of action.calls.entries()) {
-      const { result, timedOut } = await this.toolset.call(call, { state: this.state, timeoutMs: options.timeoutMs, signal: options.signal, callId: `${this.turns}.${k}` });
+      const { result, timedOut } = await this.toolset.call(call, {
+        state: this.state,
+        timeoutMs: options.timeoutMs,
+        signal: options.signal,
+        callId: `${this.turns}.${k}`,
+      });
       results.push(result);
       metrics.toolCalls++;
       if (result.isError) metrics.toolErrors++;
@@ -113,7 +131,9 @@ class ToolEnvironment<S> implements Environment {
 }
 
 /** An `EnvironmentFactory` over `tools` (one shared Toolset; one state per episode). */
-export function toolEnvironmentFactory<S = undefined>(options: ToolEnvironmentOptions<S>): EnvironmentFactory & { readonly toolset: Toolset } {
+export function toolEnvironmentFactory<S = undefined>(
+  options: ToolEnvironmentOptions<S>,
+): EnvironmentFactory & { readonly toolset: Toolset } {
   const toolset = new Toolset(options.tools, { maxObservationChars: options.maxObservationChars });
   return {
     kind: options.kind ?? 'tools',

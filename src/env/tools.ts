@@ -29,7 +29,16 @@ export interface ToolExecutionOptions<S = unknown> {
 }
 
 /** A zod schema of either generation (zod 3 `ZodTypeAny`, or a zod/v4 schema). */
-export type AnySchema = z.ZodTypeAny | { _zod: unknown; safeParse(v: unknown): { success: boolean; data?: unknown; error?: { issues: Array<{ path: PropertyKey[]; message: string }> } } };
+export type AnySchema =
+  | z.ZodTypeAny
+  | {
+      _zod: unknown;
+      safeParse(v: unknown): {
+        success: boolean;
+        data?: unknown;
+        error?: { issues: Array<{ path: PropertyKey[]; message: string }> };
+      };
+    };
 
 export interface ArborTool<I = any, O = unknown, S = any> {
   description?: string;
@@ -52,10 +61,17 @@ export function asArborTool(value: unknown): ArborTool | undefined {
   if (!v || typeof v !== 'object' || typeof v.execute !== 'function') return undefined;
   const schema = (v.inputSchema ?? v.parameters) as { safeParse?: unknown } | undefined;
   if (!schema || typeof schema.safeParse !== 'function') return undefined;
-  return { description: typeof v.description === 'string' ? v.description : undefined, inputSchema: schema as AnySchema, execute: v.execute as ArborTool['execute'] };
+  return {
+    description: typeof v.description === 'string' ? v.description : undefined,
+    inputSchema: schema as AnySchema,
+    execute: v.execute as ArborTool['execute'],
+  };
 }
 
-function numberChecks(def: { checks?: Array<{ kind: string; value?: number; inclusive?: boolean }> }, out: JsonSchema): void {
+function numberChecks(
+  def: { checks?: Array<{ kind: string; value?: number; inclusive?: boolean }> },
+  out: JsonSchema,
+): void {
   for (const c of def.checks ?? []) {
     if (c.kind === 'int') out.type = 'integer';
     else if (c.kind === 'min') out[c.inclusive === false ? 'exclusiveMinimum' : 'minimum'] = c.value;
@@ -78,7 +94,9 @@ export function zod3ToJsonSchema(schema: z.ZodTypeAny): JsonSchema {
   const def = schema._def as Record<string, any>;
   let out: JsonSchema;
   switch (def.typeName as string) {
-    case 'ZodObject': out = objectSchema((schema as z.AnyZodObject).shape); break;
+    case 'ZodObject':
+      out = objectSchema((schema as z.AnyZodObject).shape);
+      break;
     case 'ZodString': {
       out = { type: 'string' };
       for (const c of (def.checks ?? []) as Array<{ kind: string; value?: number }>) {
@@ -87,18 +105,42 @@ export function zod3ToJsonSchema(schema: z.ZodTypeAny): JsonSchema {
       }
       break;
     }
-    case 'ZodNumber': out = { type: 'number' }; numberChecks(def, out); break;
-    case 'ZodBoolean': out = { type: 'boolean' }; break;
-    case 'ZodEnum': out = { type: 'string', enum: [...def.values] }; break;
-    case 'ZodLiteral': out = { const: def.value }; break;
-    case 'ZodArray': out = { type: 'array', items: zod3ToJsonSchema(def.type) }; break;
-    case 'ZodUnion': out = { anyOf: (def.options as z.ZodTypeAny[]).map(zod3ToJsonSchema) }; break;
-    case 'ZodRecord': out = { type: 'object', additionalProperties: zod3ToJsonSchema(def.valueType) }; break;
-    case 'ZodOptional': out = zod3ToJsonSchema(def.innerType); break;
-    case 'ZodNullable': out = { anyOf: [zod3ToJsonSchema(def.innerType), { type: 'null' }] }; break;
-    case 'ZodDefault': out = { ...zod3ToJsonSchema(def.innerType), default: def.defaultValue() }; break;
-    case 'ZodEffects': out = zod3ToJsonSchema(def.schema); break;
-    default: out = {};
+    case 'ZodNumber':
+      out = { type: 'number' };
+      numberChecks(def, out);
+      break;
+    case 'ZodBoolean':
+      out = { type: 'boolean' };
+      break;
+    case 'ZodEnum':
+      out = { type: 'string', enum: [...def.values] };
+      break;
+    case 'ZodLiteral':
+      out = { const: def.value };
+      break;
+    case 'ZodArray':
+      out = { type: 'array', items: zod3ToJsonSchema(def.type) };
+      break;
+    case 'ZodUnion':
+      out = { anyOf: (def.options as z.ZodTypeAny[]).map(zod3ToJsonSchema) };
+      break;
+    case 'ZodRecord':
+      out = { type: 'object', additionalProperties: zod3ToJsonSchema(def.valueType) };
+      break;
+    case 'ZodOptional':
+      out = zod3ToJsonSchema(def.innerType);
+      break;
+    case 'ZodNullable':
+      out = { anyOf: [zod3ToJsonSchema(def.innerType), { type: 'null' }] };
+      break;
+    case 'ZodDefault':
+      out = { ...zod3ToJsonSchema(def.innerType), default: def.defaultValue() };
+      break;
+    case 'ZodEffects':
+      out = zod3ToJsonSchema(def.schema);
+      break;
+    default:
+      out = {};
   }
   if (schema.description !== undefined) out = { ...out, description: schema.description };
   return out;
@@ -110,7 +152,8 @@ function tidyV4(value: unknown): unknown {
   if (!value || typeof value !== 'object') return value;
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value)) {
-    if (k === '$schema' || ((k === 'minimum' || k === 'maximum') && Math.abs(v as number) === Number.MAX_SAFE_INTEGER)) continue;
+    if (k === '$schema' || ((k === 'minimum' || k === 'maximum') && Math.abs(v as number) === Number.MAX_SAFE_INTEGER))
+      continue;
     if (k === 'additionalProperties' && v === false) continue;
     out[k] = tidyV4(v);
   }
@@ -177,7 +220,10 @@ export class Toolset {
   }
 
   /** Validated arguments, or the error result naming the bad field. */
-  private validate(call: ToolCall, entry: { tool: ArborTool; spec: ToolSpec }): { input: unknown } | { error: ToolResult } {
+  private validate(
+    call: ToolCall,
+    entry: { tool: ArborTool; spec: ToolSpec },
+  ): { input: unknown } | { error: ToolResult } {
     const resolved = resolvePositionalArguments(call.arguments, entry.spec.inputSchema);
     if ('error' in resolved) return { error: this.error(call.name, `${call.name}: ${resolved.error}`) };
     const parsed = entry.tool.inputSchema.safeParse(resolved.args);
@@ -190,7 +236,11 @@ export class Toolset {
   /** Run one call; never throws (except an abort of `context.signal`, which passes unchanged). */
   async call<S>(call: ToolCall, context: CallContext<S>): Promise<CallOutcome> {
     const entry = this.byName.get(call.name);
-    if (!entry) return { result: this.error(call.name, `unknown tool "${call.name}" (tools: ${[...this.byName.keys()].join(', ')})`), timedOut: false };
+    if (!entry)
+      return {
+        result: this.error(call.name, `unknown tool "${call.name}" (tools: ${[...this.byName.keys()].join(', ')})`),
+        timedOut: false,
+      };
     const checked = this.validate(call, entry);
     if ('error' in checked) return { result: checked.error, timedOut: false };
     const controller = new AbortController();
@@ -201,19 +251,34 @@ export class Toolset {
     const timeout = new Promise<'timeout'>((resolve) => {
       timer = setTimeout(() => resolve('timeout'), context.timeoutMs);
     });
-    const options: ToolExecutionOptions<S> = { toolCallId: context.callId ?? call.name, abortSignal: controller.signal, messages: [], state: context.state, experimental_context: context.state };
+    const options: ToolExecutionOptions<S> = {
+      toolCallId: context.callId ?? call.name,
+      abortSignal: controller.signal,
+      messages: [],
+      state: context.state,
+      experimental_context: context.state,
+    };
     try {
       const run = Promise.resolve().then(() => entry.tool.execute(checked.input, options));
       const out = await Promise.race([run, timeout]);
       if (out === 'timeout') {
         controller.abort(new Error('tool call timed out'));
         run.catch(() => undefined);
-        return { result: this.error(call.name, `${call.name}: timed out after ${context.timeoutMs} ms`), timedOut: true };
+        return {
+          result: this.error(call.name, `${call.name}: timed out after ${context.timeoutMs} ms`),
+          timedOut: true,
+        };
       }
-      return { result: { name: call.name, content: truncateObservation(outputText(out), this.maxChars), isError: false }, timedOut: false };
+      return {
+        result: { name: call.name, content: truncateObservation(outputText(out), this.maxChars), isError: false },
+        timedOut: false,
+      };
     } catch (e) {
       if (context.signal?.aborted && isAbortError(e)) throw e;
-      return { result: this.error(call.name, `${call.name}: ${e instanceof Error ? e.message : String(e)}`), timedOut: false };
+      return {
+        result: this.error(call.name, `${call.name}: ${e instanceof Error ? e.message : String(e)}`),
+        timedOut: false,
+      };
     } finally {
       clearTimeout(timer);
       context.signal?.removeEventListener('abort', onAbort);

@@ -74,7 +74,10 @@ export interface Environment {
   /** Tools offered to the policy (empty for plain-text environments). */
   readonly tools: ToolSpec[];
   /** Start the episode for `item`; returns the initial observation text ('' when there is none). */
-  reset(item: TaskItem, options: { seed: number; signal?: AbortSignal; timeoutMs: number }): Promise<{ observation: string }>;
+  reset(
+    item: TaskItem,
+    options: { seed: number; signal?: AbortSignal; timeoutMs: number },
+  ): Promise<{ observation: string }>;
   /**
    * One policy turn. `text` is the turn as decoded text; `calls` are the tool calls the format parsed
    * from it (possibly none: tool environments then treat the turn as the final answer and end).

@@ -6,7 +6,9 @@
 import { single, type RewardFunction } from './types.js';
 
 /** Exact match of the extracted answer (default: the whole trimmed response) with item.answer. */
-export function exactReward(options: { caseSensitive?: boolean; extract?: (response: string) => string | null; name?: string } = {}): RewardFunction {
+export function exactReward(
+  options: { caseSensitive?: boolean; extract?: (response: string) => string | null; name?: string } = {},
+): RewardFunction {
   const norm = (s: string) => (options.caseSensitive === false ? s.trim().toLowerCase() : s.trim());
   return {
     name: options.name ?? 'exact',
@@ -20,12 +22,17 @@ export function exactReward(options: { caseSensitive?: boolean; extract?: (respo
 
 /** Parse a number written with optional commas/spaces between digit groups; null if not a number. */
 export function parseNumber(text: string): number | null {
-  const t = text.trim().replace(/(?<=\d)[,\s](?=\d{3}\b)/g, '').replace(/^\$/, '');
+  const t = text
+    .trim()
+    .replace(/(?<=\d)[,\s](?=\d{3}\b)/g, '')
+    .replace(/^\$/, '');
   if (!/^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(t)) return null;
   return Number(t);
 }
 
-export function numericReward(options: { absTol?: number; relTol?: number; extract?: (response: string) => string | null; name?: string } = {}): RewardFunction {
+export function numericReward(
+  options: { absTol?: number; relTol?: number; extract?: (response: string) => string | null; name?: string } = {},
+): RewardFunction {
   const absTol = options.absTol ?? 1e-6;
   const relTol = options.relTol ?? 1e-6;
   return {
@@ -62,7 +69,11 @@ export function lengthPenalty(length: number, maxLength: number, cacheLength: nu
   return -1;
 }
 
-export function lengthPenaltyReward(options: { maxLength: number; cacheLength: number; name?: string }): RewardFunction {
+export function lengthPenaltyReward(options: {
+  maxLength: number;
+  cacheLength: number;
+  name?: string;
+}): RewardFunction {
   return {
     name: options.name ?? 'length_penalty',
     async score({ response, responseTokens }) {

@@ -36,7 +36,13 @@ export interface CodeRewardOptions {
 }
 
 /** Limits per test run unless overridden. */
-export const CODE_DEFAULT_LIMITS: Partial<SandboxLimits> = { wallMs: 10_000, cpuSeconds: 5, memoryMB: 512, maxProcesses: 16, outputBytes: 1024 * 1024 };
+export const CODE_DEFAULT_LIMITS: Partial<SandboxLimits> = {
+  wallMs: 10_000,
+  cpuSeconds: 5,
+  memoryMB: 512,
+  maxProcesses: 16,
+  outputBytes: 1024 * 1024,
+};
 
 const PY_TAGS = new Set(['python', 'py', 'python3']);
 const JS_TAGS = new Set(['js', 'javascript', 'node', 'mjs', 'cjs', 'nodejs']);
@@ -65,7 +71,10 @@ export function normalizeOutput(s: string): string {
 }
 
 const metaSchema = z.object({
-  tests: z.array(z.object({ input: z.string().optional(), expected: z.string() }).passthrough()).min(1).optional(),
+  tests: z
+    .array(z.object({ input: z.string().optional(), expected: z.string() }).passthrough())
+    .min(1)
+    .optional(),
   testCode: z.string().min(1).optional(),
   language: z.enum(['python', 'javascript']).optional(),
 });
@@ -74,12 +83,21 @@ const metaSchema = z.object({
 export function parseCodeMeta(item: TaskItem): { tests?: CodeTest[]; testCode?: string; language?: SandboxLanguage } {
   const meta = item.meta;
   if (!meta || (meta.tests === undefined && meta.testCode === undefined)) {
-    throw new DataError(`item "${item.id}": code reward needs meta.tests (array of {input?, expected}) or meta.testCode (string)`, undefined, undefined, 'meta.tests');
+    throw new DataError(
+      `item "${item.id}": code reward needs meta.tests (array of {input?, expected}) or meta.testCode (string)`,
+      undefined,
+      undefined,
+      'meta.tests',
+    );
   }
   const parsed = metaSchema.safeParse(meta);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    const field = ['meta', ...issue.path].map((p) => (typeof p === 'number' ? `[${p}]` : `.${p}`)).join('').replace(/^\./, '').replace(/\.\[/g, '[');
+    const field = ['meta', ...issue.path]
+      .map((p) => (typeof p === 'number' ? `[${p}]` : `.${p}`))
+      .join('')
+      .replace(/^\./, '')
+      .replace(/\.\[/g, '[');
     throw new DataError(`item "${item.id}": ${field}: ${issue.message}`, undefined, undefined, field);
   }
   return parsed.data;
@@ -129,16 +147,30 @@ export function codeReward(options: CodeRewardOptions = {}): RewardFunction {
           throw e;
         }
         isolation ??= r.isolation;
-        const status = statusOf(r, () => run.expected === undefined || normalizeOutput(r.stdout) === normalizeOutput(run.expected));
+        const status = statusOf(
+          r,
+          () => run.expected === undefined || normalizeOutput(r.stdout) === normalizeOutput(run.expected),
+        );
         return {
           index,
           status,
           wallMs: r.wallMs,
-          ...(status === 'passed' ? {} : { stderr: r.stderr.slice(-500), ...(status === 'wrong_answer' ? { stdout: r.stdout.slice(0, 500) } : {}) }),
+          ...(status === 'passed'
+            ? {}
+            : {
+                stderr: r.stderr.slice(-500),
+                ...(status === 'wrong_answer' ? { stdout: r.stdout.slice(0, 500) } : {}),
+              }),
         };
       });
       const passed = results.filter((t) => t.status === 'passed').length;
-      return single(this.name, passed / results.length, { language, passed, total: results.length, tests: results, isolation });
+      return single(this.name, passed / results.length, {
+        language,
+        passed,
+        total: results.length,
+        tests: results,
+        isolation,
+      });
     },
   };
 }

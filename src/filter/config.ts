@@ -5,27 +5,79 @@
 import { z } from 'zod';
 
 const weight = z.number().min(-1e6).max(1e6).default(1).describe('weight in the sum');
-const extract = z.boolean().default(true).describe('compare the extracted final answer (\\boxed{}, ####, "The answer is") rather than the whole response');
+const extract = z
+  .boolean()
+  .default(true)
+  .describe('compare the extracted final answer (\\boxed{}, ####, "The answer is") rather than the whole response');
 const limits = z
   .object({
     wallMs: z.number().int().positive().max(3_600_000).optional().describe('wall-clock limit per run (ms)'),
     cpuSeconds: z.number().int().positive().max(3600).optional().describe('CPU-time limit per run (s)'),
     memoryMB: z.number().int().positive().max(65536).optional().describe('address-space limit (MB)'),
     maxProcesses: z.number().int().positive().max(4096).optional().describe('process limit'),
-    outputBytes: z.number().int().positive().max(1 << 30).optional().describe('stdout+stderr cap (bytes)'),
+    outputBytes: z
+      .number()
+      .int()
+      .positive()
+      .max(1 << 30)
+      .optional()
+      .describe('stdout+stderr cap (bytes)'),
   })
   .strict()
   .default({});
 
 export const rewardPartSchema = z.discriminatedUnion('kind', [
-  z.object({ kind: z.literal('task'), weight }).strict().describe("the task's own verifier"),
-  z.object({ kind: z.literal('env'), weight, missing: z.number().min(-1e6).max(1e6).default(0).describe('reward when the environment gave none') }).strict().describe("agent runs: the reward the environment gave along the episode (OpenEnv, the kv store's goal check)"),
-  z.object({ kind: z.literal('majority_vote'), weight }).strict().describe("test-time RL (TTRL): the group's majority answer, by the task verifier's equivalence, is the pseudo-label; gold answers are not used"),
+  z
+    .object({ kind: z.literal('task'), weight })
+    .strict()
+    .describe("the task's own verifier"),
+  z
+    .object({
+      kind: z.literal('env'),
+      weight,
+      missing: z.number().min(-1e6).max(1e6).default(0).describe('reward when the environment gave none'),
+    })
+    .strict()
+    .describe("agent runs: the reward the environment gave along the episode (OpenEnv, the kv store's goal check)"),
+  z
+    .object({ kind: z.literal('majority_vote'), weight })
+    .strict()
+    .describe(
+      "test-time RL (TTRL): the group's majority answer, by the task verifier's equivalence, is the pseudo-label; gold answers are not used",
+    ),
   z.object({ kind: z.literal('exact'), weight, caseSensitive: z.boolean().default(true), extract }).strict(),
-  z.object({ kind: z.literal('numeric'), weight, absTol: z.number().min(0).max(1e6).default(1e-6), relTol: z.number().min(0).max(1).default(1e-6), extract }).strict(),
-  z.object({ kind: z.literal('math'), weight, tolerance: z.number().positive().max(1).default(1e-4).describe('relative tolerance of numeric comparison') }).strict(),
-  z.object({ kind: z.literal('format'), weight, pattern: z.string().min(1).describe('regular expression the response must match'), flags: z.string().default('s') }).strict(),
-  z.object({ kind: z.literal('length_penalty'), weight, maxLength: z.number().int().positive().max(1_000_000).describe('L_max in tokens'), cacheLength: z.number().int().positive().max(1_000_000).describe('soft-penalty window L_cache') }).strict(),
+  z
+    .object({
+      kind: z.literal('numeric'),
+      weight,
+      absTol: z.number().min(0).max(1e6).default(1e-6),
+      relTol: z.number().min(0).max(1).default(1e-6),
+      extract,
+    })
+    .strict(),
+  z
+    .object({
+      kind: z.literal('math'),
+      weight,
+      tolerance: z.number().positive().max(1).default(1e-4).describe('relative tolerance of numeric comparison'),
+    })
+    .strict(),
+  z
+    .object({
+      kind: z.literal('format'),
+      weight,
+      pattern: z.string().min(1).describe('regular expression the response must match'),
+      flags: z.string().default('s'),
+    })
+    .strict(),
+  z
+    .object({
+      kind: z.literal('length_penalty'),
+      weight,
+      maxLength: z.number().int().positive().max(1_000_000).describe('L_max in tokens'),
+      cacheLength: z.number().int().positive().max(1_000_000).describe('soft-penalty window L_cache'),
+    })
+    .strict(),
   z
     .object({
       kind: z.literal('judge'),
@@ -39,8 +91,18 @@ export const rewardPartSchema = z.discriminatedUnion('kind', [
       timeoutMs: z.number().int().positive().max(3_600_000).default(30_000),
     })
     .strict(),
-  z.object({ kind: z.literal('code'), weight, language: z.enum(['python', 'javascript']).default('python'), limits }).strict().describe('run the response against item.meta tests in the sandbox'),
-  z.object({ kind: z.literal('program'), weight, path: z.string().min(1).describe('JS module exporting default ({response, answer, prompt, meta}) => number'), limits }).strict(),
+  z
+    .object({ kind: z.literal('code'), weight, language: z.enum(['python', 'javascript']).default('python'), limits })
+    .strict()
+    .describe('run the response against item.meta tests in the sandbox'),
+  z
+    .object({
+      kind: z.literal('program'),
+      weight,
+      path: z.string().min(1).describe('JS module exporting default ({response, answer, prompt, meta}) => number'),
+      limits,
+    })
+    .strict(),
   z
     .object({
       kind: z.literal('module'),

@@ -43,35 +43,72 @@ export function judgeReward(options: JudgeOptions): RewardFunction {
   return {
     name: 'judge',
     async score({ response, item }, context) {
-      const content = rubric.replaceAll('{prompt}', item.prompt).replaceAll('{response}', response).replaceAll('{answer}', item.answer);
-      const body = JSON.stringify({ model: options.model, messages: [{ role: 'user', content }], temperature: options.temperature ?? 0, max_tokens: 256 });
+      const content = rubric
+        .replaceAll('{prompt}', item.prompt)
+        .replaceAll('{response}', response)
+        .replaceAll('{answer}', item.answer);
+      const body = JSON.stringify({
+        model: options.model,
+        messages: [{ role: 'user', content }],
+        temperature: options.temperature ?? 0,
+        max_tokens: 256,
+      });
       const attempts = options.maxAttempts ?? 4;
       let lastError = '';
       for (let attempt = 1; attempt <= attempts; attempt++) {
         try {
           const signals = [AbortSignal.timeout(options.timeoutMs ?? 60_000)];
           if (context?.signal) signals.push(context.signal);
-          const res = await fetch(url, { method: 'POST', body, signal: AbortSignal.any(signals), headers: { 'content-type': 'application/json', ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}) } });
+          const res = await fetch(url, {
+            method: 'POST',
+            body,
+            signal: AbortSignal.any(signals),
+            headers: {
+              'content-type': 'application/json',
+              ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}),
+            },
+          });
           const text = await res.text();
           if (res.status === 408 || res.status === 429 || res.status >= 500) {
             lastError = `${url}: HTTP ${res.status}`;
           } else if (!res.ok) {
-            return { reward: options.failureReward ?? 0, components: { judge: options.failureReward ?? 0 }, info: { error: `${url}: HTTP ${res.status}: ${text.slice(0, 200)}` } };
+            return {
+              reward: options.failureReward ?? 0,
+              components: { judge: options.failureReward ?? 0 },
+              info: { error: `${url}: HTTP ${res.status}: ${text.slice(0, 200)}` },
+            };
           } else {
             const reply = JSON.parse(text) as { choices?: Array<{ message?: { content?: string } }> };
             const verdictText = reply.choices?.[0]?.message?.content;
-            if (typeof verdictText !== 'string') throw new Error(`${url}: malformed reply (no choices[0].message.content)`);
+            if (typeof verdictText !== 'string')
+              throw new Error(`${url}: malformed reply (no choices[0].message.content)`);
             const value = parseVerdict(verdictText, options.maxScore ?? 10);
-            if (value === null) return { reward: options.failureReward ?? 0, components: { judge: options.failureReward ?? 0 }, info: { error: `unparseable verdict: ${verdictText.slice(0, 200)}` } };
-            return { reward: value, components: { judge: value }, info: { verdict: verdictText.slice(0, 500), attempts: attempt } };
+            if (value === null)
+              return {
+                reward: options.failureReward ?? 0,
+                components: { judge: options.failureReward ?? 0 },
+                info: { error: `unparseable verdict: ${verdictText.slice(0, 200)}` },
+              };
+            return {
+              reward: value,
+              components: { judge: value },
+              info: { verdict: verdictText.slice(0, 500), attempts: attempt },
+            };
           }
         } catch (error) {
           if (context?.signal?.aborted) throw error;
           lastError = (error as Error).message;
         }
-        if (attempt < attempts) await new Promise((r) => setTimeout(r, (options.retryDelayMs ?? 200) * 2 ** (attempt - 1) * (0.5 + jitter.next())));
+        if (attempt < attempts)
+          await new Promise((r) =>
+            setTimeout(r, (options.retryDelayMs ?? 200) * 2 ** (attempt - 1) * (0.5 + jitter.next())),
+          );
       }
-      return { reward: options.failureReward ?? 0, components: { judge: options.failureReward ?? 0 }, info: { error: `judge failed after ${attempts} attempts: ${lastError}` } };
+      return {
+        reward: options.failureReward ?? 0,
+        components: { judge: options.failureReward ?? 0 },
+        info: { error: `judge failed after ${attempts} attempts: ${lastError}` },
+      };
     },
   };
 }

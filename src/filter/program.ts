@@ -39,7 +39,13 @@ export interface ProgramRewardOptions {
   range?: [number, number];
 }
 
-export const PROGRAM_DEFAULT_LIMITS: Partial<SandboxLimits> = { wallMs: 5000, cpuSeconds: 5, memoryMB: 256, maxProcesses: 8, outputBytes: 256 * 1024 };
+export const PROGRAM_DEFAULT_LIMITS: Partial<SandboxLimits> = {
+  wallMs: 5000,
+  cpuSeconds: 5,
+  memoryMB: 256,
+  maxProcesses: 8,
+  outputBytes: 256 * 1024,
+};
 
 /** Marks NaN / ±Infinity in the harness's JSON (JSON itself would turn them into null). */
 const NON_FINITE = '@@non-finite:';
@@ -85,11 +91,17 @@ export function programReward(options: ProgramRewardOptions): RewardFunction {
     try {
       source = readFileSync(options.path, 'utf8');
     } catch (cause) {
-      throw new ConfigError(`program reward: cannot read ${options.path} (${(cause as NodeJS.ErrnoException).code ?? String(cause)})`, 'path', options.path, { cause });
+      throw new ConfigError(
+        `program reward: cannot read ${options.path} (${(cause as NodeJS.ErrnoException).code ?? String(cause)})`,
+        'path',
+        options.path,
+        { cause },
+      );
     }
   } else source = options.source!;
   const [lo, hi] = options.range ?? [-10, 10];
-  if (!(Number.isFinite(lo) && Number.isFinite(hi) && lo <= hi)) throw new ConfigError(`program reward: bad range [${lo}, ${hi}]`, 'range');
+  if (!(Number.isFinite(lo) && Number.isFinite(hi) && lo <= hi))
+    throw new ConfigError(`program reward: bad range [${lo}, ${hi}]`, 'range');
   const moduleFile = /^\s*export\s/m.test(source) ? 'reward.mjs' : 'reward.cjs';
   const limits = { ...PROGRAM_DEFAULT_LIMITS, ...options.limits };
   const name = options.name ?? 'program';
@@ -114,11 +126,20 @@ export function programReward(options: ProgramRewardOptions): RewardFunction {
         e.name = 'AbortError';
         throw e;
       }
-      if (r.timedOut || r.killedReason === 'wall' || r.killedReason === 'cpu') throw fail(`timed out (${r.killedReason === 'cpu' ? `${limits.cpuSeconds} s CPU` : `${limits.wallMs} ms wall`})`);
+      if (r.timedOut || r.killedReason === 'wall' || r.killedReason === 'cpu')
+        throw fail(
+          `timed out (${r.killedReason === 'cpu' ? `${limits.cpuSeconds} s CPU` : `${limits.wallMs} ms wall`})`,
+        );
       if (r.killedReason === 'memory') throw fail(`ran out of memory (${limits.memoryMB} MB)`);
       if (r.outputTruncated) throw fail(`printed more than ${limits.outputBytes} bytes`);
-      const line = r.stdout.split('\n').reverse().find((l) => l.startsWith(marker));
-      if (!line) throw fail(`the program produced no result (exit ${r.exitCode ?? r.signal}): ${r.stderr.trim().slice(-500) || 'no error output'}`);
+      const line = r.stdout
+        .split('\n')
+        .reverse()
+        .find((l) => l.startsWith(marker));
+      if (!line)
+        throw fail(
+          `the program produced no result (exit ${r.exitCode ?? r.signal}): ${r.stderr.trim().slice(-500) || 'no error output'}`,
+        );
       let parsed: { ok: boolean; value?: unknown; error?: string };
       try {
         parsed = JSON.parse(line.slice(marker.length));
@@ -136,17 +157,32 @@ export function programReward(options: ProgramRewardOptions): RewardFunction {
         reward = (value as { reward: unknown }).reward;
         const comps = (value as { components?: unknown }).components;
         if (comps !== undefined) {
-          if (!comps || typeof comps !== 'object' || Array.isArray(comps)) throw fail(`"components" must be an object of numbers, got ${describe(comps)}`);
+          if (!comps || typeof comps !== 'object' || Array.isArray(comps))
+            throw fail(`"components" must be an object of numbers, got ${describe(comps)}`);
           for (const [k, v] of Object.entries(comps)) {
-            if (typeof v !== 'number' || !Number.isFinite(v)) throw fail(`component "${k}" is ${isNonFinite(v) ? (v as string).slice(NON_FINITE.length) : describe(v)}, not a finite number`);
+            if (typeof v !== 'number' || !Number.isFinite(v))
+              throw fail(
+                `component "${k}" is ${isNonFinite(v) ? (v as string).slice(NON_FINITE.length) : describe(v)}, not a finite number`,
+              );
             components[`${name}.${k}`] = v;
           }
         }
       } else throw fail(`returned ${describe(value)}; expected a number or { reward: number, components?: {...} }`);
-      if (typeof reward !== 'number' || !Number.isFinite(reward)) throw fail(`reward is ${isNonFinite(reward) ? (reward as string).slice(NON_FINITE.length) : describe(reward)}, not a finite number`);
+      if (typeof reward !== 'number' || !Number.isFinite(reward))
+        throw fail(
+          `reward is ${isNonFinite(reward) ? (reward as string).slice(NON_FINITE.length) : describe(reward)}, not a finite number`,
+        );
       if (reward < lo || reward > hi) throw fail(`reward ${reward} is outside [${lo}, ${hi}]`);
       components = { [name]: reward, ...components };
-      return { reward, components, info: { wallMs: r.wallMs, isolation: r.isolation, ...(r.stdout.length > line.length + 1 ? { output: r.stdout.replace(line, '').trim().slice(0, 500) } : {}) } };
+      return {
+        reward,
+        components,
+        info: {
+          wallMs: r.wallMs,
+          isolation: r.isolation,
+          ...(r.stdout.length > line.length + 1 ? { output: r.stdout.replace(line, '').trim().slice(0, 500) } : {}),
+        },
+      };
     },
   };
 }

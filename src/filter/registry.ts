@@ -19,19 +19,34 @@ import { programReward } from './program.js';
 import { composeRewards, type SafeScoreOptions } from './reward.js';
 import type { RewardFunction } from './types.js';
 
-function part(spec: RewardPartSpec, taskReward: RewardFunction | undefined, index: number, taskExtract?: (response: string) => string | null, modules: Record<number, RewardFunction> = {}): RewardFunction {
+function part(
+  spec: RewardPartSpec,
+  taskReward: RewardFunction | undefined,
+  index: number,
+  taskExtract?: (response: string) => string | null,
+  modules: Record<number, RewardFunction> = {},
+): RewardFunction {
   const answerOf = (r: string) => extractAnswer(r) ?? r;
   switch (spec.kind) {
     case 'module':
-      if (!modules[index]) throw new ConfigError(`reward.parts.${index}: a reward module loads asynchronously: build the reward with loadReward`, `reward.parts.${index}.module`);
+      if (!modules[index])
+        throw new ConfigError(
+          `reward.parts.${index}: a reward module loads asynchronously: build the reward with loadReward`,
+          `reward.parts.${index}.module`,
+        );
       return modules[index];
     case 'task':
-      if (!taskReward) throw new ConfigError(`reward.parts.${index}: kind "task" needs a task`, `reward.parts.${index}.kind`);
+      if (!taskReward)
+        throw new ConfigError(`reward.parts.${index}: kind "task" needs a task`, `reward.parts.${index}.kind`);
       return taskReward;
     case 'env':
       return envReward(spec.missing);
     case 'majority_vote':
-      if (!taskReward) throw new ConfigError(`reward.parts.${index}: kind "majority_vote" needs a task (its verifier decides which answers agree)`, `reward.parts.${index}.kind`);
+      if (!taskReward)
+        throw new ConfigError(
+          `reward.parts.${index}: kind "majority_vote" needs a task (its verifier decides which answers agree)`,
+          `reward.parts.${index}.kind`,
+        );
       return majorityVoteReward(taskReward, taskExtract ?? ((r) => extractAnswer(r)));
     case 'exact':
       return exactReward({ caseSensitive: spec.caseSensitive, extract: spec.extract ? answerOf : undefined });
@@ -43,15 +58,36 @@ function part(spec: RewardPartSpec, taskReward: RewardFunction | undefined, inde
       try {
         return formatReward({ pattern: spec.pattern, flags: spec.flags });
       } catch (cause) {
-        throw new ConfigError(`reward.parts.${index}.pattern: invalid regular expression (${(cause as Error).message})`, `reward.parts.${index}.pattern`, undefined, { cause });
+        throw new ConfigError(
+          `reward.parts.${index}.pattern: invalid regular expression (${(cause as Error).message})`,
+          `reward.parts.${index}.pattern`,
+          undefined,
+          { cause },
+        );
       }
     case 'length_penalty':
-      if (spec.cacheLength > spec.maxLength) throw new ConfigError(`reward.parts.${index}.cacheLength: must be ≤ maxLength`, `reward.parts.${index}.cacheLength`);
+      if (spec.cacheLength > spec.maxLength)
+        throw new ConfigError(
+          `reward.parts.${index}.cacheLength: must be ≤ maxLength`,
+          `reward.parts.${index}.cacheLength`,
+        );
       return lengthPenaltyReward({ maxLength: spec.maxLength, cacheLength: spec.cacheLength });
     case 'judge': {
       const apiKey = spec.apiKeyEnv ? process.env[spec.apiKeyEnv] : undefined;
-      if (spec.apiKeyEnv && !apiKey) throw new ConfigError(`reward.parts.${index}.apiKeyEnv: environment variable ${spec.apiKeyEnv} is not set`, `reward.parts.${index}.apiKeyEnv`);
-      return judgeReward({ baseUrl: spec.baseUrl, model: spec.model, rubric: spec.rubric, apiKey, maxScore: spec.maxScore, maxAttempts: spec.maxAttempts, timeoutMs: spec.timeoutMs });
+      if (spec.apiKeyEnv && !apiKey)
+        throw new ConfigError(
+          `reward.parts.${index}.apiKeyEnv: environment variable ${spec.apiKeyEnv} is not set`,
+          `reward.parts.${index}.apiKeyEnv`,
+        );
+      return judgeReward({
+        baseUrl: spec.baseUrl,
+        model: spec.model,
+        rubric: spec.rubric,
+        apiKey,
+        maxScore: spec.maxScore,
+        maxAttempts: spec.maxAttempts,
+        timeoutMs: spec.timeoutMs,
+      });
     }
     case 'code':
       return codeReward({ language: spec.language, limits: spec.limits });
@@ -74,24 +110,39 @@ export function rewardFromConfig(
   context: RewardContext = {},
 ): RewardFunction {
   if (!spec.parts.length) throw new ConfigError('reward.parts: give at least one reward', 'reward.parts');
-  const fns = spec.parts.map((p, i) => ({ fn: part(p, context.taskReward, i, context.taskExtract, context.modules), weight: p.weight }));
+  const fns = spec.parts.map((p, i) => ({
+    fn: part(p, context.taskReward, i, context.taskExtract, context.modules),
+    weight: p.weight,
+  }));
   let reward = fns.length === 1 && fns[0].weight === 1 ? fns[0].fn : composeRewards(fns, context.safety);
   if (spec.noisyCorrection) {
     const { falsePositiveRate, falseNegativeRate } = spec.noisyCorrection;
-    if (falsePositiveRate + falseNegativeRate >= 1) throw new ConfigError('reward.noisyCorrection: falsePositiveRate + falseNegativeRate must be < 1', 'reward.noisyCorrection');
+    if (falsePositiveRate + falseNegativeRate >= 1)
+      throw new ConfigError(
+        'reward.noisyCorrection: falsePositiveRate + falseNegativeRate must be < 1',
+        'reward.noisyCorrection',
+      );
     reward = noisyCorrectionReward(reward, spec.noisyCorrection);
   }
   return reward;
 }
 
 /** `rewardFromConfig` after importing the parts of kind `module` (a user module's default export or `reward`). */
-export async function loadReward(spec: Parameters<typeof rewardFromConfig>[0], context: RewardContext = {}): Promise<RewardFunction> {
+export async function loadReward(
+  spec: Parameters<typeof rewardFromConfig>[0],
+  context: RewardContext = {},
+): Promise<RewardFunction> {
   const modules: Record<number, RewardFunction> = {};
   for (const [i, p] of spec.parts.entries()) {
     if (p.kind !== 'module') continue;
     const key = `reward.parts.${i}.module`;
     const mod = await importUserModule(p.module, key);
-    const reward = applyOptions(moduleExport(mod, 'reward', p.module, key), p.options, p.module, `reward.parts.${i}.options`);
+    const reward = applyOptions(
+      moduleExport(mod, 'reward', p.module, key),
+      p.options,
+      p.module,
+      `reward.parts.${i}.options`,
+    );
     checkShape(reward, 'reward (defineReward)', p.module, key, [
       ['name', (r) => typeof r.name === 'string' && r.name.length > 0],
       ['score', (r) => typeof r.score === 'function'],

@@ -14,7 +14,12 @@ export interface SafeScoreOptions {
 }
 
 /** Score one input; never throws (except for an abort of the caller's signal). */
-export async function scoreSafely(fn: RewardFunction, input: ScoreInput, options: SafeScoreOptions = {}, signal?: AbortSignal): Promise<RewardResult> {
+export async function scoreSafely(
+  fn: RewardFunction,
+  input: ScoreInput,
+  options: SafeScoreOptions = {},
+  signal?: AbortSignal,
+): Promise<RewardResult> {
   const failureReward = options.failureReward ?? 0;
   const timeoutMs = options.timeoutMs ?? 30_000;
   const controller = new AbortController();
@@ -23,17 +28,22 @@ export async function scoreSafely(fn: RewardFunction, input: ScoreInput, options
   let timer: NodeJS.Timeout | undefined;
   try {
     const timeout = new Promise<never>((_, reject) => {
-      if (timeoutMs > 0) timer = setTimeout(() => {
-        controller.abort();
-        reject(new Error(`reward "${fn.name}" timed out after ${timeoutMs} ms`));
-      }, timeoutMs);
+      if (timeoutMs > 0)
+        timer = setTimeout(() => {
+          controller.abort();
+          reject(new Error(`reward "${fn.name}" timed out after ${timeoutMs} ms`));
+        }, timeoutMs);
     });
     const result = await Promise.race([fn.score(input, { signal: controller.signal }), timeout]);
     if (!Number.isFinite(result.reward)) throw new Error(`reward "${fn.name}" returned ${result.reward}`);
     return result;
   } catch (error) {
     if (signal?.aborted) throw error;
-    return { reward: failureReward, components: { [fn.name]: failureReward }, info: { error: (error as Error)?.message ?? String(error) } };
+    return {
+      reward: failureReward,
+      components: { [fn.name]: failureReward },
+      info: { error: (error as Error)?.message ?? String(error) },
+    };
   } finally {
     if (timer) clearTimeout(timer);
     signal?.removeEventListener('abort', onAbort);
@@ -41,7 +51,10 @@ export async function scoreSafely(fn: RewardFunction, input: ScoreInput, options
 }
 
 /** Weighted sum of rewards; each component keeps its unweighted value under its own name. */
-export function composeRewards(parts: Array<{ fn: RewardFunction; weight: number }>, options: SafeScoreOptions = {}): RewardFunction {
+export function composeRewards(
+  parts: Array<{ fn: RewardFunction; weight: number }>,
+  options: SafeScoreOptions = {},
+): RewardFunction {
   const name = parts.map((p) => p.fn.name).join('+');
   const grouped = parts.filter((p) => p.fn.prepareGroup);
   return {
@@ -71,7 +84,12 @@ export function composeRewards(parts: Array<{ fn: RewardFunction; weight: number
 }
 
 /** Score many inputs with at most `concurrency` in flight; results in input order. */
-export async function scoreBatch(fn: RewardFunction, inputs: ScoreInput[], options: SafeScoreOptions & { concurrency?: number } = {}, signal?: AbortSignal): Promise<RewardResult[]> {
+export async function scoreBatch(
+  fn: RewardFunction,
+  inputs: ScoreInput[],
+  options: SafeScoreOptions & { concurrency?: number } = {},
+  signal?: AbortSignal,
+): Promise<RewardResult[]> {
   const results = new Array<RewardResult>(inputs.length);
   let next = 0;
   const worker = async () => {

@@ -19,7 +19,12 @@ export interface ScoreTreesOptions {
 }
 
 /** Scores complete trees in place; returns the number of leaves scored and of reward failures. */
-export async function scoreTrees(trees: RolloutTree[], items: Map<string, TaskItem>, reward: RewardFunction, options: ScoreTreesOptions): Promise<{ scored: number; failed: number }> {
+export async function scoreTrees(
+  trees: RolloutTree[],
+  items: Map<string, TaskItem>,
+  reward: RewardFunction,
+  options: ScoreTreesOptions,
+): Promise<{ scored: number; failed: number }> {
   const inputOf = (tree: RolloutTree, leaf: TreeNode): ScoreInput => {
     const tokens = responseTokens(tree, leaf.id);
     // a response hint (hint rescue) was the start of this response: the verifier sees all of it
@@ -29,7 +34,18 @@ export async function scoreTrees(trees: RolloutTree[], items: Map<string, TaskIt
     const e = leaf.episode;
     if (!e) return { item: items.get(tree.itemId)!, response: text, responseTokens: tokens.length };
     // an agent episode: the verifier reads the final answer; the transcript and the environment's reward ride along
-    return { item: items.get(tree.itemId)!, response: e.finalAnswer, responseTokens: tokens.length, episode: { transcript: text, envReward: e.envReward, turns: e.turns, toolCalls: e.toolCalls, toolErrors: e.toolErrors } };
+    return {
+      item: items.get(tree.itemId)!,
+      response: e.finalAnswer,
+      responseTokens: tokens.length,
+      episode: {
+        transcript: text,
+        envReward: e.envReward,
+        turns: e.turns,
+        toolCalls: e.toolCalls,
+        toolErrors: e.toolErrors,
+      },
+    };
   };
   const jobs: Array<{ tree: RolloutTree; leaf: TreeNode; input: ScoreInput }> = [];
   let groupFailures = 0;
@@ -42,14 +58,22 @@ export async function scoreTrees(trees: RolloutTree[], items: Map<string, TaskIt
       if (reward.prepareGroup) groupInputs = await reward.prepareGroup(groupInputs);
     } catch (error) {
       // errors are data: the group's unscored leaves fail, the tree is not trained on
-      for (const leaf of group.filter((l) => l.reward === undefined)) Object.assign(leaf, { finishReason: 'error', error: `reward: group labelling failed: ${(error as Error)?.message ?? error}` });
+      for (const leaf of group.filter((l) => l.reward === undefined))
+        Object.assign(leaf, {
+          finishReason: 'error',
+          error: `reward: group labelling failed: ${(error as Error)?.message ?? error}`,
+        });
       groupFailures += group.filter((l) => l.finishReason === 'error').length;
       continue;
     }
     group.forEach((leaf, i) => leaf.reward === undefined && jobs.push({ tree, leaf, input: groupInputs[i] }));
   }
   const inputs = jobs.map((j) => j.input);
-  const results = await scoreBatch(reward, inputs, { concurrency: options.concurrency, timeoutMs: options.timeoutMs, failureReward: options.failureReward });
+  const results = await scoreBatch(reward, inputs, {
+    concurrency: options.concurrency,
+    timeoutMs: options.timeoutMs,
+    failureReward: options.failureReward,
+  });
   let failed = groupFailures;
   jobs.forEach(({ leaf }, i) => {
     const r = results[i];
@@ -69,7 +93,8 @@ export async function scoreTrees(trees: RolloutTree[], items: Map<string, TaskIt
 export function rewardError(info: Record<string, unknown>): string | undefined {
   if (typeof info.error === 'string') return info.error;
   for (const v of Object.values(info)) {
-    if (v && typeof v === 'object' && typeof (v as { error?: unknown }).error === 'string') return (v as { error: string }).error;
+    if (v && typeof v === 'object' && typeof (v as { error?: unknown }).error === 'string')
+      return (v as { error: string }).error;
   }
   return undefined;
 }

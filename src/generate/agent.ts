@@ -34,23 +34,81 @@
 import { z } from 'zod';
 import { largestRemainder } from '../core/apportion.js';
 import { ConfigError, EnvironmentError } from '../core/errors.js';
-import { addNode, createTree, isComplete, leaves, prefixTokens, responseTokens, ROOT_ID, type EpisodeInfo, type RolloutTree } from '../core/tree.js';
+import {
+  addNode,
+  createTree,
+  isComplete,
+  leaves,
+  prefixTokens,
+  responseTokens,
+  ROOT_ID,
+  type EpisodeInfo,
+  type RolloutTree,
+} from '../core/tree.js';
 import type { SampleCompletion, SampleRequest } from '../engine/types.js';
 import type { Environment, StepResult, ToolResult } from '../env/types.js';
-import { addUsage, emptyStats, type AgentRuntime, type GenerateContext, type GenerateInput, type GenerateStats, type Generator } from './types.js';
+import {
+  addUsage,
+  emptyStats,
+  type AgentRuntime,
+  type GenerateContext,
+  type GenerateInput,
+  type GenerateStats,
+  type Generator,
+} from './types.js';
 
 export const agentOptionsSchema = z
   .object({
     kind: z.literal('agent').describe('multi-turn tool-use episodes as turn trees (needs an `env` section)'),
     groupSize: z.number().int().min(1).max(4096).default(8).describe('G: episodes (leaves) per prompt'),
-    format: z.enum(['arbor', 'qwen3']).default('arbor').describe('tool-call format: arbor (the embedded engine\'s compact text format) or qwen3 (the Qwen3 chat template\'s <tool_call> JSON)'),
-    branching: z.enum(['iid', 'uniform', 'trace']).default('iid').describe('iid: G independent episodes; uniform: branch at every turn boundary; trace: branch where the predicted success is nearest 0.5'),
-    rootCopies: z.number().int().min(0).max(4096).default(0).describe('trees: episodes started from the prompt (0 = ceil(G / branchFactor))'),
-    branchFactor: z.number().int().min(2).max(64).default(2).describe('trees: continuations per anchor (turn boundary)'),
+    format: z
+      .enum(['arbor', 'qwen3'])
+      .default('arbor')
+      .describe(
+        "tool-call format: arbor (the embedded engine's compact text format) or qwen3 (the Qwen3 chat template's <tool_call> JSON)",
+      ),
+    branching: z
+      .enum(['iid', 'uniform', 'trace'])
+      .default('iid')
+      .describe(
+        'iid: G independent episodes; uniform: branch at every turn boundary; trace: branch where the predicted success is nearest 0.5',
+      ),
+    rootCopies: z
+      .number()
+      .int()
+      .min(0)
+      .max(4096)
+      .default(0)
+      .describe('trees: episodes started from the prompt (0 = ceil(G / branchFactor))'),
+    branchFactor: z
+      .number()
+      .int()
+      .min(2)
+      .max(64)
+      .default(2)
+      .describe('trees: continuations per anchor (turn boundary)'),
     maxTurns: z.number().int().min(1).max(256).default(4).describe('policy turns per episode'),
-    maxTurnTokens: z.number().int().min(0).max(65536).default(0).describe('tokens per policy turn (0 = the rest of the episode budget, sampling.maxResponseTokens)'),
-    toolTimeoutMs: z.number().int().min(1).max(3_600_000).default(5000).describe('time limit of one tool call / environment request'),
-    episodeTimeoutMs: z.number().int().min(1).max(86_400_000).default(60_000).describe('time limit of one episode (sampling and tools)'),
+    maxTurnTokens: z
+      .number()
+      .int()
+      .min(0)
+      .max(65536)
+      .default(0)
+      .describe('tokens per policy turn (0 = the rest of the episode budget, sampling.maxResponseTokens)'),
+    toolTimeoutMs: z
+      .number()
+      .int()
+      .min(1)
+      .max(3_600_000)
+      .default(5000)
+      .describe('time limit of one tool call / environment request'),
+    episodeTimeoutMs: z
+      .number()
+      .int()
+      .min(1)
+      .max(86_400_000)
+      .default(60_000)
+      .describe('time limit of one episode (sampling and tools)'),
   })
   .strict();
 export type AgentOptions = z.infer<typeof agentOptionsSchema>;
@@ -117,7 +175,8 @@ export function agentGenerator(options: AgentOptions): Generator {
     groupSize: options.groupSize,
     async grow(inputs: GenerateInput[], ctx: GenerateContext) {
       const agent = ctx.agent;
-      if (!agent) throw new ConfigError('generate.kind "agent" needs an environment: add an `env` section to the config', 'env');
+      if (!agent)
+        throw new ConfigError('generate.kind "agent" needs an environment: add an `env` section to the config', 'env');
       const started = Date.now();
       const stats = emptyStats();
       const states: TreeState[] = [];
@@ -147,11 +206,21 @@ export function agentGenerator(options: AgentOptions): Generator {
   };
 }
 
-async function startTree(input: GenerateInput, index: number, options: AgentOptions, ctx: GenerateContext, agent: AgentRuntime): Promise<TreeState> {
+async function startTree(
+  input: GenerateInput,
+  index: number,
+  options: AgentOptions,
+  ctx: GenerateContext,
+  agent: AgentRuntime,
+): Promise<TreeState> {
   const target = input.groupSize ?? options.groupSize;
   const stats: AgentTreeStats = { episodes: 0, turns: 0, toolCalls: 0, toolErrors: 0, toolTimeouts: 0, forks: 0 };
   if (input.tree) {
-    if (!isComplete(input.tree)) throw new ConfigError('generate.kind "agent" does not continue partial rollouts (control.kind "april"): use a control strategy that completes its trees', 'control.kind');
+    if (!isComplete(input.tree))
+      throw new ConfigError(
+        'generate.kind "agent" does not continue partial rollouts (control.kind "april"): use a control strategy that completes its trees',
+        'control.kind',
+      );
     const prior = input.tree.meta?.agent as AgentTreeStats | undefined;
     return { tree: input.tree, target, started: leaves(input.tree).length, stats: prior ? { ...prior } : stats };
   }
@@ -160,7 +229,11 @@ async function startTree(input: GenerateInput, index: number, options: AgentOpti
   let env: Environment | undefined;
   try {
     env = await agent.factory.create();
-    const { observation } = await env.reset(input.item, { seed: episodeSeed(ctx, index), signal: ctx.signal, timeoutMs: options.toolTimeoutMs });
+    const { observation } = await env.reset(input.item, {
+      seed: episodeSeed(ctx, index),
+      signal: ctx.signal,
+      timeoutMs: options.toolTimeoutMs,
+    });
     const prompt = agent.encodePrompt(input.item, observation);
     const tree = createTree(`${ctx.treeIdPrefix}${index}`, input.item.id, prompt, meta);
     return { tree, target, started: 0, stats };
@@ -181,11 +254,21 @@ function episodeSeed(ctx: GenerateContext, tree: number): number {
 }
 
 /** Fresh episodes from the prompt for the leaves the tree still lacks (all of them in a new tree). */
-async function startEpisodes(s: TreeState, index: number, input: GenerateInput, options: AgentOptions, ctx: GenerateContext, agent: AgentRuntime): Promise<Path[]> {
+async function startEpisodes(
+  s: TreeState,
+  index: number,
+  input: GenerateInput,
+  options: AgentOptions,
+  ctx: GenerateContext,
+  agent: AgentRuntime,
+): Promise<Path[]> {
   const missing = s.target - s.started;
   if (missing <= 0 || s.cut !== undefined) return [];
   const first = s.started === 0;
-  const copies = options.branching === 'iid' || !first ? missing : Math.min(missing, options.rootCopies || Math.ceil(s.target / options.branchFactor));
+  const copies =
+    options.branching === 'iid' || !first
+      ? missing
+      : Math.min(missing, options.rootCopies || Math.ceil(s.target / options.branchFactor));
   let envs: Environment[];
   try {
     const env = await agent.factory.create();
@@ -205,7 +288,15 @@ async function startEpisodes(s: TreeState, index: number, input: GenerateInput, 
   s.started += copies;
   s.stats.episodes += copies;
   const now = Date.now();
-  return envs.map((e) => ({ tree: index, nodeId: ROOT_ID, env: e, turns: 0, toolCalls: 0, toolErrors: 0, started: now }));
+  return envs.map((e) => ({
+    tree: index,
+    nodeId: ROOT_ID,
+    env: e,
+    turns: 0,
+    toolCalls: 0,
+    toolErrors: 0,
+    started: now,
+  }));
 }
 
 /** `env` and `count − 1` forks of it, taken before any of them steps. */
@@ -223,7 +314,14 @@ async function forkInto(env: Environment, count: number, stats: AgentTreeStats):
 }
 
 /** One policy turn for every open path (one sampler call), then the environment steps; returns the paths still open. */
-async function turn(paths: Path[], states: TreeState[], options: AgentOptions, ctx: GenerateContext, agent: AgentRuntime, stats: GenerateStats): Promise<Path[]> {
+async function turn(
+  paths: Path[],
+  states: TreeState[],
+  options: AgentOptions,
+  ctx: GenerateContext,
+  agent: AgentRuntime,
+  stats: GenerateStats,
+): Promise<Path[]> {
   // the paths continuing from one node (an anchor's children, the episodes from the prompt) share one
   // request with n = their count: the engine computes their common context once
   const groups = new Map<string, Path[]>();
@@ -243,7 +341,15 @@ async function turn(paths: Path[], states: TreeState[], options: AgentOptions, c
     }
     live.push(group);
     requests.push({
-      tokens: context, n: group.length, maxTokens: budget, temperature: ctx.temperature, topP: ctx.topP, topK: ctx.topK, stopTokens: ctx.stopTokens, seed: ctx.rng.nextU32(), affinityKey: tree.id,
+      tokens: context,
+      n: group.length,
+      maxTokens: budget,
+      temperature: ctx.temperature,
+      topP: ctx.topP,
+      topK: ctx.topK,
+      stopTokens: ctx.stopTokens,
+      seed: ctx.rng.nextU32(),
+      affinityKey: tree.id,
       ...(ctx.quality?.wants?.entropy ? { returnEntropy: true } : {}),
       ...(ctx.quality?.wants?.hidden ? { returnHidden: true } : {}),
     });
@@ -260,10 +366,22 @@ async function turn(paths: Path[], states: TreeState[], options: AgentOptions, c
   const anchors: Path[] = [];
   for (const r of results) addUsage(stats, r.usage);
   // every path finishes its turn (afterTurn closes the environment of a path that ends or fails)
-  const settled = await Promise.allSettled(live.flatMap((group, j) => group.map(async (p, k) => {
-    const next = await afterTurn(p, results[j].completions[k], results[j].weightVersion, states[p.tree], options, ctx, agent);
-    if (next) anchors.push(next);
-  })));
+  const settled = await Promise.allSettled(
+    live.flatMap((group, j) =>
+      group.map(async (p, k) => {
+        const next = await afterTurn(
+          p,
+          results[j].completions[k],
+          results[j].weightVersion,
+          states[p.tree],
+          options,
+          ctx,
+          agent,
+        );
+        if (next) anchors.push(next);
+      }),
+    ),
+  );
   const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
   if (failed) {
     await closeAll(anchors.map((p) => p.env));
@@ -274,7 +392,14 @@ async function turn(paths: Path[], states: TreeState[], options: AgentOptions, c
 }
 
 /** Tokens the next turn of `p` may sample: the turn limit, the episode's response budget, the context. */
-function turnBudget(tree: RolloutTree, p: Path, contextTokens: number, options: AgentOptions, ctx: GenerateContext, agent: AgentRuntime): number {
+function turnBudget(
+  tree: RolloutTree,
+  p: Path,
+  contextTokens: number,
+  options: AgentOptions,
+  ctx: GenerateContext,
+  agent: AgentRuntime,
+): number {
   const used = responseTokens(tree, p.nodeId).length;
   let budget = ctx.maxResponseTokens - used;
   if (options.maxTurnTokens > 0) budget = Math.min(budget, options.maxTurnTokens);
@@ -288,11 +413,27 @@ function turnBudget(tree: RolloutTree, p: Path, contextTokens: number, options: 
  * first await, so node ids follow the request order however long each environment takes (runs stay
  * deterministic with asynchronous tools).
  */
-async function afterTurn(p: Path, c: SampleCompletion, weightVersion: number, s: TreeState, options: AgentOptions, ctx: GenerateContext, agent: AgentRuntime): Promise<Path | undefined> {
+async function afterTurn(
+  p: Path,
+  c: SampleCompletion,
+  weightVersion: number,
+  s: TreeState,
+  options: AgentOptions,
+  ctx: GenerateContext,
+  agent: AgentRuntime,
+): Promise<Path | undefined> {
   const tree = s.tree;
   s.stats.turns++;
   p.turns++;
-  const node = addNode(tree, p.nodeId, { tokens: c.tokens, logprobs: c.logprobs, entropies: c.entropies, hidden: c.hidden, weightVersion, mask: c.tokens.map(() => 1), finishReason: null });
+  const node = addNode(tree, p.nodeId, {
+    tokens: c.tokens,
+    logprobs: c.logprobs,
+    entropies: c.entropies,
+    hidden: c.hidden,
+    weightVersion,
+    mask: c.tokens.map(() => 1),
+    finishReason: null,
+  });
   const here = { ...p, nodeId: node.id };
   const text = agent.decodeTurn(c.tokens);
   const leaf = async (end: EpisodeInfo['end'], finalAnswer: string, finishReason: 'stop' | 'length' | 'depth') => {
@@ -303,7 +444,8 @@ async function afterTurn(p: Path, c: SampleCompletion, weightVersion: number, s:
   // a text environment (no tools: OpenEnv games, echo) reads every turn; a tool environment only calls
   const textEnv = p.env.tools.length === 0;
   const { calls, errors } = textEnv ? { calls: [], errors: [] } : agent.format.parseCalls(text);
-  if (!textEnv && !calls.length && !errors.length) return void (await leaf('answer', agent.format.finalAnswer(text), 'stop'));
+  if (!textEnv && !calls.length && !errors.length)
+    return void (await leaf('answer', agent.format.finalAnswer(text), 'stop'));
   if (p.turns >= options.maxTurns) return void (await leaf('max_turns', '', 'depth'));
   const remaining = options.episodeTimeoutMs - (Date.now() - p.started);
   if (remaining <= 0) return void (await leaf('timeout', '', 'length'));
@@ -330,7 +472,11 @@ async function afterTurn(p: Path, c: SampleCompletion, weightVersion: number, s:
   // the observation must leave room for another turn in the episode budget and the context
   const used = responseTokens(tree, node.id).length + observation.length;
   const context = prefixTokens(tree, node.id).length + observation.length;
-  if (!step.done && (used >= ctx.maxResponseTokens || (agent.contextLength !== undefined && context >= agent.contextLength))) return void (await leaf('max_tokens', '', 'length'));
+  if (
+    !step.done &&
+    (used >= ctx.maxResponseTokens || (agent.contextLength !== undefined && context >= agent.contextLength))
+  )
+    return void (await leaf('max_tokens', '', 'length'));
   // the observation joins the turn's node: environment tokens, mask 0, no sampling log-prob
   node.tokens.push(...observation);
   node.logprobs.push(...observation.map(() => 0));
@@ -343,8 +489,16 @@ async function afterTurn(p: Path, c: SampleCompletion, weightVersion: number, s:
 /** The episode of `p` ends at its node (a leaf): record what it did and close its environment. */
 async function endAt(tree: RolloutTree, p: Path, end: EpisodeInfo['end'], finalAnswer: string): Promise<void> {
   const node = tree.nodes[p.nodeId];
-  if (node.finishReason === null) node.finishReason = end === 'max_tokens' || end === 'timeout' ? 'length' : end === 'max_turns' ? 'depth' : 'stop';
-  node.episode = { finalAnswer, turns: p.turns, toolCalls: p.toolCalls, toolErrors: p.toolErrors, end, ...(p.envReward !== undefined ? { envReward: p.envReward } : {}) };
+  if (node.finishReason === null)
+    node.finishReason = end === 'max_tokens' || end === 'timeout' ? 'length' : end === 'max_turns' ? 'depth' : 'stop';
+  node.episode = {
+    finalAnswer,
+    turns: p.turns,
+    toolCalls: p.toolCalls,
+    toolErrors: p.toolErrors,
+    end,
+    ...(p.envReward !== undefined ? { envReward: p.envReward } : {}),
+  };
   await p.env.close().catch(() => {});
 }
 
@@ -352,7 +506,12 @@ async function endAt(tree: RolloutTree, p: Path, end: EpisodeInfo['end'], finalA
  * The anchors of this round (paths that continue after an observation) get their children: one each,
  * plus the extra continuations the tree's leaf budget allows, spread uniformly or by TRACE's p(1 − p).
  */
-async function branch(anchors: Path[], states: TreeState[], options: AgentOptions, ctx: GenerateContext): Promise<Path[]> {
+async function branch(
+  anchors: Path[],
+  states: TreeState[],
+  options: AgentOptions,
+  ctx: GenerateContext,
+): Promise<Path[]> {
   const out: Path[] = [];
   const forked = new Set<Path>();
   const byTree = new Map<number, Path[]>();
@@ -393,7 +552,13 @@ async function branch(anchors: Path[], states: TreeState[], options: AgentOption
 function spread(group: Path[], s: TreeState, options: AgentOptions, ctx: GenerateContext): number[] {
   const budget = Math.min(s.target - s.started, group.length * (options.branchFactor - 1));
   if (budget <= 0) return group.map(() => 0);
-  const p = options.branching === 'trace' ? ctx.quality?.predict(s.tree, group.map((a) => a.nodeId)) : undefined;
+  const p =
+    options.branching === 'trace'
+      ? ctx.quality?.predict(
+          s.tree,
+          group.map((a) => a.nodeId),
+        )
+      : undefined;
   if (p) {
     const cap = 2 * (options.branchFactor - 1);
     const weights = p.map((q) => Math.max(1e-6, q * (1 - q)));
@@ -404,7 +569,10 @@ function spread(group: Path[], s: TreeState, options: AgentOptions, ctx: Generat
       const open = out.map((v, i) => (v < cap ? i : -1)).filter((i) => i >= 0);
       if (!open.length) break;
       const total = open.reduce((a, i) => a + weights[i], 0);
-      const share = largestRemainder(open.map((i) => (left * weights[i]) / total), left);
+      const share = largestRemainder(
+        open.map((i) => (left * weights[i]) / total),
+        left,
+      );
       let given = 0;
       open.forEach((i, k) => {
         const add = Math.min(share[k], cap - out[i]);

@@ -9,7 +9,18 @@
  * continuation to the SAME leaf (appendToNode records the newer weight version per token), so the
  * tree's shape is an uninterrupted run's. Without `stopAfterTrees` a fresh call is unchanged.
  */
-import { addNode, appendToNode, createTree, isComplete, leaves, prefixTokens, responseTokens, ROOT_ID, type FinishReason, type RolloutTree } from '../core/tree.js';
+import {
+  addNode,
+  appendToNode,
+  createTree,
+  isComplete,
+  leaves,
+  prefixTokens,
+  responseTokens,
+  ROOT_ID,
+  type FinishReason,
+  type RolloutTree,
+} from '../core/tree.js';
 import type { SampleCompletion, SampleOptions, SampleRequest } from '../engine/types.js';
 import { addUsage, emptyStats, type GenerateContext, type GenerateInput, type Generator } from './types.js';
 
@@ -32,7 +43,10 @@ export function iidGenerator(options: IidOptions): Generator {
     async grow(inputs: GenerateInput[], ctx: GenerateContext) {
       const started = Date.now();
       const stats = emptyStats();
-      const trees: RolloutTree[] = inputs.map((input, i) => input.tree ?? createTree(`${ctx.treeIdPrefix}${i}`, input.item.id, input.promptTokens, { generator: 'iid' }));
+      const trees: RolloutTree[] = inputs.map(
+        (input, i) =>
+          input.tree ?? createTree(`${ctx.treeIdPrefix}${i}`, input.item.id, input.promptTokens, { generator: 'iid' }),
+      );
       const leavesBefore = trees.map((t) => (isComplete(t) ? leaves(t).length : 0));
       const requests: SampleRequest[] = [];
       const targets: Target[] = [];
@@ -50,7 +64,13 @@ export function iidGenerator(options: IidOptions): Generator {
           addUsage(stats, result.usage);
           const { tree, leafId } = targets[j];
           for (const c of result.completions) {
-            const segment = { tokens: c.tokens, logprobs: c.logprobs, entropies: c.entropies, finishReason: finishOf(c), weightVersion: result.weightVersion };
+            const segment = {
+              tokens: c.tokens,
+              logprobs: c.logprobs,
+              entropies: c.entropies,
+              finishReason: finishOf(c),
+              weightVersion: result.weightVersion,
+            };
             if (leafId === undefined) addNode(trees[tree], ROOT_ID, segment);
             else appendToNode(trees[tree], leafId, segment);
           }
@@ -69,7 +89,11 @@ export function iidGenerator(options: IidOptions): Generator {
  * A complete tree with fewer than G leaves (per-prompt allocation's later round) gets the missing
  * ones from the prompt.
  */
-function treeRequests(tree: RolloutTree, G: number, ctx: GenerateContext): Array<{ request: SampleRequest; leafId?: string }> {
+function treeRequests(
+  tree: RolloutTree,
+  G: number,
+  ctx: GenerateContext,
+): Array<{ request: SampleRequest; leafId?: string }> {
   const request = (tokens: number[], n: number, maxTokens: number): SampleRequest => ({
     tokens,
     n,
@@ -81,7 +105,8 @@ function treeRequests(tree: RolloutTree, G: number, ctx: GenerateContext): Array
     seed: ctx.rng.nextU32(),
     affinityKey: tree.id,
   });
-  if (!tree.nodes[ROOT_ID].children.length) return [{ request: request(tree.nodes[ROOT_ID].tokens, G, ctx.maxResponseTokens) }];
+  if (!tree.nodes[ROOT_ID].children.length)
+    return [{ request: request(tree.nodes[ROOT_ID].tokens, G, ctx.maxResponseTokens) }];
   const out: Array<{ request: SampleRequest; leafId?: string }> = [];
   if (isComplete(tree)) {
     const missing = G - leaves(tree).length;

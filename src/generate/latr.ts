@@ -18,10 +18,29 @@
  * embedded sampler's rule), so the loss sees the model's probability of every trained token.
  * `tree.meta.latr` counts forks and pruned branches.
  */
-import { addNode, createTree, isComplete, leaves, prefixTokens, responseTokens, ROOT_ID, splitLeaf, type FinishReason, type RolloutTree, type TreeNode } from '../core/tree.js';
+import {
+  addNode,
+  createTree,
+  isComplete,
+  leaves,
+  prefixTokens,
+  responseTokens,
+  ROOT_ID,
+  splitLeaf,
+  type FinishReason,
+  type RolloutTree,
+  type TreeNode,
+} from '../core/tree.js';
 import { ConfigError } from '../core/errors.js';
 import type { SampleCompletion, SampleRequest } from '../engine/types.js';
-import { addUsage, emptyStats, type GenerateContext, type GenerateInput, type GenerateStats, type Generator } from './types.js';
+import {
+  addUsage,
+  emptyStats,
+  type GenerateContext,
+  type GenerateInput,
+  type GenerateStats,
+  type Generator,
+} from './types.js';
 
 export interface LatrOptions {
   kind: 'latr';
@@ -57,9 +76,14 @@ export function latrGenerator(options: LatrOptions): Generator {
     kind: 'latr',
     groupSize: options.groupSize,
     async grow(inputs: GenerateInput[], ctx: GenerateContext) {
-      if (ctx.stopAfterTrees !== undefined) throw new ConfigError('latr does not support partial rollouts (control.kind april)', 'control');
+      if (ctx.stopAfterTrees !== undefined)
+        throw new ConfigError('latr does not support partial rollouts (control.kind april)', 'control');
       const caps = ctx.sampler.capabilities;
-      if (!caps.forcedTokens || !caps.topLogprobs) throw new ConfigError('latr needs a sampler with forced tokens and top log-probs (the embedded engine)', 'generate.kind');
+      if (!caps.forcedTokens || !caps.topLogprobs)
+        throw new ConfigError(
+          'latr needs a sampler with forced tokens and top log-probs (the embedded engine)',
+          'generate.kind',
+        );
       const started = Date.now();
       const stats = emptyStats();
       const states = inputs.map((input, i) => initialState(input, i, options, ctx));
@@ -78,15 +102,39 @@ export function latrGenerator(options: LatrOptions): Generator {
 
 function initialState(input: GenerateInput, i: number, options: LatrOptions, ctx: GenerateContext): PromptState {
   const G = input.groupSize ?? options.groupSize;
-  const tree = input.tree ?? createTree(`${ctx.treeIdPrefix}${i}`, input.item.id, input.promptTokens, { generator: 'latr' });
+  const tree =
+    input.tree ?? createTree(`${ctx.treeIdPrefix}${i}`, input.item.id, input.promptTokens, { generator: 'latr' });
   const started = tree.nodes[ROOT_ID].children.length > 0;
-  if (started && !isComplete(tree)) throw new ConfigError(`latr: tree ${tree.id} is unfinished; latr does not continue partial trees`, 'control');
+  if (started && !isComplete(tree))
+    throw new ConfigError(`latr: tree ${tree.id} is unfinished; latr does not continue partial trees`, 'control');
   // a fresh tree starts one path at the root; a complete one only gets its missing leaves (fillMissing)
-  return { tree, G, live: started ? [] : [tree.nodes[ROOT_ID]], forks: 0, pruned: 0, leavesBefore: started ? leaves(tree).length : 0 };
+  return {
+    tree,
+    G,
+    live: started ? [] : [tree.nodes[ROOT_ID]],
+    forks: 0,
+    pruned: 0,
+    leavesBefore: started ? leaves(tree).length : 0,
+  };
 }
 
-function request(ctx: GenerateContext, tokens: number[], maxTokens: number, extra: Partial<SampleRequest> = {}): SampleRequest {
-  return { tokens, n: 1, maxTokens, temperature: ctx.temperature, topP: ctx.topP, topK: ctx.topK, stopTokens: ctx.stopTokens, seed: ctx.rng.nextU32(), ...extra };
+function request(
+  ctx: GenerateContext,
+  tokens: number[],
+  maxTokens: number,
+  extra: Partial<SampleRequest> = {},
+): SampleRequest {
+  return {
+    tokens,
+    n: 1,
+    maxTokens,
+    temperature: ctx.temperature,
+    topP: ctx.topP,
+    topK: ctx.topK,
+    stopTokens: ctx.stopTokens,
+    seed: ctx.rng.nextU32(),
+    ...extra,
+  };
 }
 
 function finishOf(c: SampleCompletion, length: number, ctx: GenerateContext): FinishReason | null {
@@ -97,16 +145,28 @@ function finishOf(c: SampleCompletion, length: number, ctx: GenerateContext): Fi
 
 /** Paths (live + finished) a prompt has; branching stops at G. */
 function width(s: PromptState): number {
-  return leaves(s.tree).filter((l) => l.id !== ROOT_ID).length + (s.live.length === 1 && s.live[0].id === ROOT_ID ? 1 : 0);
+  return (
+    leaves(s.tree).filter((l) => l.id !== ROOT_ID).length + (s.live.length === 1 && s.live[0].id === ROOT_ID ? 1 : 0)
+  );
 }
 
 /** One round: extend every live path by a segment, then try the round's branch points. */
-async function decodeRound(states: PromptState[], options: LatrOptions, ctx: GenerateContext, stats: GenerateStats): Promise<void> {
+async function decodeRound(
+  states: PromptState[],
+  options: LatrOptions,
+  ctx: GenerateContext,
+  stats: GenerateStats,
+): Promise<void> {
   const jobs = states.flatMap((s) => s.live.map((node) => ({ s, node })));
   const branching = (s: PromptState) => width(s) < s.G;
   const requests = jobs.map(({ s, node }) => {
     const used = responseTokens(s.tree, node.id).length;
-    return request(ctx, prefixTokens(s.tree, node.id), Math.max(1, Math.min(options.segmentLength, ctx.maxResponseTokens - used)), branching(s) ? { topLogprobs: 2 } : {});
+    return request(
+      ctx,
+      prefixTokens(s.tree, node.id),
+      Math.max(1, Math.min(options.segmentLength, ctx.maxResponseTokens - used)),
+      branching(s) ? { topLogprobs: 2 } : {},
+    );
   });
   const results = await ctx.sampler.sample(requests, { signal: ctx.signal });
   stats.samplerCalls++;
@@ -116,12 +176,18 @@ async function decodeRound(states: PromptState[], options: LatrOptions, ctx: Gen
     addUsage(stats, result.usage);
     const { s, node: from } = jobs[j];
     const c = result.completions[0];
-    const node = addNode(s.tree, from.id, { tokens: c.tokens, logprobs: c.logprobs, entropies: c.entropies, weightVersion: result.weightVersion });
+    const node = addNode(s.tree, from.id, {
+      tokens: c.tokens,
+      logprobs: c.logprobs,
+      entropies: c.entropies,
+      weightVersion: result.weightVersion,
+    });
     node.finishReason = finishOf(c, responseTokens(s.tree, node.id).length, ctx);
     if (node.finishReason === null) s.live.push(node);
     if (!branching(s) || !c.topLogprobs) return;
     const at = branchPoint(c, options);
-    if (at !== undefined && forks.filter((f) => f.state === s).length + width(s) < s.G) forks.push({ state: s, node, at, token: forkToken(c, at) });
+    if (at !== undefined && forks.filter((f) => f.state === s).length + width(s) < s.G)
+      forks.push({ state: s, node, at, token: forkToken(c, at) });
   });
   if (forks.length) await tryForks(forks, options, ctx, stats);
 }
@@ -151,18 +217,26 @@ export function editDistance(a: number[], b: number[]): number {
   let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
   for (let i = 1; i <= a.length; i++) {
     const cur = [i];
-    for (let j = 1; j <= b.length; j++) cur[j] = Math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    for (let j = 1; j <= b.length; j++)
+      cur[j] = Math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
     prev = cur;
   }
   return prev[b.length] / n;
 }
 
 /** Decode every branch's lookahead in one call; keep the branches that diverge from their path. */
-async function tryForks(forks: Fork[], options: LatrOptions, ctx: GenerateContext, stats: GenerateStats): Promise<void> {
+async function tryForks(
+  forks: Fork[],
+  options: LatrOptions,
+  ctx: GenerateContext,
+  stats: GenerateStats,
+): Promise<void> {
   const requests = forks.map((f) => {
     const prefix = prefixTokens(f.state.tree, f.node.id).slice(0, -(f.node.tokens.length - f.at));
     const used = responseTokens(f.state.tree, f.node.id).length - (f.node.tokens.length - f.at);
-    return request(ctx, prefix, Math.max(1, Math.min(options.lookahead, ctx.maxResponseTokens - used)), { forcedTokens: [f.token] });
+    return request(ctx, prefix, Math.max(1, Math.min(options.lookahead, ctx.maxResponseTokens - used)), {
+      forcedTokens: [f.token],
+    });
   });
   const results = await ctx.sampler.sample(requests, { signal: ctx.signal });
   stats.samplerCalls++;
@@ -184,7 +258,12 @@ async function tryForks(forks: Fork[], options: LatrOptions, ctx: GenerateContex
       if (wasLive >= 0) f.state.live[wasLive] = tail;
       parent = f.node.id;
     }
-    const branch = addNode(f.state.tree, parent, { tokens: c.tokens, logprobs: c.logprobs, entropies: c.entropies, weightVersion: result.weightVersion });
+    const branch = addNode(f.state.tree, parent, {
+      tokens: c.tokens,
+      logprobs: c.logprobs,
+      entropies: c.entropies,
+      weightVersion: result.weightVersion,
+    });
     branch.finishReason = finishOf(c, responseTokens(f.state.tree, branch.id).length, ctx);
     if (branch.finishReason === null) f.state.live.push(branch);
     f.state.forks++;
@@ -196,12 +275,20 @@ async function fillMissing(states: PromptState[], ctx: GenerateContext, stats: G
   const need = states.map((s) => s.G - leaves(s.tree).filter((l) => l.id !== ROOT_ID).length);
   const jobs = states.map((s, i) => ({ s, n: need[i] })).filter((j) => j.n > 0);
   if (!jobs.length) return;
-  const results = await ctx.sampler.sample(jobs.map(({ s, n }) => ({ ...request(ctx, s.tree.nodes[ROOT_ID].tokens, ctx.maxResponseTokens), n })), { signal: ctx.signal });
+  const results = await ctx.sampler.sample(
+    jobs.map(({ s, n }) => ({ ...request(ctx, s.tree.nodes[ROOT_ID].tokens, ctx.maxResponseTokens), n })),
+    { signal: ctx.signal },
+  );
   stats.samplerCalls++;
   results.forEach((result, k) => {
     addUsage(stats, result.usage);
     for (const c of result.completions) {
-      const node = addNode(jobs[k].s.tree, ROOT_ID, { tokens: c.tokens, logprobs: c.logprobs, entropies: c.entropies, weightVersion: result.weightVersion });
+      const node = addNode(jobs[k].s.tree, ROOT_ID, {
+        tokens: c.tokens,
+        logprobs: c.logprobs,
+        entropies: c.entropies,
+        weightVersion: result.weightVersion,
+      });
       node.finishReason = c.finishReason === 'stop' ? 'stop' : c.finishReason === 'abort' ? 'abort' : 'length';
     }
   });

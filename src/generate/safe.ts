@@ -16,7 +16,11 @@ export interface SafeGrowResult {
   errors: number;
 }
 
-export async function growSafely(generator: Generator, inputs: GenerateInput[], ctx: GenerateContext): Promise<SafeGrowResult> {
+export async function growSafely(
+  generator: Generator,
+  inputs: GenerateInput[],
+  ctx: GenerateContext,
+): Promise<SafeGrowResult> {
   try {
     const { trees, stats } = await generator.grow(inputs, ctx);
     return { trees, stats, errors: 0 };
@@ -25,10 +29,19 @@ export async function growSafely(generator: Generator, inputs: GenerateInput[], 
     if (ctx.signal?.aborted || (error instanceof EnvironmentError && !error.recoverable)) throw error;
     if (inputs.length === 1) return { trees: [errorTree(inputs[0], ctx, error)], stats: emptyStats(), errors: 1 };
     const half = Math.ceil(inputs.length / 2);
-    const a = await growSafely(generator, inputs.slice(0, half), { ...ctx, treeIdPrefix: `${ctx.treeIdPrefix}a`, stopAfterTrees: undefined });
-    const b = await growSafely(generator, inputs.slice(half), { ...ctx, treeIdPrefix: `${ctx.treeIdPrefix}b`, stopAfterTrees: undefined });
+    const a = await growSafely(generator, inputs.slice(0, half), {
+      ...ctx,
+      treeIdPrefix: `${ctx.treeIdPrefix}a`,
+      stopAfterTrees: undefined,
+    });
+    const b = await growSafely(generator, inputs.slice(half), {
+      ...ctx,
+      treeIdPrefix: `${ctx.treeIdPrefix}b`,
+      stopAfterTrees: undefined,
+    });
     const stats = emptyStats();
-    for (const s of [a.stats, b.stats]) for (const k of Object.keys(stats) as Array<keyof GenerateStats>) stats[k] += s[k];
+    for (const s of [a.stats, b.stats])
+      for (const k of Object.keys(stats) as Array<keyof GenerateStats>) stats[k] += s[k];
     return { trees: [...a.trees, ...b.trees], stats, errors: a.errors + b.errors };
   }
 }

@@ -18,13 +18,32 @@
  * an aborted segment ends the call. `meta.pending` is deleted when the tree completes. Without
  * `stopAfterTrees` and without aborts, a fresh call makes exactly the draws and trees it always did.
  */
-import { addNode, appendToNode, createTree, leaves, prefixTokens, removeLeaf, responseTokens, ROOT_ID, type FinishReason, type RolloutTree, type TreeNode } from '../core/tree.js';
+import {
+  addNode,
+  appendToNode,
+  createTree,
+  leaves,
+  prefixTokens,
+  removeLeaf,
+  responseTokens,
+  ROOT_ID,
+  type FinishReason,
+  type RolloutTree,
+  type TreeNode,
+} from '../core/tree.js';
 import { largestRemainder } from '../core/apportion.js';
 import { DataError } from '../core/errors.js';
 import type { Rng } from '../core/rng.js';
 import { ConfigError } from '../core/errors.js';
 import type { SampleCompletion, SampleRequest, SampleResult, Sampler } from '../engine/types.js';
-import { addUsage, emptyStats, type GenerateContext, type GenerateInput, type GenerateStats, type Generator } from './types.js';
+import {
+  addUsage,
+  emptyStats,
+  type GenerateContext,
+  type GenerateInput,
+  type GenerateStats,
+  type Generator,
+} from './types.js';
 
 export interface TreepoOptions {
   kind: 'treepo';
@@ -102,20 +121,28 @@ interface RoundContext {
 export function treepoGenerator(options: TreepoOptions): Generator {
   const G = options.groupSize;
   const b = options.branchingFactor;
-  if (!(G >= 1 && b >= 1 && options.segmentLength >= 1)) throw new ConfigError('treepo: groupSize, branchingFactor and segmentLength must be ≥ 1', 'generate');
+  if (!(G >= 1 && b >= 1 && options.segmentLength >= 1))
+    throw new ConfigError('treepo: groupSize, branchingFactor and segmentLength must be ≥ 1', 'generate');
   return {
     kind: 'treepo',
     groupSize: G,
     async grow(inputs: GenerateInput[], ctx: GenerateContext) {
       if (options.distinct && !ctx.sampler.capabilities.distinctFirstTokens) {
-        throw new ConfigError('treepo "distinct" needs a sampler that samples first tokens without replacement (the embedded engine)', 'generate.distinct');
+        throw new ConfigError(
+          'treepo "distinct" needs a sampler that samples first tokens without replacement (the embedded engine)',
+          'generate.distinct',
+        );
       }
       if (options.allocation === 'high_entropy' && !ctx.sampler.capabilities.entropy) {
-        throw new ConfigError('treepo allocation "high_entropy" needs a sampler that reports entropy', 'generate.allocation');
+        throw new ConfigError(
+          'treepo allocation "high_entropy" needs a sampler that reports entropy',
+          'generate.allocation',
+        );
       }
       const started = Date.now();
       const stats = emptyStats();
-      const maxDepth = options.maxDepth > 0 ? options.maxDepth : Math.ceil(ctx.maxResponseTokens / options.segmentLength);
+      const maxDepth =
+        options.maxDepth > 0 ? options.maxDepth : Math.ceil(ctx.maxResponseTokens / options.segmentLength);
       const rc: RoundContext = { options, ctx, maxDepth };
       const states = inputs.map((input, i) => promptState(input, i, options, ctx.rng, ctx.treeIdPrefix));
       if (states.some((s) => s.G < 1)) throw new ConfigError('treepo: a per-prompt groupSize must be ≥ 1', 'allocate');
@@ -137,7 +164,9 @@ export function treepoGenerator(options: TreepoOptions): Generator {
         if (ctx.signal?.aborted || [...outcomes.values()].some((o) => o.aborted.length)) break;
       }
       for (const s of states) finishState(s, ctx.sampler, maxDepth);
-      stats.trajectories = states.filter((s) => isDone(s) && !s.completeBefore).reduce((sum, s) => sum + s.finished.length - s.leavesBefore, 0);
+      stats.trajectories = states
+        .filter((s) => isDone(s) && !s.completeBefore)
+        .reduce((sum, s) => sum + s.finished.length - s.leavesBefore, 0);
       stats.wallMs = Date.now() - started;
       return { trees: states.map((s) => s.tree), stats };
     },
@@ -182,9 +211,16 @@ function segmentRequest({ state, live }: Job, { options, ctx }: RoundContext): S
 }
 
 /** Add every completion of a round to its tree and classify it: finished, continuing or aborted. */
-function absorbRound(jobs: Job[], results: SampleResult[], rc: RoundContext, stats: GenerateStats): Map<PromptState, RoundOutcome> {
+function absorbRound(
+  jobs: Job[],
+  results: SampleResult[],
+  rc: RoundContext,
+  stats: GenerateStats,
+): Map<PromptState, RoundOutcome> {
   // prompts in input order (jobs are), only those that took part in the round
-  const outcomes = new Map<PromptState, RoundOutcome>(jobs.map((job) => [job.state, { finished: 0, continuing: [], aborted: [] }]));
+  const outcomes = new Map<PromptState, RoundOutcome>(
+    jobs.map((job) => [job.state, { finished: 0, continuing: [], aborted: [] }]),
+  );
   results.forEach((result, j) => {
     addUsage(stats, result.usage);
     const { state, live } = jobs[j];
@@ -208,10 +244,17 @@ function absorbRound(jobs: Job[], results: SampleResult[], rc: RoundContext, sta
 }
 
 /** A new child of `from`, or `from` itself continued in place when its segment had been aborted. */
-function growNode(state: PromptState, from: TreeNode, c: SampleCompletion, weightVersion: number, sampler: Sampler): TreeNode {
+function growNode(
+  state: PromptState,
+  from: TreeNode,
+  c: SampleCompletion,
+  weightVersion: number,
+  sampler: Sampler,
+): TreeNode {
   const segment = { tokens: c.tokens, logprobs: c.logprobs, entropies: c.entropies, hidden: c.hidden, weightVersion };
   const length = lengthOf(state, from.id) + c.tokens.length;
-  const node = from.finishReason === 'abort' ? appendToNode(state.tree, from.id, segment) : addNode(state.tree, from.id, segment);
+  const node =
+    from.finishReason === 'abort' ? appendToNode(state.tree, from.id, segment) : addNode(state.tree, from.id, segment);
   state.lengths.set(node.id, length);
   if (c.cacheHandle) {
     const old = state.handles.get(node.id);
@@ -222,7 +265,12 @@ function growNode(state: PromptState, from: TreeNode, c: SampleCompletion, weigh
 }
 
 /** Why a grown segment ends its path (null = it continues). */
-function segmentFinish(state: PromptState, node: TreeNode, c: SampleCompletion, { options, ctx, maxDepth }: RoundContext): FinishReason | null {
+function segmentFinish(
+  state: PromptState,
+  node: TreeNode,
+  c: SampleCompletion,
+  { options, ctx, maxDepth }: RoundContext,
+): FinishReason | null {
   if (c.finishReason === 'stop') return 'stop';
   if (c.finishReason === 'abort') return 'abort';
   if (state.lengths.get(node.id)! >= ctx.maxResponseTokens) return 'length';
@@ -231,7 +279,14 @@ function segmentFinish(state: PromptState, node: TreeNode, c: SampleCompletion, 
 }
 
 /** The next round's live paths: budget transfer among survivors, or fallback; aborted segments resume. */
-function nextLive(s: PromptState, o: RoundOutcome, G: number, b: number, options: TreepoOptions, ctx: GenerateContext): Live[] {
+function nextLive(
+  s: PromptState,
+  o: RoundOutcome,
+  G: number,
+  b: number,
+  options: TreepoOptions,
+  ctx: GenerateContext,
+): Live[] {
   const rng = ctx.rng;
   const paths = o.continuing;
   // an aborted segment still holds the slot of one future leaf
@@ -239,9 +294,20 @@ function nextLive(s: PromptState, o: RoundOutcome, G: number, b: number, options
   let live: Live[] = [];
   if (paths.length) {
     const T = Math.max(paths.length, Math.min(open, b * o.finished + b * paths.length));
-    const values = options.allocation === 'value' ? ctx.quality?.predict(s.tree, paths.map((p) => p.id)) : undefined;
+    const values =
+      options.allocation === 'value'
+        ? ctx.quality?.predict(
+            s.tree,
+            paths.map((p) => p.id),
+          )
+        : undefined;
     values?.forEach((v, i) => (paths[i].value = v));
-    const counts = allocate(paths, T, values ? options : { ...options, allocation: options.allocation === 'value' ? 'fixed_avg' : options.allocation }, values);
+    const counts = allocate(
+      paths,
+      T,
+      values ? options : { ...options, allocation: options.allocation === 'value' ? 'fixed_avg' : options.allocation },
+      values,
+    );
     live = paths.map((node, i) => ({ node, copies: counts[i] }));
   } else if (open > 0 && !o.aborted.length) {
     live = fallback(s, open, b, rng);
@@ -257,7 +323,11 @@ function nextLive(s: PromptState, o: RoundOutcome, G: number, b: number, options
 function prunePaths(s: PromptState, o: RoundOutcome, round: number, ctx: GenerateContext): void {
   const paths = o.continuing;
   if (!ctx.quality?.prune || paths.length < 2) return;
-  const drop = ctx.quality.prune(s.tree, paths.map((p) => p.id), round);
+  const drop = ctx.quality.prune(
+    s.tree,
+    paths.map((p) => p.id),
+    round,
+  );
   if (!drop?.some(Boolean)) return;
   const open = s.G - s.finished.length - o.aborted.length;
   const pruned = paths.filter((_, i) => drop[i]);
@@ -270,7 +340,11 @@ function prunePaths(s: PromptState, o: RoundOutcome, round: number, ctx: Generat
     meta.paths++;
     meta.tokens += node.tokens.length;
     // an internal node left without children would be an unfinished leaf: it goes too
-    for (let up = s.tree.nodes[node.parent!]; up.parent !== null && !up.children.length && up.finishReason === null; up = s.tree.nodes[up.parent]) {
+    for (
+      let up = s.tree.nodes[node.parent!];
+      up.parent !== null && !up.children.length && up.finishReason === null;
+      up = s.tree.nodes[up.parent]
+    ) {
       removeLeaf(s.tree, up.id);
       meta.tokens += up.tokens.length;
     }
@@ -284,7 +358,11 @@ function prunePaths(s: PromptState, o: RoundOutcome, round: number, ctx: Generat
 function finishState(s: PromptState, sampler: Sampler, maxDepth: number): void {
   sampler.release([...s.handles.values()]);
   const meta: Record<string, unknown> = { ...s.tree.meta, maxDepth };
-  if (s.live.length) meta.pending = { live: s.live.map((l) => ({ node: l.node.id, copies: l.copies })), finished: s.finished.map((n) => n.id) } satisfies TreepoPending;
+  if (s.live.length)
+    meta.pending = {
+      live: s.live.map((l) => ({ node: l.node.id, copies: l.copies })),
+      finished: s.finished.map((n) => n.id),
+    } satisfies TreepoPending;
   else delete meta.pending;
   s.tree.meta = meta;
 }
@@ -294,27 +372,56 @@ function finishState(s: PromptState, sampler: Sampler, maxDepth: number): void {
  * from `meta.pending`. A given tree without pending state is taken as it is (complete), unless
  * nothing was grown in it yet (then it starts like a fresh one, keeping its id).
  */
-function promptState(input: GenerateInput, i: number, options: TreepoOptions, rng: Rng, treeIdPrefix: string): PromptState {
+function promptState(
+  input: GenerateInput,
+  i: number,
+  options: TreepoOptions,
+  rng: Rng,
+  treeIdPrefix: string,
+): PromptState {
   const given = input.tree;
   const G = input.groupSize ?? options.groupSize;
   if (given?.meta?.pending !== undefined) return restoreState(given, given.meta.pending, G);
   if (given && given.nodes[ROOT_ID].children.length) {
     const finished = leaves(given);
-    const state: PromptState = { tree: given, live: [], finished, handles: new Map(), lengths: new Map(), completeBefore: true, G, leavesBefore: finished.length };
+    const state: PromptState = {
+      tree: given,
+      live: [],
+      finished,
+      handles: new Map(),
+      lengths: new Map(),
+      completeBefore: true,
+      G,
+      leavesBefore: finished.length,
+    };
     // grown on (per-prompt allocation): the missing leaves come from the fallback's truncated copies
-    if (finished.length < G) Object.assign(state, { completeBefore: false, live: fallback(state, G - finished.length, options.branchingFactor, rng) });
+    if (finished.length < G)
+      Object.assign(state, {
+        completeBefore: false,
+        live: fallback(state, G - finished.length, options.branchingFactor, rng),
+      });
     return state;
   }
   const tree = given ?? createTree(`${treeIdPrefix}${i}`, input.item.id, input.promptTokens, { generator: 'treepo' });
   const d0 = initialCopies(options.initialDivergence, G, rng);
-  return { tree, live: [{ node: tree.nodes[ROOT_ID], copies: d0 }], finished: [], handles: new Map(), lengths: new Map([[ROOT_ID, 0]]), completeBefore: false, G, leavesBefore: 0 };
+  return {
+    tree,
+    live: [{ node: tree.nodes[ROOT_ID], copies: d0 }],
+    finished: [],
+    handles: new Map(),
+    lengths: new Map([[ROOT_ID, 0]]),
+    completeBefore: false,
+    G,
+    leavesBefore: 0,
+  };
 }
 
 /** Rebuild a prompt's state from an unfinished tree's `meta.pending`. */
 function restoreState(tree: RolloutTree, raw: unknown, G: number): PromptState {
   const pending = raw as TreepoPending;
   const fail = (what: string) => new DataError(`treepo: tree ${tree.id}: meta.pending ${what}`);
-  if (!pending || !Array.isArray(pending.live) || !Array.isArray(pending.finished)) throw fail('must be {live: [{node, copies}], finished: [ids]}');
+  if (!pending || !Array.isArray(pending.live) || !Array.isArray(pending.finished))
+    throw fail('must be {live: [{node, copies}], finished: [ids]}');
   const node = (id: string) => {
     const n = tree.nodes[id];
     if (!n) throw fail(`names node ${id}, which the tree does not have`);
@@ -324,7 +431,16 @@ function restoreState(tree: RolloutTree, raw: unknown, G: number): PromptState {
     if (!(Number.isInteger(l.copies) && l.copies >= 1)) throw fail(`gives node ${l.node} ${l.copies} copies`);
     return { node: node(l.node), copies: l.copies };
   });
-  return { tree, live, finished: pending.finished.map(node), handles: new Map(), lengths: new Map(), completeBefore: false, G, leavesBefore: 0 };
+  return {
+    tree,
+    live,
+    finished: pending.finished.map(node),
+    handles: new Map(),
+    lengths: new Map(),
+    completeBefore: false,
+    G,
+    leavesBefore: 0,
+  };
 }
 
 function initialCopies(spec: TreepoOptions['initialDivergence'], G: number, rng: Rng): number {
@@ -335,14 +451,22 @@ function initialCopies(spec: TreepoOptions['initialDivergence'], G: number, rng:
 }
 
 /** Split T ≥ n_c children among continuing paths; every path gets at least one. */
-export function allocate(paths: TreeNode[], T: number, options: Pick<TreepoOptions, 'allocation' | 'allocationTemperature'>, values?: number[]): number[] {
+export function allocate(
+  paths: TreeNode[],
+  T: number,
+  options: Pick<TreepoOptions, 'allocation' | 'allocationTemperature'>,
+  values?: number[],
+): number[] {
   const n = paths.length;
   if (options.allocation === 'value') {
     // value-driven: prefer paths whose predicted success is near 0.5 (mixed outcomes below them)
     if (!values || values.length !== n) throw new Error('treepo: value allocation needs one prediction per path');
     const w = values.map((v) => Math.exp(-Math.abs(v - 0.5) / options.allocationTemperature));
     const sum = w.reduce((a, c) => a + c, 0);
-    return largestRemainder(w.map((v) => 1 + (v / sum) * (T - n)), T);
+    return largestRemainder(
+      w.map((v) => 1 + (v / sum) * (T - n)),
+      T,
+    );
   }
   if (options.allocation === 'fixed_avg') {
     const counts = new Array(n).fill(Math.floor(T / n));
@@ -350,7 +474,7 @@ export function allocate(paths: TreeNode[], T: number, options: Pick<TreepoOptio
     return counts;
   }
   const x = paths.map((p) => {
-    const values = options.allocation === 'high_entropy' ? p.entropies ?? [] : p.logprobs;
+    const values = options.allocation === 'high_entropy' ? (p.entropies ?? []) : p.logprobs;
     return values.length ? values.reduce((a, c) => a + c, 0) / values.length : 0;
   });
   const sign = options.allocation === 'low_prob' ? -1 : 1;
@@ -359,7 +483,10 @@ export function allocate(paths: TreeNode[], T: number, options: Pick<TreepoOptio
   const mx = Math.max(...z);
   const w = z.map((v) => Math.exp(v - mx));
   const sum = w.reduce((a, c) => a + c, 0);
-  return largestRemainder(w.map((v) => 1 + (v / sum) * (T - n)), T);
+  return largestRemainder(
+    w.map((v) => 1 + (v / sum) * (T - n)),
+    T,
+  );
 }
 
 /** Fallback: new siblings grown from a random earlier segment boundary of naturally finished leaves. */

@@ -99,10 +99,20 @@ export interface Generator {
 }
 
 export function emptyStats(): GenerateStats {
-  return { tokensDecoded: 0, prefixTokensReused: 0, promptTokensComputed: 0, trajectories: 0, samplerCalls: 0, wallMs: 0 };
+  return {
+    tokensDecoded: 0,
+    prefixTokensReused: 0,
+    promptTokensComputed: 0,
+    trajectories: 0,
+    samplerCalls: 0,
+    wallMs: 0,
+  };
 }
 
-export function addUsage(stats: GenerateStats, usage: { tokensDecoded: number; prefixTokensReused: number; promptTokensComputed: number }): void {
+export function addUsage(
+  stats: GenerateStats,
+  usage: { tokensDecoded: number; prefixTokensReused: number; promptTokensComputed: number },
+): void {
   stats.tokensDecoded += usage.tokensDecoded;
   stats.prefixTokensReused += usage.prefixTokensReused;
   stats.promptTokensComputed += usage.promptTokensComputed;

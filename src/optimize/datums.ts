@@ -9,10 +9,16 @@ import { z } from 'zod';
 import type { Datum } from '../engine/types.js';
 import type { AdvantagedTrajectory } from './types.js';
 
-export const aggregationSchema = z.enum(['token_mean', 'seq_mean_token_mean', 'token_sum_norm']).default('token_mean').describe('how per-token losses are combined');
+export const aggregationSchema = z
+  .enum(['token_mean', 'seq_mean_token_mean', 'token_sum_norm'])
+  .default('token_mean')
+  .describe('how per-token losses are combined');
 export type Aggregation = z.infer<typeof aggregationSchema>;
 
-export function buildDatums(items: AdvantagedTrajectory[], options: { aggregation: Aggregation; maxResponseTokens: number }): Datum[] {
+export function buildDatums(
+  items: AdvantagedTrajectory[],
+  options: { aggregation: Aggregation; maxResponseTokens: number },
+): Datum[] {
   const kept = items.filter((a) => !a.excluded && a.trajectory.tokens.length > 0);
   const policyTokens = kept.map((a) => a.trajectory.mask.reduce((s, m) => s + m, 0));
   const total = policyTokens.reduce((a, b) => a + b, 0);
@@ -22,9 +28,11 @@ export function buildDatums(items: AdvantagedTrajectory[], options: { aggregatio
     const seq = tr.promptTokens.concat(tr.tokens);
     const T = seq.length - 1;
     const scale =
-      options.aggregation === 'token_mean' ? 1 / Math.max(1, total)
-      : options.aggregation === 'seq_mean_token_mean' ? 1 / (kept.length * Math.max(1, policyTokens[i]))
-      : 1 / (kept.length * options.maxResponseTokens);
+      options.aggregation === 'token_mean'
+        ? 1 / Math.max(1, total)
+        : options.aggregation === 'seq_mean_token_mean'
+          ? 1 / (kept.length * Math.max(1, policyTokens[i]))
+          : 1 / (kept.length * options.maxResponseTokens);
     const weights = new Array<number>(T).fill(0);
     const samplingLogprobs = new Array<number>(T).fill(0);
     const advantages = new Array<number>(T).fill(0);

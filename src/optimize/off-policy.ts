@@ -24,18 +24,26 @@ export const correctionSchema = z.discriminatedUnion('kind', [
     .strict(),
   z
     .object({
-      kind: z.literal('decoupled').describe('AReaL decoupled PPO: clip against the proximal (pre-update trainer) policy, weight by w = exp(logp_prox − logp_behav)'),
+      kind: z
+        .literal('decoupled')
+        .describe(
+          'AReaL decoupled PPO: clip against the proximal (pre-update trainer) policy, weight by w = exp(logp_prox − logp_behav)',
+        ),
       maxWeight: z
         .number()
         .gt(1)
         .max(1e6)
         .default(5)
-        .describe('tokens whose behaviour weight w exceeds this are masked out (the loss denominator keeps the original token count)'),
+        .describe(
+          'tokens whose behaviour weight w exceeds this are masked out (the loss denominator keeps the original token count)',
+        ),
     })
     .strict(),
   z
     .object({
-      kind: z.literal('tis').describe('truncated importance sampling: weight each token by min(ρ, C), ρ = exp(logp_prox − logp_behav)'),
+      kind: z
+        .literal('tis')
+        .describe('truncated importance sampling: weight each token by min(ρ, C), ρ = exp(logp_prox − logp_behav)'),
       cap: z.number().positive().max(1e6).default(2).describe('C: the truncation cap of the importance weight'),
     })
     .strict(),
@@ -46,9 +54,13 @@ export type Correction = z.infer<typeof correctionSchema>;
 type Logprobs = number[][];
 
 function checkShapes(datums: Datum[], other: Logprobs, what: string): void {
-  if (other.length !== datums.length) throw new NumericsError(`${what}: ${other.length} rows for ${datums.length} datums`);
+  if (other.length !== datums.length)
+    throw new NumericsError(`${what}: ${other.length} rows for ${datums.length} datums`);
   datums.forEach((d, i) => {
-    if (other[i].length !== d.targetTokens.length) throw new NumericsError(`${what}: datum ${i} has ${d.targetTokens.length} target tokens but ${other[i].length} log-probs`);
+    if (other[i].length !== d.targetTokens.length)
+      throw new NumericsError(
+        `${what}: datum ${i} has ${d.targetTokens.length} target tokens but ${other[i].length} log-probs`,
+      );
   });
 }
 
@@ -67,7 +79,8 @@ export function logprobMaxGap(datums: Datum[], current: Logprobs): number {
   let max = 0;
   datums.forEach((d, i) => {
     const behaviour = behaviourOf(d, i);
-    for (let t = 0; t < d.weights.length; t++) if (d.weights[t] !== 0) max = Math.max(max, Math.abs(behaviour[t] - current[i][t]));
+    for (let t = 0; t < d.weights.length; t++)
+      if (d.weights[t] !== 0) max = Math.max(max, Math.abs(behaviour[t] - current[i][t]));
   });
   return max;
 }
@@ -99,7 +112,11 @@ export function logprobGap(datums: Datum[], current: Logprobs): number {
  * share of tokens masked (always 0 for tis), `logprob_gap` the mean |behav − prox|.
  * For kind 'none' the input array itself is returned and only `logprob_gap` is reported.
  */
-export function applyCorrection(datums: Datum[], proximal: Logprobs, correction: Correction): { datums: Datum[]; metrics: Record<string, number> } {
+export function applyCorrection(
+  datums: Datum[],
+  proximal: Logprobs,
+  correction: Correction,
+): { datums: Datum[]; metrics: Record<string, number> } {
   checkShapes(datums, proximal, 'applyCorrection');
   if (correction.kind === 'none') return { datums, metrics: { logprob_gap: logprobGap(datums, proximal) } };
   let n = 0;
@@ -116,7 +133,10 @@ export function applyCorrection(datums: Datum[], proximal: Logprobs, correction:
     for (let t = 0; t < weights.length; t++) {
       if (weights[t] === 0) continue;
       const gap = prox[t] - behaviour[t];
-      if (!Number.isFinite(gap)) throw new NumericsError(`off-policy correction: datum ${i} token ${t} has log-probs behaviour ${behaviour[t]}, proximal ${prox[t]}`);
+      if (!Number.isFinite(gap))
+        throw new NumericsError(
+          `off-policy correction: datum ${i} token ${t} has log-probs behaviour ${behaviour[t]}, proximal ${prox[t]}`,
+        );
       const w = Math.exp(gap);
       n++;
       gapSum += Math.abs(gap);

@@ -24,17 +24,32 @@ export interface TokenExactReport {
   exact: 0 | 1;
 }
 
-export async function tokenExactReport(trees: RolloutTree[], trainer: Pick<Trainer, 'logprobs'>, tolerance = 1e-5): Promise<TokenExactReport> {
-  const report: TokenExactReport = { trajectories: 0, sampledTokens: 0, tokenMismatches: 0, maskMismatches: 0, maxLogprobDiff: 0, exact: 1 };
+export async function tokenExactReport(
+  trees: RolloutTree[],
+  trainer: Pick<Trainer, 'logprobs'>,
+  tolerance = 1e-5,
+): Promise<TokenExactReport> {
+  const report: TokenExactReport = {
+    trajectories: 0,
+    sampledTokens: 0,
+    tokenMismatches: 0,
+    maskMismatches: 0,
+    maxLogprobDiff: 0,
+    exact: 1,
+  };
   for (const tree of trees) {
-    const items = leaves(tree).map((l) => ({ trajectory: trajectory(tree, l.id), advantage: 1, excluded: false })).filter((a) => a.trajectory.tokens.length > 0);
+    const items = leaves(tree)
+      .map((l) => ({ trajectory: trajectory(tree, l.id), advantage: 1, excluded: false }))
+      .filter((a) => a.trajectory.tokens.length > 0);
     const datums = buildDatums(items, { aggregation: 'token_mean', maxResponseTokens: 1 });
     const current = datums.length ? await trainer.logprobs(datums) : [];
     items.forEach((item, i) => {
       const d = datums[i];
       const path = pathTo(tree, item.trajectory.leafId);
       const expected = path.flatMap((n) => n.tokens);
-      const sampled = path.flatMap((n, k) => n.tokens.map((_, t) => (k > 0 && n.mask[t] === 1 ? n.logprobs[t] : undefined)));
+      const sampled = path.flatMap((n, k) =>
+        n.tokens.map((_, t) => (k > 0 && n.mask[t] === 1 ? n.logprobs[t] : undefined)),
+      );
       const got = [...d.inputTokens, d.targetTokens[d.targetTokens.length - 1]];
       report.trajectories++;
       if (got.length !== expected.length || got.some((t, j) => t !== expected[j])) report.tokenMismatches++;
@@ -49,6 +64,12 @@ export async function tokenExactReport(trees: RolloutTree[], trainer: Pick<Train
       if (!maskOk) report.maskMismatches++;
     });
   }
-  report.exact = report.tokenMismatches === 0 && report.maskMismatches === 0 && report.maxLogprobDiff <= tolerance && report.sampledTokens > 0 ? 1 : 0;
+  report.exact =
+    report.tokenMismatches === 0 &&
+    report.maskMismatches === 0 &&
+    report.maxLogprobDiff <= tolerance &&
+    report.sampledTokens > 0
+      ? 1
+      : 0;
   return report;
 }

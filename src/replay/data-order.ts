@@ -12,7 +12,11 @@ export interface DataOrderState {
 export class DataOrder {
   private permutation: number[];
 
-  constructor(readonly size: number, readonly seed: number, public state: DataOrderState = { epoch: 0, cursor: 0 }) {
+  constructor(
+    readonly size: number,
+    readonly seed: number,
+    public state: DataOrderState = { epoch: 0, cursor: 0 },
+  ) {
     this.permutation = this.permute(state.epoch);
   }
 

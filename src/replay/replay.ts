@@ -41,41 +41,130 @@ import { applyCorrection } from '../optimize/off-policy.js';
 import type { AdvantagedTrajectory } from '../optimize/types.js';
 
 const common = {
-  substituteZeroVariance: z.boolean().default(false).describe("TRL experimental replay: replace each zero-variance group (all rewards equal) by a stored high-advantage group"),
-  substituteCapacity: z.number().int().min(1).max(1_000_000).default(64).describe('groups kept for substitution (the highest scores Σ|r − mean|)'),
-  correction: z.enum(['tis', 'decoupled']).default('tis').describe('importance correction of replayed tokens: tis = weight min(w, cap); decoupled = weight w, tokens with w > cap masked (w = exp(logp_now − logp_behaviour))'),
-  cap: z.number().gt(1).max(1e6).default(2).describe('truncation cap (tis) or masking threshold (decoupled) of the replay importance weight'),
+  substituteZeroVariance: z
+    .boolean()
+    .default(false)
+    .describe(
+      'TRL experimental replay: replace each zero-variance group (all rewards equal) by a stored high-advantage group',
+    ),
+  substituteCapacity: z
+    .number()
+    .int()
+    .min(1)
+    .max(1_000_000)
+    .default(64)
+    .describe('groups kept for substitution (the highest scores Σ|r − mean|)'),
+  correction: z
+    .enum(['tis', 'decoupled'])
+    .default('tis')
+    .describe(
+      'importance correction of replayed tokens: tis = weight min(w, cap); decoupled = weight w, tokens with w > cap masked (w = exp(logp_now − logp_behaviour))',
+    ),
+  cap: z
+    .number()
+    .gt(1)
+    .max(1e6)
+    .default(2)
+    .describe('truncation cap (tis) or masking threshold (decoupled) of the replay importance weight'),
 };
 
 export const replayOptionsSchema = z.discriminatedUnion('kind', [
-  z.object({
-    kind: z.literal('none').describe('no replay: every step trains on its fresh batch only'),
-    maxAge: z.number().int().min(0).max(1_000_000).default(8).describe('substitution only: stored tokens older than this many weight versions are dropped'),
-    ...common,
-  }).strict(),
-  z.object({
-    kind: z.literal('recent').describe('replay every tree of the last `steps` steps alongside the fresh batch'),
-    steps: z.number().int().min(1).max(1024).default(1).describe('N: trees trained in the last N steps are replayed'),
-    maxTrees: z.number().int().min(1).max(1_000_000).default(64).describe('at most this many replayed trees per step (newest first)'),
-    maxAge: z.number().int().min(0).max(1_000_000).default(2).describe('staleness bound: replayed tokens older than this many weight versions are dropped'),
-    ...common,
-  }).strict(),
-  z.object({
-    kind: z.literal('dots').describe('DOTS rollout replay: σB fresh groups + (1−σ)B groups drawn uniformly from a FIFO buffer (newest per prompt, all-0/all-1 dropped)'),
-    capacity: z.number().int().min(1).max(1_000_000).default(512).describe('FIFO buffer size in groups (DOTS: 512)'),
-    freshFraction: z.number().gt(0).max(1).default(0.5).describe('σ: fresh share of the batch; (1−σ)/σ replayed groups per fresh group (DOTS: 0.5)'),
-    maxAge: z.number().int().min(0).max(1_000_000).default(32).describe('staleness bound in weight versions (DOTS bounds the buffer by size only)'),
-    ...common,
-  }).strict(),
-  z.object({
-    kind: z.literal('remix').describe('ReMix: off-policy mix with several updates per batch (UTD > 1), pure on-policy from step onPolicyAfter'),
-    probability: z.number().min(0).max(0.95).default(0.4).describe('p: share of the batch drawn from stored data (ReMix: 0.4)'),
-    utd: z.number().int().min(1).max(16).default(2).describe('m: updates per batch, the update-to-data ratio (ReMix: 2)'),
-    maxAge: z.number().int().min(0).max(1_000_000).default(2).describe('N: stored data comes from the last N policies; older tokens are dropped (ReMix: 2)'),
-    onPolicyAfter: z.number().int().min(0).max(10_000_000).default(50).describe('T: from this step on, no reuse and one update per batch (ReMix: 50 or 100)'),
-    capacity: z.number().int().min(1).max(1_000_000).default(512).describe('FIFO buffer size in groups'),
-    ...common,
-  }).strict(),
+  z
+    .object({
+      kind: z.literal('none').describe('no replay: every step trains on its fresh batch only'),
+      maxAge: z
+        .number()
+        .int()
+        .min(0)
+        .max(1_000_000)
+        .default(8)
+        .describe('substitution only: stored tokens older than this many weight versions are dropped'),
+      ...common,
+    })
+    .strict(),
+  z
+    .object({
+      kind: z.literal('recent').describe('replay every tree of the last `steps` steps alongside the fresh batch'),
+      steps: z.number().int().min(1).max(1024).default(1).describe('N: trees trained in the last N steps are replayed'),
+      maxTrees: z
+        .number()
+        .int()
+        .min(1)
+        .max(1_000_000)
+        .default(64)
+        .describe('at most this many replayed trees per step (newest first)'),
+      maxAge: z
+        .number()
+        .int()
+        .min(0)
+        .max(1_000_000)
+        .default(2)
+        .describe('staleness bound: replayed tokens older than this many weight versions are dropped'),
+      ...common,
+    })
+    .strict(),
+  z
+    .object({
+      kind: z
+        .literal('dots')
+        .describe(
+          'DOTS rollout replay: σB fresh groups + (1−σ)B groups drawn uniformly from a FIFO buffer (newest per prompt, all-0/all-1 dropped)',
+        ),
+      capacity: z.number().int().min(1).max(1_000_000).default(512).describe('FIFO buffer size in groups (DOTS: 512)'),
+      freshFraction: z
+        .number()
+        .gt(0)
+        .max(1)
+        .default(0.5)
+        .describe('σ: fresh share of the batch; (1−σ)/σ replayed groups per fresh group (DOTS: 0.5)'),
+      maxAge: z
+        .number()
+        .int()
+        .min(0)
+        .max(1_000_000)
+        .default(32)
+        .describe('staleness bound in weight versions (DOTS bounds the buffer by size only)'),
+      ...common,
+    })
+    .strict(),
+  z
+    .object({
+      kind: z
+        .literal('remix')
+        .describe(
+          'ReMix: off-policy mix with several updates per batch (UTD > 1), pure on-policy from step onPolicyAfter',
+        ),
+      probability: z
+        .number()
+        .min(0)
+        .max(0.95)
+        .default(0.4)
+        .describe('p: share of the batch drawn from stored data (ReMix: 0.4)'),
+      utd: z
+        .number()
+        .int()
+        .min(1)
+        .max(16)
+        .default(2)
+        .describe('m: updates per batch, the update-to-data ratio (ReMix: 2)'),
+      maxAge: z
+        .number()
+        .int()
+        .min(0)
+        .max(1_000_000)
+        .default(2)
+        .describe('N: stored data comes from the last N policies; older tokens are dropped (ReMix: 2)'),
+      onPolicyAfter: z
+        .number()
+        .int()
+        .min(0)
+        .max(10_000_000)
+        .default(50)
+        .describe('T: from this step on, no reuse and one update per batch (ReMix: 50 or 100)'),
+      capacity: z.number().int().min(1).max(1_000_000).default(512).describe('FIFO buffer size in groups'),
+      ...common,
+    })
+    .strict(),
 ]);
 export type ReplayOptions = z.infer<typeof replayOptionsSchema>;
 
@@ -126,7 +215,11 @@ export interface ReplayEntry {
 export class ReplayBuffer {
   entries: ReplayEntry[] = [];
 
-  constructor(readonly capacity: number, readonly policy: 'fifo' | 'top' = 'fifo', readonly newestPerPrompt = false) {}
+  constructor(
+    readonly capacity: number,
+    readonly policy: 'fifo' | 'top' = 'fifo',
+    readonly newestPerPrompt = false,
+  ) {}
 
   get size(): number {
     return this.entries.length;
@@ -158,7 +251,10 @@ export class ReplayBuffer {
   /** `n` entries drawn uniformly without replacement (all of them when n ≥ size), in buffer order. */
   sampleUniform(n: number, rng: Rng): ReplayEntry[] {
     if (n >= this.entries.length) return this.entries.slice();
-    const idx = rng.shuffle(this.entries.map((_, i) => i)).slice(0, n).sort((a, b) => a - b);
+    const idx = rng
+      .shuffle(this.entries.map((_, i) => i))
+      .slice(0, n)
+      .sort((a, b) => a - b);
     return idx.map((i) => this.entries[i]);
   }
 
@@ -189,7 +285,11 @@ export class ReplayBuffer {
 /** What the learner needs to correct replayed datums (passed to Learner.train). */
 export interface ReplayCorrection {
   /** Rewrite the chunk's datums of replayed trees; `proximal` gives the current policy's log-probs. */
-  correct(chunk: AdvantagedTrajectory[], datums: Datum[], proximal: (d: Datum[]) => Promise<number[][]>): Promise<Datum[]>;
+  correct(
+    chunk: AdvantagedTrajectory[],
+    datums: Datum[],
+    proximal: (d: Datum[]) => Promise<number[][]>,
+  ): Promise<Datum[]>;
 }
 
 /**
@@ -199,7 +299,14 @@ export interface ReplayCorrection {
  * × w, masked above cap) with w = exp(proximal − behaviour). Returns the raw w of kept tokens (for the
  * ESS), their ages at `version`, and the count of dropped tokens.
  */
-export function weighReplayed(datums: Datum[], proximal: number[][], versions: number[][], version: number, maxAge: number, correction: { kind: 'tis' | 'decoupled'; cap: number }): { datums: Datum[]; weights: number[]; ages: number[]; dropped: number } {
+export function weighReplayed(
+  datums: Datum[],
+  proximal: number[][],
+  versions: number[][],
+  version: number,
+  maxAge: number,
+  correction: { kind: 'tis' | 'decoupled'; cap: number },
+): { datums: Datum[]; weights: number[]; ages: number[]; dropped: number } {
   let dropped = 0;
   const weights: number[] = [];
   const ages: number[] = [];
@@ -220,7 +327,10 @@ export function weighReplayed(datums: Datum[], proximal: number[][], versions: n
     }
     return { ...d, weights: w, advantages: adv };
   });
-  const spec = correction.kind === 'tis' ? { kind: 'tis' as const, cap: correction.cap } : { kind: 'decoupled' as const, maxWeight: correction.cap };
+  const spec =
+    correction.kind === 'tis'
+      ? { kind: 'tis' as const, cap: correction.cap }
+      : { kind: 'decoupled' as const, maxWeight: correction.cap };
   return { datums: applyCorrection(masked, proximal, spec).datums, weights, ages, dropped };
 }
 
@@ -239,16 +349,33 @@ export class StepCorrection implements ReplayCorrection {
   readonly ages: number[] = [];
   dropped = 0;
 
-  constructor(readonly ids: Set<string>, readonly version: number, readonly maxAge: number, readonly correction: { kind: 'tis' | 'decoupled'; cap: number }) {}
+  constructor(
+    readonly ids: Set<string>,
+    readonly version: number,
+    readonly maxAge: number,
+    readonly correction: { kind: 'tis' | 'decoupled'; cap: number },
+  ) {}
 
-  async correct(chunk: AdvantagedTrajectory[], datums: Datum[], proximal: (d: Datum[]) => Promise<number[][]>): Promise<Datum[]> {
+  async correct(
+    chunk: AdvantagedTrajectory[],
+    datums: Datum[],
+    proximal: (d: Datum[]) => Promise<number[][]>,
+  ): Promise<Datum[]> {
     // buildDatums keeps exactly these trajectories, in order
     const kept = chunk.filter((a) => !a.excluded && a.trajectory.tokens.length > 0);
-    if (kept.length !== datums.length) throw new NumericsError(`replay: ${datums.length} datums for ${kept.length} trajectories`);
+    if (kept.length !== datums.length)
+      throw new NumericsError(`replay: ${datums.length} datums for ${kept.length} trajectories`);
     const idx = kept.map((a, i) => (this.ids.has(a.trajectory.treeId) ? i : -1)).filter((i) => i >= 0);
     if (!idx.length) return datums;
     const sub = idx.map((i) => datums[i]);
-    const r = weighReplayed(sub, await proximal(sub), idx.map((i) => targetVersions(kept[i])), this.version, this.maxAge, this.correction);
+    const r = weighReplayed(
+      sub,
+      await proximal(sub),
+      idx.map((i) => targetVersions(kept[i])),
+      this.version,
+      this.maxAge,
+      this.correction,
+    );
     this.weights.push(...r.weights);
     this.ages.push(...r.ages);
     this.dropped += r.dropped;
@@ -260,7 +387,17 @@ export class StepCorrection implements ReplayCorrection {
 
 /** The learner as the replay driver needs it (src/run/learner.ts). */
 export interface ReplayLearner {
-  train(trees: RolloutTree[], version: number, optimizerStep: number, replay?: ReplayCorrection): Promise<{ metrics: Record<string, number>; stalenessHistogram: Record<number, number>; updates: number; nonFiniteUpdates: number }>;
+  train(
+    trees: RolloutTree[],
+    version: number,
+    optimizerStep: number,
+    replay?: ReplayCorrection,
+  ): Promise<{
+    metrics: Record<string, number>;
+    stalenessHistogram: Record<number, number>;
+    updates: number;
+    nonFiniteUpdates: number;
+  }>;
 }
 type LearnResult = Awaited<ReturnType<ReplayLearner['train']>>;
 
@@ -277,7 +414,11 @@ export class Replay {
   readonly main: ReplayBuffer;
   readonly substitute: ReplayBuffer;
 
-  constructor(readonly options: ReplayOptions, readonly seed: number, readonly updatesPerStep = 1) {
+  constructor(
+    readonly options: ReplayOptions,
+    readonly seed: number,
+    readonly updatesPerStep = 1,
+  ) {
     const o = options;
     const capacity = o.kind === 'recent' ? o.maxTrees * o.steps : o.kind === 'none' ? 1 : o.capacity;
     this.main = new ReplayBuffer(capacity, 'fifo', o.kind === 'dots');
@@ -305,36 +446,56 @@ export class Replay {
   /** Write both buffers as JSONL (`{buffer, step, score, tree}` per line), atomically; nothing when inactive. */
   save(checkpointDir: string): void {
     if (!this.active) return;
-    const line = (buffer: string, e: ReplayEntry) => JSON.stringify({ buffer, step: e.step, score: e.score, tree: e.tree }) + '\n';
-    writeFileAtomic(join(checkpointDir, FILE), this.main.entries.map((e) => line('main', e)).join('') + this.substitute.entries.map((e) => line('substitute', e)).join(''));
+    const line = (buffer: string, e: ReplayEntry) =>
+      JSON.stringify({ buffer, step: e.step, score: e.score, tree: e.tree }) + '\n';
+    writeFileAtomic(
+      join(checkpointDir, FILE),
+      this.main.entries.map((e) => line('main', e)).join('') +
+        this.substitute.entries.map((e) => line('substitute', e)).join(''),
+    );
   }
 
   /** Read buffers written by save(); errors are DataErrors naming `file:line N`. */
   load(file: string): void {
     this.main.entries = [];
     this.substitute.entries = [];
-    readFileSync(file, 'utf8').split('\n').forEach((text, i) => {
-      if (!text.trim()) return;
-      const where = `${file}:line ${i + 1}`;
-      let raw: { buffer?: unknown; step?: unknown; score?: unknown; tree?: unknown };
-      try {
-        raw = JSON.parse(text);
-      } catch (cause) {
-        throw new DataError(`${where}: invalid JSON`, file, i + 1, undefined, { cause });
-      }
-      if (raw.buffer !== 'main' && raw.buffer !== 'substitute') throw new DataError(`${where}: field "buffer" must be "main" or "substitute"`, file, i + 1, 'buffer');
-      if (!Number.isInteger(raw.step) || typeof raw.score !== 'number') throw new DataError(`${where}: fields "step" (integer) and "score" (number) are required`, file, i + 1, 'step');
-      if (!raw.tree || typeof raw.tree !== 'object') throw new DataError(`${where}: field "tree" must be an object`, file, i + 1, 'tree');
-      const entry = { tree: treeFromJSON(JSON.stringify(raw.tree), where), step: raw.step as number, score: raw.score };
-      (raw.buffer === 'main' ? this.main : this.substitute).entries.push(entry);
-    });
+    readFileSync(file, 'utf8')
+      .split('\n')
+      .forEach((text, i) => {
+        if (!text.trim()) return;
+        const where = `${file}:line ${i + 1}`;
+        let raw: { buffer?: unknown; step?: unknown; score?: unknown; tree?: unknown };
+        try {
+          raw = JSON.parse(text);
+        } catch (cause) {
+          throw new DataError(`${where}: invalid JSON`, file, i + 1, undefined, { cause });
+        }
+        if (raw.buffer !== 'main' && raw.buffer !== 'substitute')
+          throw new DataError(`${where}: field "buffer" must be "main" or "substitute"`, file, i + 1, 'buffer');
+        if (!Number.isInteger(raw.step) || typeof raw.score !== 'number')
+          throw new DataError(
+            `${where}: fields "step" (integer) and "score" (number) are required`,
+            file,
+            i + 1,
+            'step',
+          );
+        if (!raw.tree || typeof raw.tree !== 'object')
+          throw new DataError(`${where}: field "tree" must be an object`, file, i + 1, 'tree');
+        const entry = {
+          tree: treeFromJSON(JSON.stringify(raw.tree), where),
+          step: raw.step as number,
+          score: raw.score,
+        };
+        (raw.buffer === 'main' ? this.main : this.substitute).entries.push(entry);
+      });
   }
 
   /** How many stored trees join a batch of `fresh` fresh trees at `step`. */
   private replayCount(fresh: number, step: number): number {
     const o = this.options;
     if (o.kind === 'dots') return Math.round((fresh * (1 - o.freshFraction)) / o.freshFraction);
-    if (o.kind === 'remix') return step >= o.onPolicyAfter ? 0 : Math.round((fresh * o.probability) / (1 - o.probability));
+    if (o.kind === 'remix')
+      return step >= o.onPolicyAfter ? 0 : Math.round((fresh * o.probability) / (1 - o.probability));
     if (o.kind === 'recent') return o.maxTrees;
     return 0;
   }
@@ -344,7 +505,11 @@ export class Replay {
     const o = this.options;
     const n = this.replayCount(fresh, step);
     if (!n || o.kind === 'none') return [];
-    if (o.kind === 'recent') return this.main.entries.filter((e) => e.step >= step - o.steps).reverse().slice(0, n);
+    if (o.kind === 'recent')
+      return this.main.entries
+        .filter((e) => e.step >= step - o.steps)
+        .reverse()
+        .slice(0, n);
     return this.main.sampleUniform(n, rng);
   }
 
@@ -353,7 +518,9 @@ export class Replay {
     if (!this.options.substituteZeroVariance) return { batch: usable, used: [] };
     const zero = usable.filter(isZeroVariance);
     // the batch's groups with variance enter the buffer first, as in TRL's update_with_replay_buffer
-    this.substitute.add(usable.filter((t) => !isZeroVariance(t)).map((tree) => ({ tree, step, score: groupScore(tree) })));
+    this.substitute.add(
+      usable.filter((t) => !isZeroVariance(t)).map((tree) => ({ tree, step, score: groupScore(tree) })),
+    );
     const fromThisStep = new Set(usable.map((t) => t.id));
     const candidates = new ReplayBuffer(this.substitute.capacity, 'top');
     candidates.entries = this.substitute.entries.filter((e) => !fromThisStep.has(e.tree.id));
@@ -368,7 +535,13 @@ export class Replay {
    * `learner.train(usable, version, optimizerStep)`. ReMix's extra updates share the step's
    * learning rate (the schedule follows RL steps: optimizer step (step − 1)·updatesPerStep).
    */
-  async train(learner: ReplayLearner, usable: RolloutTree[], version: number, optimizerStep: number, step: number): Promise<LearnResult> {
+  async train(
+    learner: ReplayLearner,
+    usable: RolloutTree[],
+    version: number,
+    optimizerStep: number,
+    step: number,
+  ): Promise<LearnResult> {
     if (!this.active) return learner.train(usable, version, optimizerStep);
     const o = this.options;
     const rng = new Rng(this.seed).fork(`replay/${step}`);
@@ -383,8 +556,15 @@ export class Replay {
     const passes = o.kind === 'remix' && step < o.onPolicyAfter ? o.utd : 1;
     let out: LearnResult | undefined;
     for (let p = 0; p < passes; p++) {
-      const r = await learner.train(batch, version, passes > 1 ? (step - 1) * this.updatesPerStep : optimizerStep, ids.size ? correction : undefined);
-      out = out ? { ...r, updates: out.updates + r.updates, nonFiniteUpdates: out.nonFiniteUpdates + r.nonFiniteUpdates } : r;
+      const r = await learner.train(
+        batch,
+        version,
+        passes > 1 ? (step - 1) * this.updatesPerStep : optimizerStep,
+        ids.size ? correction : undefined,
+      );
+      out = out
+        ? { ...r, updates: out.updates + r.updates, nonFiniteUpdates: out.nonFiniteUpdates + r.nonFiniteUpdates }
+        : r;
     }
     this.store(usable, step);
     const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);

@@ -28,15 +28,52 @@ import { treeFiles } from './export.js';
 
 export const dynamicsSelectSchema = z
   .object({
-    method: z.enum(['limr', 's2l']).default('limr').describe('limr: alignment with the run\'s learning curve; s2l: k-means over reward curves, balanced sampling'),
-    top: z.number().int().min(0).max(100_000_000).default(0).describe('keep this many items (limr: the best scores; s2l: the budget, required); 0 = use threshold'),
-    threshold: z.number().min(-1e9).max(1e9).default(0.6).describe('limr: keep items scoring ≥ this (LIMR lim.sh: 0.6) when top is 0'),
+    method: z
+      .enum(['limr', 's2l'])
+      .default('limr')
+      .describe("limr: alignment with the run's learning curve; s2l: k-means over reward curves, balanced sampling"),
+    top: z
+      .number()
+      .int()
+      .min(0)
+      .max(100_000_000)
+      .default(0)
+      .describe('keep this many items (limr: the best scores; s2l: the budget, required); 0 = use threshold'),
+    threshold: z
+      .number()
+      .min(-1e9)
+      .max(1e9)
+      .default(0.6)
+      .describe('limr: keep items scoring ≥ this (LIMR lim.sh: 0.6) when top is 0'),
     clusters: z.number().int().min(1).max(100_000).default(10).describe('s2l: number of k-means clusters'),
     iterations: z.number().int().min(1).max(10_000).default(100).describe('s2l: most k-means (Lloyd) iterations'),
-    seed: z.number().int().min(0).max(2 ** 32 - 1).default(0).describe('s2l: seed of the k-means++ init and the per-cluster draws'),
-    stepsPerBin: z.number().int().min(0).max(10_000_000).default(0).describe('bin the curves by this many steps (0 = by visit: the k-th time an item was drawn is bin k)'),
-    bins: z.number().int().min(0).max(1_000_000).default(0).describe('curve length K (0 = the median number of bins an item has); items missing a bin are left unscored'),
-    maxReward: z.number().min(-1e9).max(1e9).default(1).describe('limr: the best reward R in the normaliser Σ (R − r̄_k)²'),
+    seed: z
+      .number()
+      .int()
+      .min(0)
+      .max(2 ** 32 - 1)
+      .default(0)
+      .describe('s2l: seed of the k-means++ init and the per-cluster draws'),
+    stepsPerBin: z
+      .number()
+      .int()
+      .min(0)
+      .max(10_000_000)
+      .default(0)
+      .describe('bin the curves by this many steps (0 = by visit: the k-th time an item was drawn is bin k)'),
+    bins: z
+      .number()
+      .int()
+      .min(0)
+      .max(1_000_000)
+      .default(0)
+      .describe('curve length K (0 = the median number of bins an item has); items missing a bin are left unscored'),
+    maxReward: z
+      .number()
+      .min(-1e9)
+      .max(1e9)
+      .default(1)
+      .describe('limr: the best reward R in the normaliser Σ (R − r̄_k)²'),
   })
   .strict();
 export type DynamicsSelectOptions = z.infer<typeof dynamicsSelectSchema>;
@@ -44,7 +81,8 @@ export type DynamicsSelectOptions = z.infer<typeof dynamicsSelectSchema>;
 export function dynamicsSelectFromConfig(spec: unknown): DynamicsSelectOptions {
   const parsed = dynamicsSelectSchema.safeParse(spec ?? {});
   if (!parsed.success) throw configErrorFromIssue('select', parsed.error.issues[0]);
-  if (parsed.data.method === 's2l' && parsed.data.top === 0) throw new ConfigError('select.top: s2l needs a budget (--top K)', 'select.top');
+  if (parsed.data.method === 's2l' && parsed.data.top === 0)
+    throw new ConfigError('select.top: s2l needs a budget (--top K)', 'select.top');
   return parsed.data;
 }
 
@@ -73,7 +111,9 @@ export function readRewardCurves(runDir: string): { curves: RewardCurves; files:
   const curves: RewardCurves = new Map();
   let count = 0;
   for (const { step, file } of files) {
-    const trees = readFileSync(file, 'utf8').split('\n').flatMap((line, i) => (line.trim() ? [treeFromJSON(line, `${file}:${i + 1}`)] : []));
+    const trees = readFileSync(file, 'utf8')
+      .split('\n')
+      .flatMap((line, i) => (line.trim() ? [treeFromJSON(line, `${file}:${i + 1}`)] : []));
     count += trees.length;
     for (const [id, reward] of stepItemRewards(trees)) {
       const c = curves.get(id) ?? [];
@@ -92,7 +132,10 @@ export function binCurves(curves: RewardCurves, stepsPerBin = 0): Map<string, Ar
   for (const [id, c] of curves) {
     const sorted = [...c].sort((a, b) => a.step - b.step);
     if (stepsPerBin <= 0) {
-      out.set(id, sorted.map((p) => p.reward));
+      out.set(
+        id,
+        sorted.map((p) => p.reward),
+      );
       continue;
     }
     const sums: number[] = [];
@@ -102,13 +145,19 @@ export function binCurves(curves: RewardCurves, stepsPerBin = 0): Map<string, Ar
       sums[b] = (sums[b] ?? 0) + p.reward;
       ns[b] = (ns[b] ?? 0) + 1;
     }
-    out.set(id, Array.from({ length: sums.length }, (_, b) => (ns[b] ? sums[b] / ns[b] : undefined)));
+    out.set(
+      id,
+      Array.from({ length: sums.length }, (_, b) => (ns[b] ? sums[b] / ns[b] : undefined)),
+    );
   }
   return out;
 }
 
 /** Aligned curves of length K (LIMR's gap rule: a missing bin takes the next bin's value); items still missing one are dropped. */
-export function alignCurves(binned: Map<string, Array<number | undefined>>, bins = 0): { ids: string[]; rows: number[][]; dropped: string[]; bins: number } {
+export function alignCurves(
+  binned: Map<string, Array<number | undefined>>,
+  bins = 0,
+): { ids: string[]; rows: number[][]; dropped: string[]; bins: number } {
   const lengths = [...binned.values()].map((c) => c.length).sort((a, b) => a - b);
   const K = bins > 0 ? bins : lengths.length ? lengths[Math.floor((lengths.length - 1) / 2)] : 0;
   const ids: string[] = [];
@@ -135,7 +184,10 @@ export function learningCurve(rows: number[][]): number[] {
 /** LIMR alignment scores 1 − Σ (r − r̄)² / Σ (R − r̄)² (a zero normaliser, r̄ ≡ R, counts as 1e-12). */
 export function limrScores(rows: number[][], maxReward = 1): number[] {
   const base = learningCurve(rows);
-  const den = Math.max(base.reduce((s, b) => s + (maxReward - b) ** 2, 0), 1e-12);
+  const den = Math.max(
+    base.reduce((s, b) => s + (maxReward - b) ** 2, 0),
+    1e-12,
+  );
   return rows.map((r) => 1 - r.reduce((s, v, k) => s + (v - base[k]) ** 2, 0) / den);
 }
 
@@ -165,7 +217,12 @@ function seedCentres(rows: number[][], k: number, rng: Rng): number[][] {
 }
 
 /** Seeded k-means (k-means++ init, Lloyd iterations until no point moves); ties go to the lower cluster. */
-export function kMeans(rows: number[][], k: number, rng: Rng, maxIterations = 100): { assign: number[]; centres: number[][]; iterations: number } {
+export function kMeans(
+  rows: number[][],
+  k: number,
+  rng: Rng,
+  maxIterations = 100,
+): { assign: number[]; centres: number[][]; iterations: number } {
   if (!rows.length) return { assign: [], centres: [], iterations: 0 };
   const centres = seedCentres(rows, Math.min(k, rows.length), rng);
   const assign = rows.map(() => -1);
@@ -246,7 +303,13 @@ export function selectByDynamics(curves: RewardCurves, spec: Partial<DynamicsSel
     const { assign, centres } = kMeans(rows, o.clusters, rng.fork('kmeans'), o.iterations);
     const picked = new Set(s2lSample(assign, o.top, rng.fork('sample')));
     clusterSizes = centres.map((_, c) => assign.filter((a) => a === c).length);
-    items = ids.map((id, i) => ({ id, score: rows[i].reduce((a, b) => a + b, 0) / rows[i].length, chosen: picked.has(i), cluster: assign[i], curve: rows[i] }));
+    items = ids.map((id, i) => ({
+      id,
+      score: rows[i].reduce((a, b) => a + b, 0) / rows[i].length,
+      chosen: picked.has(i),
+      cluster: assign[i],
+      curve: rows[i],
+    }));
   }
   items.sort((a, b) => b.score - a.score || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   if (o.method === 'limr') items.forEach((it, r) => (it.chosen = o.top > 0 ? r < o.top : it.score >= o.threshold));

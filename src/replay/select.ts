@@ -21,23 +21,69 @@ import type { Posterior } from '../control/prompt-stats.js';
 import { ucbSelectSchema } from './ucb.js';
 
 const window = z.number().min(1).max(64).default(4).describe('candidates drawn from the data order per prompt kept');
-const target = z.number().min(0).max(1).default(0.5).describe('the success rate aimed at (0.5: the most informative groups)');
+const target = z
+  .number()
+  .min(0)
+  .max(1)
+  .default(0.5)
+  .describe('the success rate aimed at (0.5: the most informative groups)');
 
 export const selectOptionsSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('sequential').describe('the data order as it is') }).strict(),
-  z.object({ kind: z.literal('dots').describe('DOTS: sample ∝ softmax(−|p̂ − target|/τ) from a window of candidates (p̂: the prompt\'s posterior mean)'), window, target, temperature: z.number().positive().max(10).default(0.001).describe('τ') }).strict(),
-  z.object({ kind: z.literal('vade').describe('VADE-style Thompson sampling: keep the candidates whose drawn success rate is nearest the target'), window, target }).strict(),
+  z
+    .object({
+      kind: z
+        .literal('dots')
+        .describe(
+          "DOTS: sample ∝ softmax(−|p̂ − target|/τ) from a window of candidates (p̂: the prompt's posterior mean)",
+        ),
+      window,
+      target,
+      temperature: z.number().positive().max(10).default(0.001).describe('τ'),
+    })
+    .strict(),
+  z
+    .object({
+      kind: z
+        .literal('vade')
+        .describe('VADE-style Thompson sampling: keep the candidates whose drawn success rate is nearest the target'),
+      window,
+      target,
+    })
+    .strict(),
   ucbSelectSchema,
 ]);
 export type SelectOptions = z.infer<typeof selectOptionsSchema>;
 
 /** Keep `count` of `take(window·count)` by difficulty; returns the kept items and how many were passed over. */
-export function selectByDifficulty(take: (n: number) => TaskItem[], count: number, o: SelectOptions, posterior: (id: string) => Posterior, rng: Rng): { items: TaskItem[]; passed: number } {
+export function selectByDifficulty(
+  take: (n: number) => TaskItem[],
+  count: number,
+  o: SelectOptions,
+  posterior: (id: string) => Posterior,
+  rng: Rng,
+): { items: TaskItem[]; passed: number } {
   if (o.kind === 'sequential') return { items: take(count), passed: 0 };
-  if (o.kind === 'ucb') throw new Error('select.kind ucb picks components, not prompts: the producer draws through UcbCurriculum (replay/ucb.ts)');
+  if (o.kind === 'ucb')
+    throw new Error(
+      'select.kind ucb picks components, not prompts: the producer draws through UcbCurriculum (replay/ucb.ts)',
+    );
   const candidates = take(Math.ceil(o.window * count));
   if (candidates.length <= count) return { items: candidates, passed: 0 };
-  const chosen = o.kind === 'dots' ? softmaxDraw(candidates.map((c) => -Math.abs(posterior(c.id).mean - o.target) / o.temperature), count, rng) : nearest(candidates.map((c) => { const p = posterior(c.id); return Math.abs(sampleBeta(rng, p.a, p.b) - o.target); }), count);
+  const chosen =
+    o.kind === 'dots'
+      ? softmaxDraw(
+          candidates.map((c) => -Math.abs(posterior(c.id).mean - o.target) / o.temperature),
+          count,
+          rng,
+        )
+      : nearest(
+          candidates.map((c) => {
+            const p = posterior(c.id);
+            return Math.abs(sampleBeta(rng, p.a, p.b) - o.target);
+          }),
+          count,
+        );
   const kept = new Set(chosen);
   return { items: candidates.filter((_, i) => kept.has(i)), passed: candidates.length - count };
 }
@@ -45,9 +91,16 @@ export function selectByDifficulty(take: (n: number) => TaskItem[], count: numbe
 /** `count` indices drawn without replacement with probabilities ∝ exp(logit) (Gumbel-top-k). */
 export function softmaxDraw(logits: number[], count: number, rng: Rng): number[] {
   const keys = logits.map((l, i) => [l - Math.log(-Math.log(Math.max(rng.next(), 1e-300))), i] as const);
-  return keys.sort((a, b) => b[0] - a[0] || a[1] - b[1]).slice(0, count).map(([, i]) => i);
+  return keys
+    .sort((a, b) => b[0] - a[0] || a[1] - b[1])
+    .slice(0, count)
+    .map(([, i]) => i);
 }
 
 function nearest(distances: number[], count: number): number[] {
-  return distances.map((d, i) => [d, i] as const).sort((a, b) => a[0] - b[0] || a[1] - b[1]).slice(0, count).map(([, i]) => i);
+  return distances
+    .map((d, i) => [d, i] as const)
+    .sort((a, b) => a[0] - b[0] || a[1] - b[1])
+    .slice(0, count)
+    .map(([, i]) => i);
 }

@@ -46,7 +46,13 @@ export interface StoreFilter {
 
 export const storeOptionsSchema = z
   .object({
-    maxInMemory: z.number().int().min(1).max(10_000_000).default(1024).describe('trees kept in memory; older ones spill to <run>/store-spill.jsonl'),
+    maxInMemory: z
+      .number()
+      .int()
+      .min(1)
+      .max(10_000_000)
+      .default(1024)
+      .describe('trees kept in memory; older ones spill to <run>/store-spill.jsonl'),
   })
   .strict();
 
@@ -119,7 +125,8 @@ export class RolloutStore {
   /** {staleness: policy tokens} over the trees at `currentVersion`, each token at its own version. */
   static stalenessHistogram(trees: RolloutTree[], currentVersion: number): Record<number, number> {
     const out: Record<number, number> = {};
-    for (const t of trees) for (const v of tokenVersions(t)) out[currentVersion - v] = (out[currentVersion - v] ?? 0) + 1;
+    for (const t of trees)
+      for (const v of tokenVersions(t)) out[currentVersion - v] = (out[currentVersion - v] ?? 0) + 1;
     return out;
   }
 
@@ -135,7 +142,13 @@ export class RolloutStore {
     try {
       text = readFileSync(file, 'utf8');
     } catch (cause) {
-      throw new DataError(`${file}: cannot read the rollout store (${(cause as Error).message})`, file, undefined, undefined, { cause });
+      throw new DataError(
+        `${file}: cannot read the rollout store (${(cause as Error).message})`,
+        file,
+        undefined,
+        undefined,
+        { cause },
+      );
     }
     const entries: StoreEntry[] = [];
     text.split('\n').forEach((line, i) => {
@@ -173,7 +186,11 @@ export class RolloutStore {
     if ('entry' in slot) return slot.entry;
     const buffer = Buffer.alloc(slot.length);
     const n = readSync(this.fd(), buffer, 0, slot.length, slot.offset);
-    if (n !== slot.length) throw new DataError(`${this.options.spillFile}: spill file truncated at byte ${slot.offset}`, this.options.spillFile);
+    if (n !== slot.length)
+      throw new DataError(
+        `${this.options.spillFile}: spill file truncated at byte ${slot.offset}`,
+        this.options.spillFile,
+      );
     return JSON.parse(buffer.toString('utf8')) as StoreEntry;
   }
 
@@ -185,7 +202,12 @@ export class RolloutStore {
       if (!('entry' in s)) continue;
       const bytes = Buffer.from(JSON.stringify(s.entry) + '\n', 'utf8');
       writeSync(this.fd(), bytes, 0, bytes.length, this.spillEnd);
-      this.slots[i] = { offset: this.spillEnd, length: bytes.length - 1, status: s.entry.status, batchStep: s.entry.batchStep };
+      this.slots[i] = {
+        offset: this.spillEnd,
+        length: bytes.length - 1,
+        status: s.entry.status,
+        batchStep: s.entry.batchStep,
+      };
       this.spillEnd += bytes.length;
       this.memCount--;
     }
@@ -200,14 +222,24 @@ function parseEntry(line: string, file: string, lineNo: number): StoreEntry {
   } catch (cause) {
     throw new DataError(`${where}: invalid JSON`, file, lineNo, undefined, { cause });
   }
-  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) throw new DataError(`${where}: not an object`, file, lineNo);
-  if (raw.status !== 'partial' && raw.status !== 'ready') throw new DataError(`${where}: field "status" must be "partial" or "ready"`, file, lineNo, 'status');
-  if (raw.batchStep !== null && !Number.isInteger(raw.batchStep)) throw new DataError(`${where}: field "batchStep" must be an integer or null`, file, lineNo, 'batchStep');
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw))
+    throw new DataError(`${where}: not an object`, file, lineNo);
+  if (raw.status !== 'partial' && raw.status !== 'ready')
+    throw new DataError(`${where}: field "status" must be "partial" or "ready"`, file, lineNo, 'status');
+  if (raw.batchStep !== null && !Number.isInteger(raw.batchStep))
+    throw new DataError(`${where}: field "batchStep" must be an integer or null`, file, lineNo, 'batchStep');
   const item = raw.item as TaskItem | undefined;
-  if (!item || typeof item !== 'object' || typeof item.id !== 'string' || typeof item.prompt !== 'string' || typeof item.answer !== 'string') {
+  if (
+    !item ||
+    typeof item !== 'object' ||
+    typeof item.id !== 'string' ||
+    typeof item.prompt !== 'string' ||
+    typeof item.answer !== 'string'
+  ) {
     throw new DataError(`${where}: field "item" must be a task item {id, prompt, answer}`, file, lineNo, 'item');
   }
-  if (!raw.tree || typeof raw.tree !== 'object') throw new DataError(`${where}: field "tree" must be an object`, file, lineNo, 'tree');
+  if (!raw.tree || typeof raw.tree !== 'object')
+    throw new DataError(`${where}: field "tree" must be an object`, file, lineNo, 'tree');
   let tree: RolloutTree;
   try {
     tree = treeFromJSON(JSON.stringify(raw.tree), where);

@@ -22,11 +22,29 @@ import { DataOrder, type DataOrderState } from './data-order.js';
 
 export const ucbSelectSchema = z
   .object({
-    kind: z.literal('ucb').describe('DUMP: UCB over the components of task.mix on their recent mean |advantage| (needs task.mix)'),
+    kind: z
+      .literal('ucb')
+      .describe('DUMP: UCB over the components of task.mix on their recent mean |advantage| (needs task.mix)'),
     c: z.number().min(0).max(100).default(1).describe('weight of the exploration bonus √(2 ln(N+1)/(n_j+1)) (DUMP: 1)'),
-    window: z.number().int().min(1).max(1_000_000).default(300).describe('latest samples (responses) per component in the mean |advantage| (DUMP: 300)'),
-    temperature: z.number().positive().max(100).default(0.1).describe('softmax temperature over the UCB scores (DUMP: 0.1)'),
-    allocation: z.enum(['sample', 'apportion']).default('sample').describe("'sample': each prompt draws its component from the weights (DUMP); 'apportion': the step's prompts split by the weights (largest remainder)"),
+    window: z
+      .number()
+      .int()
+      .min(1)
+      .max(1_000_000)
+      .default(300)
+      .describe('latest samples (responses) per component in the mean |advantage| (DUMP: 300)'),
+    temperature: z
+      .number()
+      .positive()
+      .max(100)
+      .default(0.1)
+      .describe('softmax temperature over the UCB scores (DUMP: 0.1)'),
+    allocation: z
+      .enum(['sample', 'apportion'])
+      .default('sample')
+      .describe(
+        "'sample': each prompt draws its component from the weights (DUMP); 'apportion': the step's prompts split by the weights (largest remainder)",
+      ),
   })
   .strict();
 export type UcbOptions = z.infer<typeof ucbSelectSchema>;
@@ -95,12 +113,20 @@ export class UcbCurriculum {
   private readonly scoresAtStart: UcbScore[];
   private readonly taken = new Map<string, number>();
 
-  constructor(private readonly options: UcbOptions, private readonly pools: Map<string, TaskItem[]>, seed: number, state?: UcbState) {
+  constructor(
+    private readonly options: UcbOptions,
+    private readonly pools: Map<string, TaskItem[]>,
+    seed: number,
+    state?: UcbState,
+  ) {
     this.labels = [...pools.keys()];
     this.state = structuredClone(state ?? { components: {} });
     for (const label of this.labels) {
       const s = (this.state.components[label] ??= { n: 0, recent: [], data: { epoch: 0, cursor: 0 } });
-      this.orders.set(label, new DataOrder(pools.get(label)!.length, hashString(`${seed}/ucb/${label}`), { ...s.data }));
+      this.orders.set(
+        label,
+        new DataOrder(pools.get(label)!.length, hashString(`${seed}/ucb/${label}`), { ...s.data }),
+      );
     }
     this.scoresAtStart = ucbScores(this.state, this.labels, options);
   }
@@ -112,7 +138,13 @@ export class UcbCurriculum {
   /** `count` prompts: components by the weights at the start of the step, items by each component's data order. */
   take(count: number, rng: Rng): TaskItem[] {
     const weights = this.scoresAtStart.map((s) => s.weight);
-    const counts = this.options.allocation === 'apportion' ? largestRemainder(weights.map((w) => w * count), count) : drawCounts(weights, count, rng);
+    const counts =
+      this.options.allocation === 'apportion'
+        ? largestRemainder(
+            weights.map((w) => w * count),
+            count,
+          )
+        : drawCounts(weights, count, rng);
     return this.labels.flatMap((label, i) => {
       if (!counts[i]) return [];
       this.taken.set(label, (this.taken.get(label) ?? 0) + counts[i]);

@@ -16,44 +16,117 @@ import { advantageOptionsSchema, aggregationSchema, lossOptionsSchema } from '..
 import { engineSchema, modelSchema, sftSchema } from '../engine/config.js';
 import { selectOptionsSchema } from '../replay/select.js';
 import { mixSchema } from '../tasks/mix.js';
-import { allocateOptionsSchema, controlOptionsSchema, hintOptionsSchema, promptStatsSchema, pruneOptionsSchema, qualityHeadSchema, skipOptionsSchema } from '../control/index.js';
+import {
+  allocateOptionsSchema,
+  controlOptionsSchema,
+  hintOptionsSchema,
+  promptStatsSchema,
+  pruneOptionsSchema,
+  qualityHeadSchema,
+  skipOptionsSchema,
+} from '../control/index.js';
 import { storeOptionsSchema } from '../replay/store.js';
 import { replayOptionsSchema } from '../replay/replay.js';
 
 const runSchema = z
   .object({
-    name: z.string().regex(/^[A-Za-z0-9_.-]+$/).default('run').describe('run name (also the default output folder name)'),
+    name: z
+      .string()
+      .regex(/^[A-Za-z0-9_.-]+$/)
+      .default('run')
+      .describe('run name (also the default output folder name)'),
     outDir: z.string().optional().describe('run directory (default runs/<name>)'),
-    seed: z.number().int().min(0).max(2 ** 32 - 1).default(0).describe('seed of every random choice in the run'),
+    seed: z
+      .number()
+      .int()
+      .min(0)
+      .max(2 ** 32 - 1)
+      .default(0)
+      .describe('seed of every random choice in the run'),
     steps: z.number().int().min(0).max(10_000_000).default(40).describe('RL steps'),
     promptsPerStep: z.number().int().min(1).max(100_000).default(16).describe('prompts (groups) per step'),
     trainItems: z.number().int().min(1).max(100_000_000).default(2000).describe('size of the training prompt pool'),
-    evalEvery: z.number().int().min(0).max(10_000_000).default(10).describe('held-out evaluation every N steps (0 = only at start and end)'),
+    evalEvery: z
+      .number()
+      .int()
+      .min(0)
+      .max(10_000_000)
+      .default(10)
+      .describe('held-out evaluation every N steps (0 = only at start and end)'),
     evalCount: z.number().int().min(1).max(1_000_000).default(200).describe('held-out prompts per evaluation'),
     evalPassK: z.number().int().min(0).max(1024).default(4).describe('k of pass@k at temperature 1 (0 = off)'),
-    checkpointEvery: z.number().int().min(0).max(10_000_000).default(10).describe('checkpoint every N steps (0 = only at the end)'),
-    logTreesEvery: z.number().int().min(0).max(10_000_000).default(5).describe('write trees/step-N.jsonl every N steps (0 = never)'),
-    mode: z.enum(['sync', 'async']).default('sync').describe('sync: generate then train, one after the other; async: rollout production overlaps training (embedded engine: the sampler runs in a worker thread with its own copy of the weights)'),
-    maxStaleness: z.number().int().min(0).max(64).default(0).describe('async: k, the weight versions a trained token may lag the learner; the rollouts of step t are generated with version max(0, t−1−k), so production runs k steps ahead (0 = the synchronous loop)'),
-    maxFailedSteps: z.number().int().min(1).max(1000).default(3).describe('stop the run after this many consecutive steps without a usable tree'),
+    checkpointEvery: z
+      .number()
+      .int()
+      .min(0)
+      .max(10_000_000)
+      .default(10)
+      .describe('checkpoint every N steps (0 = only at the end)'),
+    logTreesEvery: z
+      .number()
+      .int()
+      .min(0)
+      .max(10_000_000)
+      .default(5)
+      .describe('write trees/step-N.jsonl every N steps (0 = never)'),
+    mode: z
+      .enum(['sync', 'async'])
+      .default('sync')
+      .describe(
+        'sync: generate then train, one after the other; async: rollout production overlaps training (embedded engine: the sampler runs in a worker thread with its own copy of the weights)',
+      ),
+    maxStaleness: z
+      .number()
+      .int()
+      .min(0)
+      .max(64)
+      .default(0)
+      .describe(
+        'async: k, the weight versions a trained token may lag the learner; the rollouts of step t are generated with version max(0, t−1−k), so production runs k steps ahead (0 = the synchronous loop)',
+      ),
+    maxFailedSteps: z
+      .number()
+      .int()
+      .min(1)
+      .max(1000)
+      .default(3)
+      .describe('stop the run after this many consecutive steps without a usable tree'),
   })
   .strict()
   .default({});
 
 const taskSchema = z
-  .preprocess(resolveTaskMix, z.object({
-    name: z.string().default('arith').describe('built-in task: arith, countdown ("module" when task.module is given)'),
-    module: z
-      .string()
-      .min(1)
-      .optional()
-      .describe('instead of name: a module whose default export is a defineTask(...) (path relative to the config file)'),
-    options: z.record(z.unknown()).default({}).describe('task options (see README: tasks)'),
-    mix: mixSchema.optional().describe('a task mixture instead of name/options: [{ name, options, weight, label }, ...] (items of every component, ids prefixed by the component; src/tasks/mix.ts)'),
-    overlong: z.enum(['error', 'skip']).default('error').describe('a prompt that leaves no room for a response in the model\'s context (embedded engine): fail at load naming its file and line, or leave it out (counted in the run log)'),
-  })
-  .strict()
-  .transform((t) => (t.mix ? { ...t, options: { components: t.mix } } : t)))
+  .preprocess(
+    resolveTaskMix,
+    z
+      .object({
+        name: z
+          .string()
+          .default('arith')
+          .describe('built-in task: arith, countdown ("module" when task.module is given)'),
+        module: z
+          .string()
+          .min(1)
+          .optional()
+          .describe(
+            'instead of name: a module whose default export is a defineTask(...) (path relative to the config file)',
+          ),
+        options: z.record(z.unknown()).default({}).describe('task options (see README: tasks)'),
+        mix: mixSchema
+          .optional()
+          .describe(
+            'a task mixture instead of name/options: [{ name, options, weight, label }, ...] (items of every component, ids prefixed by the component; src/tasks/mix.ts)',
+          ),
+        overlong: z
+          .enum(['error', 'skip'])
+          .default('error')
+          .describe(
+            "a prompt that leaves no room for a response in the model's context (embedded engine): fail at load naming its file and line, or leave it out (counted in the run log)",
+          ),
+      })
+      .strict()
+      .transform((t) => (t.mix ? { ...t, options: { components: t.mix } } : t)),
+  )
   .default({});
 
 /** `task.mix` is the alternative to `task.name`/`options` (exactly one of the two): it resolves to the task "mix" with the components as options. */
@@ -62,15 +135,28 @@ function resolveTaskMix(raw: unknown, ctx: z.RefinementCtx): unknown {
   const t = raw as Record<string, unknown>;
   // `task.module` (a user module) is the other alternative to a built-in name: it resolves to the name "module"
   if (t.module !== undefined) {
-    const clash = t.mix !== undefined ? 'task.mix' : t.name !== undefined && t.name !== 'module' ? 'task.name' : undefined;
+    const clash =
+      t.mix !== undefined ? 'task.mix' : t.name !== undefined && t.name !== 'module' ? 'task.name' : undefined;
     if (!clash) return { ...t, name: 'module' };
-    ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['module'], message: `give either task.module or ${clash}, not both` });
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      path: ['module'],
+      message: `give either task.module or ${clash}, not both`,
+    });
     return z.NEVER;
   }
-  const components = t.mix ?? (t.name === 'mix' ? (t.options as Record<string, unknown> | undefined)?.components : undefined);
+  const components =
+    t.mix ?? (t.name === 'mix' ? (t.options as Record<string, unknown> | undefined)?.components : undefined);
   if (components === undefined) return raw;
-  if (t.mix !== undefined && ((t.name !== undefined && t.name !== 'mix') || (t.options !== undefined && t.name !== 'mix'))) {
-    ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['mix'], message: 'give either task.mix or task.name/task.options, not both' });
+  if (
+    t.mix !== undefined &&
+    ((t.name !== undefined && t.name !== 'mix') || (t.options !== undefined && t.name !== 'mix'))
+  ) {
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      path: ['mix'],
+      message: 'give either task.mix or task.name/task.options, not both',
+    });
     return z.NEVER;
   }
   return { ...t, name: 'mix', options: { components }, mix: components };
@@ -88,8 +174,16 @@ const samplingSchema = z
 
 const rewardSchema = z
   .object({
-    parts: z.array(rewardPartSchema).min(1).default([{ kind: 'task', weight: 1 }]).describe("weighted sum of rewards; kinds: task (the task's verifier), exact, numeric, math, format, length_penalty, judge, code, program"),
-    noisyCorrection: noisyCorrectionSchema.optional().describe('de-bias a noisy binary reward given its false-positive/negative rates'),
+    parts: z
+      .array(rewardPartSchema)
+      .min(1)
+      .default([{ kind: 'task', weight: 1 }])
+      .describe(
+        "weighted sum of rewards; kinds: task (the task's verifier), exact, numeric, math, format, length_penalty, judge, code, program",
+      ),
+    noisyCorrection: noisyCorrectionSchema
+      .optional()
+      .describe('de-bias a noisy binary reward given its false-positive/negative rates'),
     timeoutMs: z.number().int().min(1).max(86_400_000).default(10_000).describe('per-call reward timeout'),
     failureReward: z.number().min(-1e6).max(1e6).default(0).describe('reward when the verifier throws or times out'),
     concurrency: z.number().int().min(1).max(4096).default(8).describe('rewards scored in parallel'),
@@ -117,7 +211,13 @@ const trainerSchema = z
     warmupSteps: z.number().int().min(0).max(10_000_000).default(0).describe('linear warm-up optimiser steps'),
     schedule: z.enum(['constant', 'cosine']).default('constant').describe('learning-rate schedule after warm-up'),
     minLearningRateRatio: z.number().min(0).max(1).default(0.1).describe('cosine floor as a fraction of the peak'),
-    updatesPerStep: z.number().int().min(1).max(1024).default(1).describe('optimiser updates (mini-batches) per RL step'),
+    updatesPerStep: z
+      .number()
+      .int()
+      .min(1)
+      .max(1024)
+      .default(1)
+      .describe('optimiser updates (mini-batches) per RL step'),
   })
   .strict()
   .default({});
@@ -130,18 +230,44 @@ export const configSchema = z
     sft: sftSchema.describe('supervised warm-start'),
     engine: engineSchema.describe('engine backend'),
     sampling: samplingSchema.describe('rollout sampling'),
-    generate: generateOptionsSchema.default({ kind: 'treepo' }).describe('rollout topology (iid, treepo, latr or agent)'),
-    env: envOptionsSchema.optional().describe('agent runs (generate.kind agent): the tool environment — calculator | kv | code | tools (a module of TypeScript tools) | mcp | openenv'),
-    control: controlOptionsSchema.default({ kind: 'none' }).describe('how each step spends its rollout budget: none | dynamic_sampling | april'),
-    allocate: allocateOptionsSchema.default({ kind: 'uniform' }).describe('per-prompt rollout allocation within the step budget: uniform | knapsack | xrpo | dars'),
+    generate: generateOptionsSchema
+      .default({ kind: 'treepo' })
+      .describe('rollout topology (iid, treepo, latr or agent)'),
+    env: envOptionsSchema
+      .optional()
+      .describe(
+        'agent runs (generate.kind agent): the tool environment — calculator | kv | code | tools (a module of TypeScript tools) | mcp | openenv',
+      ),
+    control: controlOptionsSchema
+      .default({ kind: 'none' })
+      .describe('how each step spends its rollout budget: none | dynamic_sampling | april'),
+    allocate: allocateOptionsSchema
+      .default({ kind: 'uniform' })
+      .describe('per-prompt rollout allocation within the step budget: uniform | knapsack | xrpo | dars'),
     skip: skipOptionsSchema.default({ kind: 'none' }).describe('prompt skipping before rollout: none | greso'),
-    select: selectOptionsSchema.default({ kind: 'sequential' }).describe('which prompts a step draws: sequential | dots | vade (difficulty targeting from each prompt\'s success posterior) | ucb (DUMP: UCB over the components of task.mix)'),
-    hint: hintOptionsSchema.default({ kind: 'none' }).describe('hint rescue of all-fail prompts: none | gold_prefix | example'),
-    prune: pruneOptionsSchema.default({ kind: 'none' }).describe('online pruning of partial rollouts: none | arrol (TreePO)'),
-    qualityHead: qualityHeadSchema.default({}).describe('the learned success predictor behind value-guided TreePO and pruning'),
-    promptStats: promptStatsSchema.default({}).describe('per-prompt success statistics kept across steps (allocation, skipping, hints, the quality head)'),
+    select: selectOptionsSchema
+      .default({ kind: 'sequential' })
+      .describe(
+        "which prompts a step draws: sequential | dots | vade (difficulty targeting from each prompt's success posterior) | ucb (DUMP: UCB over the components of task.mix)",
+      ),
+    hint: hintOptionsSchema
+      .default({ kind: 'none' })
+      .describe('hint rescue of all-fail prompts: none | gold_prefix | example'),
+    prune: pruneOptionsSchema
+      .default({ kind: 'none' })
+      .describe('online pruning of partial rollouts: none | arrol (TreePO)'),
+    qualityHead: qualityHeadSchema
+      .default({})
+      .describe('the learned success predictor behind value-guided TreePO and pruning'),
+    promptStats: promptStatsSchema
+      .default({})
+      .describe('per-prompt success statistics kept across steps (allocation, skipping, hints, the quality head)'),
     store: storeOptionsSchema.default({}).describe('the rollout store between producers and the learner'),
-    replay: replayOptionsSchema.default({ kind: 'none' }).describe('rollout replay: reuse stored trees in later updates, importance-corrected: none | recent | dots | remix (+ substituteZeroVariance)'),
+    replay: replayOptionsSchema
+      .default({ kind: 'none' })
+      .describe(
+        'rollout replay: reuse stored trees in later updates, importance-corrected: none | recent | dots | remix (+ substituteZeroVariance)',
+      ),
     reward: rewardSchema.describe('the Filter stage'),
     optimize: optimizeSchema.describe('advantages and losses'),
     trainer: trainerSchema.describe('optimiser'),
@@ -163,7 +289,8 @@ function resolveModulePaths(config: ArborConfig, baseDir: string): ArborConfig {
   const at = (path: string) => (isAbsolute(path) ? path : resolve(baseDir, path));
   const task = config.task.module ? { ...config.task, module: at(config.task.module) } : config.task;
   const parts = config.reward.parts.map((p) => (p.kind === 'module' ? { ...p, module: at(p.module) } : p));
-  const env = config.env && typeof config.env.module === 'string' ? { ...config.env, module: at(config.env.module) } : config.env;
+  const env =
+    config.env && typeof config.env.module === 'string' ? { ...config.env, module: at(config.env.module) } : config.env;
   const sft = config.sft.transcripts ? { ...config.sft, transcripts: at(config.sft.transcripts) } : config.sft;
   return { ...config, task, sft, reward: { ...config.reward, parts }, ...(env ? { env } : {}) };
 }
@@ -174,7 +301,8 @@ function parseSchema(raw: unknown, source: string): ArborConfig {
     const issue = parsed.error.issues[0];
     const path = issue.path.join('.');
     let message = issue.message;
-    if (issue.code === 'unrecognized_keys') message = `unknown key(s) ${issue.keys.map((k) => JSON.stringify(k)).join(', ')}`;
+    if (issue.code === 'unrecognized_keys')
+      message = `unknown key(s) ${issue.keys.map((k) => JSON.stringify(k)).join(', ')}`;
     if (issue.code === 'invalid_type') message = `expected ${issue.expected}, got ${issue.received}`;
     throw new ConfigError(`${source}: ${path || '(root)'}: ${message}`, path, source);
   }
@@ -192,10 +320,19 @@ export function loadConfig(file: string, overrides: Record<string, unknown> = {}
   try {
     raw = file.endsWith('.json') ? JSON.parse(text) : parseYamlStrict(text);
   } catch (cause) {
-    throw new ConfigError(`${file}: not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${(cause as Error).message}`, undefined, file, { cause });
+    throw new ConfigError(
+      `${file}: not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${(cause as Error).message}`,
+      undefined,
+      file,
+      { cause },
+    );
   }
   if (raw !== null && raw !== undefined && (typeof raw !== 'object' || Array.isArray(raw))) {
-    throw new ConfigError(`${file}: the top level must be a mapping of sections (run:, task:, model:, ...), got ${Array.isArray(raw) ? 'a list' : `a ${typeof raw}`}`, undefined, file);
+    throw new ConfigError(
+      `${file}: the top level must be a mapping of sections (run:, task:, model:, ...), got ${Array.isArray(raw) ? 'a list' : `a ${typeof raw}`}`,
+      undefined,
+      file,
+    );
   }
   return parseConfig(deepMerge(raw ?? {}, overrides), file, dirname(resolve(file)));
 }
@@ -242,7 +379,13 @@ export function defaultsYaml(): string {
   return lines.join('\n') + '\n';
 }
 
-function printFields(schema: z.ZodTypeAny, value: unknown, indent: string, lines: string[], variantExample = false): void {
+function printFields(
+  schema: z.ZodTypeAny,
+  value: unknown,
+  indent: string,
+  lines: string[],
+  variantExample = false,
+): void {
   const inner = unwrap(schema);
   if (inner instanceof z.ZodDiscriminatedUnion) {
     const variants = [...(inner.options as z.ZodObject<z.ZodRawShape>[])];
@@ -271,7 +414,12 @@ function printFields(schema: z.ZodTypeAny, value: unknown, indent: string, lines
     const v = values[key];
     const fieldInner = unwrap(field);
     if (v === undefined) lines.push(`${indent}# ${key}: (unset)`);
-    else if ((fieldInner instanceof z.ZodObject || fieldInner instanceof z.ZodDiscriminatedUnion) && v && typeof v === 'object' && !Array.isArray(v)) {
+    else if (
+      (fieldInner instanceof z.ZodObject || fieldInner instanceof z.ZodDiscriminatedUnion) &&
+      v &&
+      typeof v === 'object' &&
+      !Array.isArray(v)
+    ) {
       lines.push(`${indent}${key}:`);
       printFields(fieldInner, v, indent + '  ', lines);
     } else lines.push(`${indent}${key}: ${yamlValue(v)}`);

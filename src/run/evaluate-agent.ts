@@ -33,7 +33,11 @@ export interface AgentEvalExtras {
   turnsPerEpisode: number;
 }
 
-export async function evaluateAgent(items: TaskItem[], k: number, ctx: AgentEvalContext): Promise<EvalResult & { agent: AgentEvalExtras }> {
+export async function evaluateAgent(
+  items: TaskItem[],
+  k: number,
+  ctx: AgentEvalContext,
+): Promise<EvalResult & { agent: AgentEvalExtras }> {
   const greedyTrees = await episodes(items, 1, 0, 'eval/greedy', ctx);
   const greedy = greedyTrees.map((t) => isCorrect(leaves(t)[0]?.reward ?? 0));
   let passAtK: number | null = null;
@@ -44,7 +48,11 @@ export async function evaluateAgent(items: TaskItem[], k: number, ctx: AgentEval
     passAtK = correct.filter((c) => c.some(Boolean)).length / items.length;
     sampleAccuracy = correct.flat().filter(Boolean).length / Math.max(1, correct.flat().length);
   }
-  const eps = greedyTrees.flatMap((t) => leaves(t).map((l) => l.episode).filter((e) => e !== undefined));
+  const eps = greedyTrees.flatMap((t) =>
+    leaves(t)
+      .map((l) => l.episode)
+      .filter((e) => e !== undefined),
+  );
   const calls = eps.reduce((a, e) => a + e.toolCalls, 0);
   const errors = eps.reduce((a, e) => a + e.toolErrors, 0);
   const agent: AgentEvalExtras = {
@@ -60,20 +68,50 @@ export async function evaluateAgent(items: TaskItem[], k: number, ctx: AgentEval
     count: items.length,
     samples: greedyTrees.slice(0, 5).map((t, i) => {
       const leaf = leaves(t)[0];
-      return { prompt: items[i].prompt, response: leaf ? ctx.decode(responseTokens(t, leaf.id)) : '', reward: leaf?.reward ?? 0 };
+      return {
+        prompt: items[i].prompt,
+        response: leaf ? ctx.decode(responseTokens(t, leaf.id)) : '',
+        reward: leaf?.reward ?? 0,
+      };
     }),
     agent,
-    extra: { eval_tool_call_rate: agent.toolCallRate, eval_tool_success_rate: agent.toolSuccessRate, eval_turns_per_episode: agent.turnsPerEpisode },
+    extra: {
+      eval_tool_call_rate: agent.toolCallRate,
+      eval_tool_success_rate: agent.toolSuccessRate,
+      eval_turns_per_episode: agent.turnsPerEpisode,
+    },
   };
 }
 
 /** `n` i.i.d. episodes per item at `temperature`, scored (all items in one grow call). */
-async function episodes(items: TaskItem[], n: number, temperature: number, label: string, ctx: AgentEvalContext): Promise<RolloutTree[]> {
+async function episodes(
+  items: TaskItem[],
+  n: number,
+  temperature: number,
+  label: string,
+  ctx: AgentEvalContext,
+): Promise<RolloutTree[]> {
   const generator = agentGenerator({ ...ctx.options, groupSize: n, branching: 'iid' });
-  const { trees } = await generator.grow(items.map((item) => ({ item, promptTokens: [] })), {
-    sampler: ctx.sampler, rng: ctx.rng.fork(label), step: 0, stopTokens: ctx.stopTokens, maxResponseTokens: ctx.maxResponseTokens,
-    temperature, topP: 1, topK: 0, treeIdPrefix: `${label}/`, agent: ctx.agent,
+  const { trees } = await generator.grow(
+    items.map((item) => ({ item, promptTokens: [] })),
+    {
+      sampler: ctx.sampler,
+      rng: ctx.rng.fork(label),
+      step: 0,
+      stopTokens: ctx.stopTokens,
+      maxResponseTokens: ctx.maxResponseTokens,
+      temperature,
+      topP: 1,
+      topK: 0,
+      treeIdPrefix: `${label}/`,
+      agent: ctx.agent,
+    },
+  );
+  await scoreTrees(trees, new Map(items.map((i) => [i.id, i])), ctx.reward, {
+    decode: ctx.decode,
+    concurrency: 8,
+    timeoutMs: 10_000,
+    failureReward: 0,
   });
-  await scoreTrees(trees, new Map(items.map((i) => [i.id, i])), ctx.reward, { decode: ctx.decode, concurrency: 8, timeoutMs: 10_000, failureReward: 0 });
   return trees;
 }

@@ -43,7 +43,11 @@ export interface EvalContext {
 }
 
 export async function evaluate(items: TaskItem[], k: number, ctx: EvalContext): Promise<EvalResult> {
-  const base = items.map((item) => ({ tokens: ctx.encodePrompt(item), maxTokens: ctx.maxResponseTokens, stopTokens: ctx.stopTokens }));
+  const base = items.map((item) => ({
+    tokens: ctx.encodePrompt(item),
+    maxTokens: ctx.maxResponseTokens,
+    stopTokens: ctx.stopTokens,
+  }));
   const requests = [
     ...base.map((r) => ({ ...r, temperature: 0, n: 1, seed: 0 })),
     ...(k > 0 ? base.map((r) => ({ ...r, temperature: 1, n: k, seed: ctx.rng.nextU32() })) : []),
@@ -55,16 +59,24 @@ export async function evaluate(items: TaskItem[], k: number, ctx: EvalContext): 
   let sampleAccuracy: number | null = null;
   let sampleCorrect: boolean[] = [];
   if (k > 0) {
-    const inputs = items.flatMap((item, i) => results[items.length + i].completions.map((c) => ({ item, response: ctx.decode(c.tokens) })));
+    const inputs = items.flatMap((item, i) =>
+      results[items.length + i].completions.map((c) => ({ item, response: ctx.decode(c.tokens) })),
+    );
     const scores = await scoreBatch(ctx.reward, inputs, { concurrency: 8 });
     let passed = 0;
-    for (let i = 0; i < items.length; i++) if (scores.slice(i * k, (i + 1) * k).some((s) => isCorrect(s.reward))) passed++;
+    for (let i = 0; i < items.length; i++)
+      if (scores.slice(i * k, (i + 1) * k).some((s) => isCorrect(s.reward))) passed++;
     passAtK = passed / items.length;
     sampleAccuracy = scores.filter((s) => isCorrect(s.reward)).length / scores.length;
     sampleCorrect = scores.map((s) => isCorrect(s.reward));
   }
   const correct = greedy.filter((s) => isCorrect(s.reward)).length;
-  const components = byComponent(items, greedy.map((s) => isCorrect(s.reward)), sampleCorrect, k);
+  const components = byComponent(
+    items,
+    greedy.map((s) => isCorrect(s.reward)),
+    sampleCorrect,
+    k,
+  );
   return {
     greedyAccuracy: correct / items.length,
     passAtK,
@@ -73,12 +85,19 @@ export async function evaluate(items: TaskItem[], k: number, ctx: EvalContext): 
     count: items.length,
     ...components,
     extra: componentEvalMetrics(components),
-    samples: greedyInputs.slice(0, 5).map((g, i) => ({ prompt: g.item.prompt, response: g.response, reward: greedy[i].reward })),
+    samples: greedyInputs
+      .slice(0, 5)
+      .map((g, i) => ({ prompt: g.item.prompt, response: g.response, reward: greedy[i].reward })),
   };
 }
 
 /** Greedy and sampled accuracy per `meta.component` of a task mixture's items (nothing for a plain task). */
-function byComponent(items: TaskItem[], greedy: boolean[], sampled: boolean[], k: number): { components?: Record<string, ComponentEval> } {
+function byComponent(
+  items: TaskItem[],
+  greedy: boolean[],
+  sampled: boolean[],
+  k: number,
+): { components?: Record<string, ComponentEval> } {
   const groups = new Map<string, number[]>();
   items.forEach((item, i) => {
     const c = item.meta?.component;
@@ -87,8 +106,14 @@ function byComponent(items: TaskItem[], greedy: boolean[], sampled: boolean[], k
   if (!groups.size) return {};
   const components: Record<string, ComponentEval> = {};
   for (const [label, idx] of groups) {
-    const hits = sampled.length ? idx.reduce((a, i) => a + sampled.slice(i * k, (i + 1) * k).filter(Boolean).length, 0) : 0;
-    components[label] = { greedyAccuracy: idx.filter((i) => greedy[i]).length / idx.length, sampleAccuracy: sampled.length ? hits / (idx.length * k) : null, count: idx.length };
+    const hits = sampled.length
+      ? idx.reduce((a, i) => a + sampled.slice(i * k, (i + 1) * k).filter(Boolean).length, 0)
+      : 0;
+    components[label] = {
+      greedyAccuracy: idx.filter((i) => greedy[i]).length / idx.length,
+      sampleAccuracy: sampled.length ? hits / (idx.length * k) : null,
+      count: idx.length,
+    };
   }
   return { components };
 }

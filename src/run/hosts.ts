@@ -24,7 +24,8 @@ export class InProcessHost implements ProducerHost {
   }
 }
 
-type Reply = { type: 'ready' } | { type: 'result'; result: ProduceResult } | { type: 'error'; message: string; stack?: string };
+type Reply =
+  { type: 'ready' } | { type: 'result'; result: ProduceResult } | { type: 'error'; message: string; stack?: string };
 
 export class WorkerHost implements ProducerHost {
   private heldVersion: number | undefined;
@@ -52,7 +53,12 @@ export class WorkerHost implements ProducerHost {
     const init: WorkerInit = { config, engine };
     const worker = new Worker(new URL('./rollout-worker.mjs', import.meta.url), { workerData: init });
     await new Promise<void>((resolve, reject) => {
-      const onMessage = (reply: Reply) => (reply.type === 'ready' ? resolve() : reply.type === 'error' ? reject(new ArborError(`rollout worker: ${reply.message}`)) : undefined);
+      const onMessage = (reply: Reply) =>
+        reply.type === 'ready'
+          ? resolve()
+          : reply.type === 'error'
+            ? reject(new ArborError(`rollout worker: ${reply.message}`))
+            : undefined;
       worker.once('message', onMessage);
       worker.once('error', (e) => reject(new ArborError(`rollout worker failed to start: ${e.message}`, { cause: e })));
     }).catch(async (error: unknown) => {
@@ -67,7 +73,12 @@ export class WorkerHost implements ProducerHost {
     if (this.exitError) return Promise.reject(this.exitError);
     if (this.pending) return Promise.reject(new ArborError('rollout worker: one request at a time'));
     const version = request.version!;
-    const message: WorkerRequest = { type: 'produce', request, version, weights: this.heldVersion === version ? undefined : weights(version) };
+    const message: WorkerRequest = {
+      type: 'produce',
+      request,
+      version,
+      weights: this.heldVersion === version ? undefined : weights(version),
+    };
     this.heldVersion = version;
     return new Promise((resolve, reject) => {
       this.pending = { resolve, reject };

@@ -36,7 +36,9 @@ export interface LearnerResult {
  * value and gradient as the general path (tested).
  */
 export function oneUpdateLoss(correction: Exclude<Correction, { kind: 'none' }>): LossSpec {
-  return correction.kind === 'decoupled' ? { kind: 'importance_sampling', maskAbove: correction.maxWeight } : { kind: 'importance_sampling', truncateAt: correction.cap };
+  return correction.kind === 'decoupled'
+    ? { kind: 'importance_sampling', maskAbove: correction.maxWeight }
+    : { kind: 'importance_sampling', truncateAt: correction.cap };
 }
 
 export class Learner {
@@ -44,12 +46,20 @@ export class Learner {
   private readonly extras: LossExtras;
   private readonly correction: Correction;
 
-  constructor(private readonly engine: Pick<Engine, 'trainer' | 'reference' | 'embedded'>, private readonly config: ArborConfig) {
+  constructor(
+    private readonly engine: Pick<Engine, 'trainer' | 'reference' | 'embedded'>,
+    private readonly config: ArborConfig,
+  ) {
     ({ loss: this.loss, extras: this.extras, correction: this.correction } = lossFromConfig(config.optimize.loss));
   }
 
   /** Train on `trees` (error trees dropped) at learner weight version `version`; `optimizerStep` drives the schedule; `replay` corrects replayed trees. */
-  async train(trees: RolloutTree[], version: number, optimizerStep: number, replay?: ReplayCorrection): Promise<LearnerResult> {
+  async train(
+    trees: RolloutTree[],
+    version: number,
+    optimizerStep: number,
+    replay?: ReplayCorrection,
+  ): Promise<LearnerResult> {
     const { config } = this;
     const usable = trees.filter((t) => !hasError(t));
     const stalenessHistogram = RolloutStore.stalenessHistogram(usable, version);
@@ -65,7 +75,10 @@ export class Learner {
     let nonFiniteDatums = 0;
     let firstGapMax: number | undefined;
     for (const chunk of chunks) {
-      let datums = buildDatums(chunk, { aggregation: config.optimize.aggregation, maxResponseTokens: config.sampling.maxResponseTokens });
+      let datums = buildDatums(chunk, {
+        aggregation: config.optimize.aggregation,
+        maxResponseTokens: config.sampling.maxResponseTokens,
+      });
       if (!datums.length) continue;
       if (this.engine.reference) {
         const ref = await this.engine.reference.logprobs(datums);
@@ -88,7 +101,11 @@ export class Learner {
       if (!datums.length) continue;
       let out: Awaited<ReturnType<Trainer['forwardBackward']>>;
       try {
-        out = await this.engine.trainer.forwardBackward(datums, fast ? oneUpdateLoss(this.correction) : this.loss, this.extras);
+        out = await this.engine.trainer.forwardBackward(
+          datums,
+          fast ? oneUpdateLoss(this.correction) : this.loss,
+          this.extras,
+        );
       } catch (error) {
         if (!(error instanceof NonFiniteLossError)) throw error;
         this.engine.trainer.zeroGrad?.();
@@ -97,12 +114,16 @@ export class Learner {
       }
       if (!Number.isFinite(out.loss)) {
         // a trainer that cannot discard what it accumulated (a remote service) would apply it next time
-        if (!this.engine.trainer.zeroGrad) throw new NumericsError(`the trainer's loss is ${out.loss} and it cannot discard the accumulated gradients; stopping`);
+        if (!this.engine.trainer.zeroGrad)
+          throw new NumericsError(
+            `the trainer's loss is ${out.loss} and it cannot discard the accumulated gradients; stopping`,
+          );
         this.engine.trainer.zeroGrad();
         nonFinite++;
         continue;
       }
-      if (fast) for (const [k, v] of Object.entries(applyCorrection(datums, out.logprobs, this.correction).metrics)) add(k, v);
+      if (fast)
+        for (const [k, v] of Object.entries(applyCorrection(datums, out.logprobs, this.correction).metrics)) add(k, v);
       else if (this.correction.kind === 'none') {
         add('logprob_gap', logprobGap(datums, out.logprobs));
         // before the first update of the step the trainer holds the weights that sampled a fresh batch
@@ -111,10 +132,20 @@ export class Learner {
       loss += out.loss;
       for (const [k, v] of Object.entries(out.metrics)) add(k, v);
       lr = learningRateAt(optimizerStep + updates, {
-        kind: config.trainer.schedule, learningRate: config.trainer.learningRate, warmupSteps: config.trainer.warmupSteps,
-        totalSteps: config.run.steps * config.trainer.updatesPerStep, minRatio: config.trainer.minLearningRateRatio,
+        kind: config.trainer.schedule,
+        learningRate: config.trainer.learningRate,
+        warmupSteps: config.trainer.warmupSteps,
+        totalSteps: config.run.steps * config.trainer.updatesPerStep,
+        minRatio: config.trainer.minLearningRateRatio,
       });
-      const r = await this.engine.trainer.optimStep({ learningRate: lr, beta1: config.trainer.beta1, beta2: config.trainer.beta2, eps: config.trainer.eps, weightDecay: config.trainer.weightDecay, gradClipNorm: config.trainer.gradClipNorm });
+      const r = await this.engine.trainer.optimStep({
+        learningRate: lr,
+        beta1: config.trainer.beta1,
+        beta2: config.trainer.beta2,
+        eps: config.trainer.eps,
+        weightDecay: config.trainer.weightDecay,
+        gradClipNorm: config.trainer.gradClipNorm,
+      });
       if (r.skipped || !Number.isFinite(r.gradNorm)) {
         nonFinite++;
         continue;
@@ -129,7 +160,9 @@ export class Learner {
       loss,
       grad_norm: gradNorm,
       lr,
-      response_length: advantaged.length ? advantaged.reduce((a, x) => a + x.trajectory.tokens.length, 0) / advantaged.length : 0,
+      response_length: advantaged.length
+        ? advantaged.reduce((a, x) => a + x.trajectory.tokens.length, 0) / advantaged.length
+        : 0,
       trees_trained: usable.length,
       staleness_mean: tokens ? staleSum / tokens : 0,
       staleness_max: Math.max(0, ...Object.keys(stalenessHistogram).map(Number)),

@@ -150,35 +150,67 @@ async function runOpened(run: OpenRun, opened: OpenResources): Promise<RunSummar
     dir.truncateMetrics(state.step);
     progress.line(`resuming ${dir.path} from step ${state.step} (${store.count()} trees in the store)`);
   } else {
-    progress.line(`run ${dir.path}: ${task.name}, ${config.generate.kind} (G=${config.generate.groupSize}), ${config.run.promptsPerStep} prompts/step, ${config.run.steps} steps, ${config.run.mode}${config.run.mode === 'async' ? ` (max staleness ${config.run.maxStaleness})` : ''}, control ${config.control.kind}, ${engine.description}`);
+    progress.line(
+      `run ${dir.path}: ${task.name}, ${config.generate.kind} (G=${config.generate.groupSize}), ${config.run.promptsPerStep} prompts/step, ${config.run.steps} steps, ${config.run.mode}${config.run.mode === 'async' ? ` (max staleness ${config.run.maxStaleness})` : ''}, control ${config.control.kind}, ${engine.description}`,
+    );
     progress.update('evaluating the starting policy...');
     const e0 = await evalAt(0);
     const baseVersion = (await engine.trainer.saveForSampler()).weightVersion;
     state = {
-      step: 0, optimizerSteps: 0, baseVersion, tokensDecoded: 0, prefixTokensReused: 0, promptTokensComputed: 0, wallSeconds: 0, setupSeconds: (Date.now() - started) / 1000, failedSteps: 0,
+      step: 0,
+      optimizerSteps: 0,
+      baseVersion,
+      tokensDecoded: 0,
+      prefixTokensReused: 0,
+      promptTokensComputed: 0,
+      wallSeconds: 0,
+      setupSeconds: (Date.now() - started) / 1000,
+      failedSteps: 0,
       evalStart: { greedy: e0.greedyAccuracy, passAtK: e0.passAtK, sample: e0.sampleAccuracy },
       pipeline: { nextStep: 1, data: { epoch: 0, cursor: 0 }, control: {}, produced: [] },
     };
     store = new RolloutStore(storeOptions);
-    dir.appendMetrics({ step: 0, eval_greedy_acc: e0.greedyAccuracy, eval_pass_at_k: e0.passAtK, eval_sample_acc: e0.sampleAccuracy, ...(e0.extra ?? {}), tokens_decoded_total: 0, wall_s: 0 });
-    progress.line(`step 0: held-out greedy accuracy ${pct(e0.greedyAccuracy)}${e0.passAtK !== null ? `, pass@${e0.k} ${pct(e0.passAtK)}` : ''}`);
+    dir.appendMetrics({
+      step: 0,
+      eval_greedy_acc: e0.greedyAccuracy,
+      eval_pass_at_k: e0.passAtK,
+      eval_sample_acc: e0.sampleAccuracy,
+      ...(e0.extra ?? {}),
+      tokens_decoded_total: 0,
+      wall_s: 0,
+    });
+    progress.line(
+      `step 0: held-out greedy accuracy ${pct(e0.greedyAccuracy)}${e0.passAtK !== null ? `, pass@${e0.k} ${pct(e0.passAtK)}` : ''}`,
+    );
   }
   // rollout replay buffers (src/replay/replay.ts), restored from the checkpoint resumed from
-  const replay = Replay.open(config.replay, config.run.seed, config.trainer.updatesPerStep, resumeSteps.length ? dir.checkpointDir(state.step) : undefined);
+  const replay = Replay.open(
+    config.replay,
+    config.run.seed,
+    config.trainer.updatesPerStep,
+    resumeSteps.length ? dir.checkpointDir(state.step) : undefined,
+  );
   const host = await startHost(config, engine);
   let pipeline: RolloutPipeline | undefined;
   // the pipeline closes its host (and the producer's environments) once production in flight is done
   const closePipeline = opened.add(() => (pipeline ? pipeline.close() : host.close()));
   const version = state.baseVersion + state.step;
-  pipeline = new RolloutPipeline(host, store, {
-    maxStaleness: config.run.mode === 'async' ? config.run.maxStaleness : 0,
-    // up to k batches beyond the last step are produced too and kept in the final checkpoint, so a
-    // run extended with --resume --steps continues exactly as if it had been longer from the start
-    steps: config.run.steps + (config.run.mode === 'async' ? config.run.maxStaleness : 0),
-    baseVersion: state.baseVersion,
-    pinVersions: config.engine.kind === 'embedded',
-    snapshot: host instanceof WorkerHost ? engine.embedded!.weights : undefined,
-  }, { nextStep: state.pipeline.nextStep, data: state.pipeline.data, control: state.pipeline.control }, state.pipeline.produced, version);
+  pipeline = new RolloutPipeline(
+    host,
+    store,
+    {
+      maxStaleness: config.run.mode === 'async' ? config.run.maxStaleness : 0,
+      // up to k batches beyond the last step are produced too and kept in the final checkpoint, so a
+      // run extended with --resume --steps continues exactly as if it had been longer from the start
+      steps: config.run.steps + (config.run.mode === 'async' ? config.run.maxStaleness : 0),
+      baseVersion: state.baseVersion,
+      pinVersions: config.engine.kind === 'embedded',
+      snapshot: host instanceof WorkerHost ? engine.embedded!.weights : undefined,
+    },
+    { nextStep: state.pipeline.nextStep, data: state.pipeline.data, control: state.pipeline.control },
+    state.pipeline.produced,
+    version,
+  );
   const lastEval = await runSteps({ config, dir, engine, pipeline, state, progress, evalAt, replay });
   await closePipeline();
   const finalEvalStart = Date.now();
@@ -188,8 +220,13 @@ async function runOpened(run: OpenRun, opened: OpenResources): Promise<RunSummar
   dir.writeJson('summary.json', summary);
   await closeEngine();
   writeReport(dir, engine.tokenizer);
-  const sampled = summary.heldout_sample_acc_start !== null && summary.heldout_sample_acc_end !== null ? `, sampled ${pct(summary.heldout_sample_acc_start)} → ${pct(summary.heldout_sample_acc_end)}` : '';
-  progress.line(`done in ${formatSeconds(summary.wall_s)}: held-out greedy accuracy ${pct(summary.heldout_acc_start)} → ${pct(summary.heldout_acc_end)}${sampled}; ${summary.tokens_decoded} tokens decoded; report ${join(dir.path, 'report.html')}`);
+  const sampled =
+    summary.heldout_sample_acc_start !== null && summary.heldout_sample_acc_end !== null
+      ? `, sampled ${pct(summary.heldout_sample_acc_start)} → ${pct(summary.heldout_sample_acc_end)}`
+      : '';
+  progress.line(
+    `done in ${formatSeconds(summary.wall_s)}: held-out greedy accuracy ${pct(summary.heldout_acc_start)} → ${pct(summary.heldout_acc_end)}${sampled}; ${summary.tokens_decoded} tokens decoded; report ${join(dir.path, 'report.html')}`,
+  );
   return summary;
 }
 
@@ -221,7 +258,9 @@ async function runSteps(ctx: StepContext): Promise<EvalResult | undefined> {
     const usable = trees.filter((t) => !hasError(t));
     const version = state.baseVersion + step - 1;
     const t = Date.now();
-    const learned = usable.length ? await ctx.replay.train(learner, usable, version, state.optimizerSteps, step) : undefined;
+    const learned = usable.length
+      ? await ctx.replay.train(learner, usable, version, state.optimizerSteps, step)
+      : undefined;
     state.optimizerSteps += learned?.updates ?? 0;
     await engine.trainer.saveForSampler();
     const trainMs = Date.now() - t;
@@ -238,26 +277,52 @@ async function runSteps(ctx: StepContext): Promise<EvalResult | undefined> {
       progress.update(`step ${step}: evaluating...`);
       const te = Date.now();
       lastEval = await ctx.evalAt(step);
-      Object.assign(metrics, { eval_greedy_acc: lastEval.greedyAccuracy, eval_pass_at_k: lastEval.passAtK, eval_sample_acc: lastEval.sampleAccuracy, ...(lastEval.extra ?? {}), ms_eval: Date.now() - te });
+      Object.assign(metrics, {
+        eval_greedy_acc: lastEval.greedyAccuracy,
+        eval_pass_at_k: lastEval.passAtK,
+        eval_sample_acc: lastEval.sampleAccuracy,
+        ...(lastEval.extra ?? {}),
+        ms_eval: Date.now() - te,
+      });
     }
     state.step = step;
-    if ((config.run.checkpointEvery > 0 && step % config.run.checkpointEvery === 0) || isLast) await checkpoint(ctx, step);
+    if ((config.run.checkpointEvery > 0 && step % config.run.checkpointEvery === 0) || isLast)
+      await checkpoint(ctx, step);
     state.wallSeconds = (Date.now() - loopStart) / 1000;
     metrics.wall_s = state.wallSeconds;
     dir.appendMetrics(metrics);
-    if (config.run.logTreesEvery > 0 && (step % config.run.logTreesEvery === 0 || step === 1 || isLast)) dir.writeTrees(step, meta.drawn);
+    if (config.run.logTreesEvery > 0 && (step % config.run.logTreesEvery === 0 || step === 1 || isLast))
+      dir.writeTrees(step, meta.drawn);
     stepTimes.push((Date.now() - stepStart) / 1000);
     const line = stepLine(progress.stepPrefix(step, config.run.steps, mean(stepTimes.slice(-5))), metrics, lastEval);
     if (metrics.eval_greedy_acc !== undefined || isLast || step === 1) progress.line(line);
     else progress.update(line);
     if (numericsFailed) {
-      progress.line(`step ${step}: the loss or gradient was NaN or infinite in every update; nothing applied (the weights keep their last good state)`);
-      if (state.failedSteps >= config.run.maxFailedSteps) throw new NumericsError(`stopping: ${state.failedSteps} consecutive steps whose updates were all NaN or infinite (run.maxFailedSteps ${config.run.maxFailedSteps})`);
+      progress.line(
+        `step ${step}: the loss or gradient was NaN or infinite in every update; nothing applied (the weights keep their last good state)`,
+      );
+      if (state.failedSteps >= config.run.maxFailedSteps)
+        throw new NumericsError(
+          `stopping: ${state.failedSteps} consecutive steps whose updates were all NaN or infinite (run.maxFailedSteps ${config.run.maxFailedSteps})`,
+        );
     }
     if (!usable.length) {
-      const reasons = [...new Set(trees.flatMap((tr) => Object.values(tr.nodes).filter((n) => n.error).map((n) => n.error!)))].slice(0, 3);
-      progress.line(`step ${step}: no usable tree (${trees.length} in the batch${reasons.length ? `; errors: ${reasons.join(' | ')}` : ''}); skipped`);
-      if (state.failedSteps >= config.run.maxFailedSteps) throw new ArborError(`stopping: ${state.failedSteps} consecutive steps without a usable tree (run.maxFailedSteps ${config.run.maxFailedSteps}); last errors: ${reasons.join(' | ') || 'none recorded'}`);
+      const reasons = [
+        ...new Set(
+          trees.flatMap((tr) =>
+            Object.values(tr.nodes)
+              .filter((n) => n.error)
+              .map((n) => n.error!),
+          ),
+        ),
+      ].slice(0, 3);
+      progress.line(
+        `step ${step}: no usable tree (${trees.length} in the batch${reasons.length ? `; errors: ${reasons.join(' | ')}` : ''}); skipped`,
+      );
+      if (state.failedSteps >= config.run.maxFailedSteps)
+        throw new ArborError(
+          `stopping: ${state.failedSteps} consecutive steps without a usable tree (run.maxFailedSteps ${config.run.maxFailedSteps}); last errors: ${reasons.join(' | ') || 'none recorded'}`,
+        );
     }
     // production of the next batch(es) starts once this step is fully done (in sync mode nothing
     // interleaves with evaluation; in async mode the worker is already busy with earlier batches)
@@ -282,7 +347,13 @@ async function checkpoint(ctx: StepContext, step: number): Promise<void> {
  * Load the newest checkpoint that loads whole (engine state, run state, store); a broken one (a disk
  * that filled up, a file damaged after the fact) is reported and the one before it is tried.
  */
-async function resumeNewestUsable(dir: RunDir, steps: number[], engine: Engine, storeOptions: RolloutStoreOptions, progress: Progress): Promise<{ state: LoopState; store: RolloutStore }> {
+async function resumeNewestUsable(
+  dir: RunDir,
+  steps: number[],
+  engine: Engine,
+  storeOptions: RolloutStoreOptions,
+  progress: Progress,
+): Promise<{ state: LoopState; store: RolloutStore }> {
   const failures: string[] = [];
   for (const step of [...steps].reverse()) {
     const ck = dir.checkpointDir(step);
@@ -290,7 +361,11 @@ async function resumeNewestUsable(dir: RunDir, steps: number[], engine: Engine, 
       await engine.trainer.loadState(join(ck, 'engine'));
       const loaded = loadRunState(ck, storeOptions);
       Replay.validate(ck);
-      if (loaded.state.step !== step) throw new DataError(`${join(ck, 'state.json')}: holds step ${loaded.state.step}, the directory says ${step}`, join(ck, 'state.json'));
+      if (loaded.state.step !== step)
+        throw new DataError(
+          `${join(ck, 'state.json')}: holds step ${loaded.state.step}, the directory says ${step}`,
+          join(ck, 'state.json'),
+        );
       return loaded;
     } catch (error) {
       const message = (error as Error)?.message ?? String(error);
@@ -301,7 +376,10 @@ async function resumeNewestUsable(dir: RunDir, steps: number[], engine: Engine, 
   throw new DataError(`${dir.path}: no checkpoint loads:\n  ${failures.join('\n  ')}`, dir.path);
 }
 
-function openRun(inputConfig: ArborConfig | undefined, options: TrainOptions): { config: ArborConfig; dir: RunDir; resumeSteps: number[] } {
+function openRun(
+  inputConfig: ArborConfig | undefined,
+  options: TrainOptions,
+): { config: ArborConfig; dir: RunDir; resumeSteps: number[] } {
   let config: ArborConfig;
   let dir: RunDir;
   let resumeSteps: number[] = [];
@@ -309,20 +387,30 @@ function openRun(inputConfig: ArborConfig | undefined, options: TrainOptions): {
     dir = new RunDir(options.resume);
     config = parseConfig(YAML.parse(dir.readConfigText()), join(options.resume, 'config.resolved.yaml'));
     resumeSteps = dir.checkpoints();
-    if (!resumeSteps.length) throw new ConfigError(`${options.resume}: no checkpoint to resume from (checkpoints/step-N/state.json)`);
+    if (!resumeSteps.length)
+      throw new ConfigError(`${options.resume}: no checkpoint to resume from (checkpoints/step-N/state.json)`);
   } else {
     if (!inputConfig) throw new ConfigError('train: a config is required');
     config = inputConfig;
     dir = new RunDir(config.run.outDir ?? join('runs', config.run.name));
     // a run that died before its first checkpoint left nothing to resume: its directory is reused
-    const started = existsSync(dir.path) && (dir.checkpoints().length > 0 || existsSync(join(dir.path, 'summary.json')));
-    const foreign = existsSync(dir.path) && readdirSync(dir.path).some((f) => !RUN_DIR_ENTRIES.has(f.replace(/\.tmp$/, '')));
+    const started =
+      existsSync(dir.path) && (dir.checkpoints().length > 0 || existsSync(join(dir.path, 'summary.json')));
+    const foreign =
+      existsSync(dir.path) && readdirSync(dir.path).some((f) => !RUN_DIR_ENTRIES.has(f.replace(/\.tmp$/, '')));
     if ((started || foreign) && !options.force) {
-      throw new ConfigError(`${dir.path} already exists; resume it with --resume ${dir.path}, pass --force, or set run.name/run.outDir`, 'run.outDir');
+      throw new ConfigError(
+        `${dir.path} already exists; resume it with --resume ${dir.path}, pass --force, or set run.name/run.outDir`,
+        'run.outDir',
+      );
     }
   }
   if (options.steps !== undefined) config = { ...config, run: { ...config.run, steps: options.steps } };
-  if (config.run.mode === 'sync' && config.run.maxStaleness > 0) throw new ConfigError('run.maxStaleness > 0 needs run.mode: async (the synchronous loop trains on fresh rollouts only)', 'run.maxStaleness');
+  if (config.run.mode === 'sync' && config.run.maxStaleness > 0)
+    throw new ConfigError(
+      'run.maxStaleness > 0 needs run.mode: async (the synchronous loop trains on fresh rollouts only)',
+      'run.maxStaleness',
+    );
   if (!options.resume) dir.create(config);
   // the run directory as opened (a resumed one too): environments write their logs under it (agent-runtime.ts runLogDir)
   return { config: { ...config, run: { ...config.run, outDir: dir.path } }, dir, resumeSteps };
@@ -335,7 +423,14 @@ async function startHost(config: ArborConfig, engine: Engine): Promise<ProducerH
 }
 
 /** `wall_s` counts every session of a resumed run: the first one's setup, each one's step loop, the final evaluation. */
-function summarize(config: ArborConfig, dir: RunDir, engine: Engine, state: LoopState, end: EvalResult, finalEvalSeconds: number): RunSummary {
+function summarize(
+  config: ArborConfig,
+  dir: RunDir,
+  engine: Engine,
+  state: LoopState,
+  end: EvalResult,
+  finalEvalSeconds: number,
+): RunSummary {
   return {
     run_dir: dir.path,
     heldout_acc_start: state.evalStart.greedy,

@@ -52,7 +52,14 @@ export class RolloutPipeline {
   private draining = false;
   private waiters: Array<() => void> = [];
 
-  constructor(private readonly host: ProducerHost, readonly store: RolloutStore, private readonly options: PipelineOptions, public state: Omit<PipelineState, 'produced'>, produced: ProducedMeta[], private version: number) {
+  constructor(
+    private readonly host: ProducerHost,
+    readonly store: RolloutStore,
+    private readonly options: PipelineOptions,
+    public state: Omit<PipelineState, 'produced'>,
+    produced: ProducedMeta[],
+    private version: number,
+  ) {
     for (const m of produced) this.produced.set(m.step, m);
     if (options.snapshot) this.snapshots.set(version, options.snapshot());
   }
@@ -78,8 +85,16 @@ export class RolloutPipeline {
     if (this.inFlight || this.failure || this.draining) return;
     const step = this.state.nextStep;
     if (step > this.options.steps || this.versionFor(step) > this.version) return;
-    const carried: CarriedTree[] = this.store.take({ batchStep: null }).map((e) => ({ tree: e.tree, item: e.item, status: e.status }));
-    const request: ProduceRequest = { step, version: this.options.pinVersions ? this.versionFor(step) : undefined, carried, data: this.state.data, control: this.state.control };
+    const carried: CarriedTree[] = this.store
+      .take({ batchStep: null })
+      .map((e) => ({ tree: e.tree, item: e.item, status: e.status }));
+    const request: ProduceRequest = {
+      step,
+      version: this.options.pinVersions ? this.versionFor(step) : undefined,
+      carried,
+      data: this.state.data,
+      control: this.state.control,
+    };
     this.inFlight = this.host
       .produce(request, (v) => this.weightsOf(v))
       .then((result) => this.accept(result))
@@ -95,7 +110,10 @@ export class RolloutPipeline {
 
   private weightsOf(version: number): Float32Array {
     const w = this.snapshots.get(version);
-    if (!w) throw new ArborError(`pipeline: no weights of version ${version} kept (have ${[...this.snapshots.keys()].join(', ')})`);
+    if (!w)
+      throw new ArborError(
+        `pipeline: no weights of version ${version} kept (have ${[...this.snapshots.keys()].join(', ')})`,
+      );
     return w;
   }
 
@@ -117,7 +135,10 @@ export class RolloutPipeline {
       if (this.failure) throw this.failure;
       if (this.produced.has(step)) break;
       this.pump();
-      if (!this.inFlight) throw new ArborError(`pipeline: batch ${step} cannot be produced (next ${this.state.nextStep}, version ${this.version}, needs ${this.versionFor(this.state.nextStep)})`);
+      if (!this.inFlight)
+        throw new ArborError(
+          `pipeline: batch ${step} cannot be produced (next ${this.state.nextStep}, version ${this.version}, needs ${this.versionFor(this.state.nextStep)})`,
+        );
       await new Promise<void>((resolve) => this.waiters.push(resolve));
     }
     const meta = this.produced.get(step)!;

@@ -11,7 +11,18 @@ import { Rng } from '../core/rng.js';
 import { ConfigError } from '../core/errors.js';
 import { createTree, hasError, isComplete, leaves, ROOT_ID, type RolloutTree } from '../core/tree.js';
 import type { TaskItem } from '../core/types.js';
-import { adaptSkip, controlFromConfig, isInformative, PromptStats, selectSkipping, type CarriedTree, type ControlState, type ControlStrategy, type GrowEntry, type PromptHint } from '../control/index.js';
+import {
+  adaptSkip,
+  controlFromConfig,
+  isInformative,
+  PromptStats,
+  selectSkipping,
+  type CarriedTree,
+  type ControlState,
+  type ControlStrategy,
+  type GrowEntry,
+  type PromptHint,
+} from '../control/index.js';
 import { correctness } from '../filter/constants.js';
 import { QualityStep } from '../control/quality-step.js';
 import type { Sampler, TextTokenizer } from '../engine/types.js';
@@ -79,20 +90,50 @@ export class Producer {
 
   static async create(config: ArborConfig, sampler: Sampler, tokenizer: TextTokenizer): Promise<Producer> {
     const task = await taskFromConfig(config.task);
-    const reward = await loadReward(config.reward, { taskReward: task.reward, taskExtract: task.extractAnswer?.bind(task), safety: { timeoutMs: config.reward.timeoutMs, failureReward: config.reward.failureReward } });
+    const reward = await loadReward(config.reward, {
+      taskReward: task.reward,
+      taskExtract: task.extractAnswer?.bind(task),
+      safety: { timeoutMs: config.reward.timeoutMs, failureReward: config.reward.failureReward },
+    });
     const contextLength = config.engine.kind === 'embedded' ? config.model.contextLength : undefined;
     const agent = await agentRuntimeFor(config, tokenizer);
     // the environment's server processes are stopped on every error path below (issue 26)
     try {
-      const encodeForFit = agent ? (item: TaskItem) => agent.encodePrompt(item, '') : promptEncoder(tokenizer, config.engine.chatTemplate, config.engine.chatTemplateKwargs);
-      const { items: pool, skipped } = fitPrompts(task.makeItems('train', config.run.trainItems, config.run.seed), encodeForFit, contextLength, config.task.overlong, 'training');
-      if (skipped) console.error(`task.overlong skip: ${skipped} training prompts leave no room for a response and are left out`);
-      if (config.select.kind !== 'sequential' && config.skip.kind !== 'none') throw new ConfigError(`select.kind "${config.select.kind}" and skip.kind "${config.skip.kind}" both choose the step's prompts: use one of them`, 'select.kind');
-      if (config.prune.kind !== 'none' && config.generate.kind !== 'treepo') throw new ConfigError(`prune.kind "${config.prune.kind}" prunes TreePO paths: it needs generate.kind "treepo" (got "${config.generate.kind}")`, 'prune.kind');
+      const encodeForFit = agent
+        ? (item: TaskItem) => agent.encodePrompt(item, '')
+        : promptEncoder(tokenizer, config.engine.chatTemplate, config.engine.chatTemplateKwargs);
+      const { items: pool, skipped } = fitPrompts(
+        task.makeItems('train', config.run.trainItems, config.run.seed),
+        encodeForFit,
+        contextLength,
+        config.task.overlong,
+        'training',
+      );
+      if (skipped)
+        console.error(`task.overlong skip: ${skipped} training prompts leave no room for a response and are left out`);
+      if (config.select.kind !== 'sequential' && config.skip.kind !== 'none')
+        throw new ConfigError(
+          `select.kind "${config.select.kind}" and skip.kind "${config.skip.kind}" both choose the step's prompts: use one of them`,
+          'select.kind',
+        );
+      if (config.prune.kind !== 'none' && config.generate.kind !== 'treepo')
+        throw new ConfigError(
+          `prune.kind "${config.prune.kind}" prunes TreePO paths: it needs generate.kind "treepo" (got "${config.generate.kind}")`,
+          'prune.kind',
+        );
       const generator = generatorFromConfig(config.generate);
-      const control = controlFromConfig(config.control, { allocate: config.allocate, hint: config.hint, groupSize: generator.groupSize });
-      if (config.select.kind === 'ucb' && !config.task.mix) throw new ConfigError('select.kind "ucb" (DUMP) chooses among the components of a task mixture: give task.mix', 'select.kind');
-      const components = config.select.kind === 'ucb' && config.task.mix ? componentPools(pool, mixLabels(config.task.mix)) : undefined;
+      const control = controlFromConfig(config.control, {
+        allocate: config.allocate,
+        hint: config.hint,
+        groupSize: generator.groupSize,
+      });
+      if (config.select.kind === 'ucb' && !config.task.mix)
+        throw new ConfigError(
+          'select.kind "ucb" (DUMP) chooses among the components of a task mixture: give task.mix',
+          'select.kind',
+        );
+      const components =
+        config.select.kind === 'ucb' && config.task.mix ? componentPools(pool, mixLabels(config.task.mix)) : undefined;
       return new Producer(config, sampler, tokenizer, pool, reward, generator, control, components, agent);
     } catch (error) {
       await agent?.factory.close();
@@ -105,14 +146,26 @@ export class Producer {
    * scored as part of the response), a context hint comes before the prompt and `meta.trainPrompt`
    * keeps the hint-free prompt the learner trains on (core/tree.ts TreeHint).
    */
-  private hintedTree(item: TaskItem, hint: PromptHint, id: string, encodePrompt: (item: TaskItem) => number[]): RolloutTree {
+  private hintedTree(
+    item: TaskItem,
+    hint: PromptHint,
+    id: string,
+    encodePrompt: (item: TaskItem) => number[],
+  ): RolloutTree {
     const plain = encodePrompt(item);
     if (hint.kind === 'response') {
       const extra = this.tokenizer.encode(hint.text);
-      return createTree(id, item.id, [...plain, ...extra], { generator: this.generator.kind, hint: { kind: 'response', text: hint.text, tokens: extra.length } });
+      return createTree(id, item.id, [...plain, ...extra], {
+        generator: this.generator.kind,
+        hint: { kind: 'response', text: hint.text, tokens: extra.length },
+      });
     }
     const context = encodePrompt({ ...item, prompt: hint.text + item.prompt });
-    return createTree(id, item.id, context, { generator: this.generator.kind, hint: { kind: 'context', text: hint.text, tokens: context.length - plain.length }, trainPrompt: plain });
+    return createTree(id, item.id, context, {
+      generator: this.generator.kind,
+      hint: { kind: 'context', text: hint.text, tokens: context.length - plain.length },
+      trainPrompt: plain,
+    });
   }
 
   /** Release what the producer opened (an agent run's environment: MCP server processes, sessions). */
@@ -131,7 +184,10 @@ export class Producer {
   async produce(request: ProduceRequest): Promise<ProduceResult> {
     const started = Date.now();
     const version = this.sampler.weightVersion();
-    if (request.version !== undefined && version !== request.version) throw new Error(`producer: sampler holds weight version ${version}, step ${request.step} needs ${request.version}`);
+    if (request.version !== undefined && version !== request.version)
+      throw new Error(
+        `producer: sampler holds weight version ${version}, step ${request.step} needs ${request.version}`,
+      );
     const { config } = this;
     const data = new DataOrder(this.pool.length, config.run.seed, { ...request.data });
     const rng = new Rng(config.run.seed).fork(`step/${request.step}`);
@@ -141,38 +197,93 @@ export class Producer {
     const info: Record<string, number> = { trees_error: 0, reward_failures: 0 };
     const control: ControlState = structuredClone(request.control ?? {});
     const promptStats = new PromptStats(config.promptStats, control.prompts);
-    const quality = new QualityStep(control.head, { head: config.qualityHead, prune: config.prune, valueAllocation: (config.generate.kind === 'treepo' && config.generate.allocation === 'value') || (config.generate.kind === 'agent' && config.generate.branching === 'trace'), maxResponseTokens: config.sampling.maxResponseTokens, samplerHiddenSize: this.sampler.capabilities.hiddenSize ?? 0, samplerEntropy: this.sampler.capabilities.entropy }, (id) => promptStats.posterior(id, request.step).mean, rng.fork('quality'));
-    const grow = async (entries: GrowEntry[], round: number, options: { stopAfterTrees?: number } = {}): Promise<RolloutTree[]> => {
+    const quality = new QualityStep(
+      control.head,
+      {
+        head: config.qualityHead,
+        prune: config.prune,
+        valueAllocation:
+          (config.generate.kind === 'treepo' && config.generate.allocation === 'value') ||
+          (config.generate.kind === 'agent' && config.generate.branching === 'trace'),
+        maxResponseTokens: config.sampling.maxResponseTokens,
+        samplerHiddenSize: this.sampler.capabilities.hiddenSize ?? 0,
+        samplerEntropy: this.sampler.capabilities.entropy,
+      },
+      (id) => promptStats.posterior(id, request.step).mean,
+      rng.fork('quality'),
+    );
+    const grow = async (
+      entries: GrowEntry[],
+      round: number,
+      options: { stopAfterTrees?: number } = {},
+    ): Promise<RolloutTree[]> => {
       let t = Date.now();
       // a response hint's tokens count against the response budget
-      const hintTokens = Math.max(0, ...entries.map((e) => (e.tree?.meta?.hint as { kind?: string; tokens?: number } | undefined)).map((h) => (h?.kind === 'response' ? h.tokens ?? 0 : 0)));
-      const grown = await growSafely(this.generator, entries.map((e) => ({ item: e.item, promptTokens: e.tree ? e.tree.nodes[ROOT_ID].tokens : encodePrompt(e.item), tree: e.tree, groupSize: e.groupSize })), {
-        sampler: this.sampler, rng: rng.fork(`generate/${round}`), step: request.step, stopTokens: stopTokens(this.tokenizer),
-        maxResponseTokens: Math.max(1, config.sampling.maxResponseTokens - hintTokens), temperature: config.sampling.temperature, topP: config.sampling.topP, topK: config.sampling.topK,
-        treeIdPrefix: `s${request.step}r${round}p`, stopAfterTrees: options.stopAfterTrees, quality: quality.hook, agent: this.agent,
-      });
+      const hintTokens = Math.max(
+        0,
+        ...entries
+          .map((e) => e.tree?.meta?.hint as { kind?: string; tokens?: number } | undefined)
+          .map((h) => (h?.kind === 'response' ? (h.tokens ?? 0) : 0)),
+      );
+      const grown = await growSafely(
+        this.generator,
+        entries.map((e) => ({
+          item: e.item,
+          promptTokens: e.tree ? e.tree.nodes[ROOT_ID].tokens : encodePrompt(e.item),
+          tree: e.tree,
+          groupSize: e.groupSize,
+        })),
+        {
+          sampler: this.sampler,
+          rng: rng.fork(`generate/${round}`),
+          step: request.step,
+          stopTokens: stopTokens(this.tokenizer),
+          maxResponseTokens: Math.max(1, config.sampling.maxResponseTokens - hintTokens),
+          temperature: config.sampling.temperature,
+          topP: config.sampling.topP,
+          topK: config.sampling.topK,
+          treeIdPrefix: `s${request.step}r${round}p`,
+          stopAfterTrees: options.stopAfterTrees,
+          quality: quality.hook,
+          agent: this.agent,
+        },
+      );
       timings.generate += Date.now() - t;
       for (const k of Object.keys(stats) as Array<keyof GenerateStats>) stats[k] += grown.stats[k];
       info.trees_error += grown.errors;
       t = Date.now();
       const items = new Map(entries.map((e) => [e.item.id, e.item]));
-      const scored = await scoreTrees(grown.trees, items, this.reward, { decode: (tokens) => this.tokenizer.decode(tokens), concurrency: config.reward.concurrency, timeoutMs: config.reward.timeoutMs, failureReward: config.reward.failureReward });
+      const scored = await scoreTrees(grown.trees, items, this.reward, {
+        decode: (tokens) => this.tokenizer.decode(tokens),
+        concurrency: config.reward.concurrency,
+        timeoutMs: config.reward.timeoutMs,
+        failureReward: config.reward.failureReward,
+      });
       info.reward_failures += scored.failed;
       timings.score += Date.now() - t;
       return grown.trees;
     };
     const take = (count: number) => data.take(count).map((i) => this.pool[i]);
     const skip = config.skip;
-    const skipState = skip.kind === 'greso' ? control.skip ?? { pEasy: skip.start, pHard: skip.start } : undefined;
+    const skipState = skip.kind === 'greso' ? (control.skip ?? { pEasy: skip.start, pHard: skip.start }) : undefined;
     info.prompts_skipped = 0;
     const skipRng = rng.fork('skip');
     const selectRng = rng.fork('select');
     if (config.select.kind !== 'sequential' && config.select.kind !== 'ucb') info.prompts_passed_over = 0;
-    const ucb = config.select.kind === 'ucb' && this.components ? new UcbCurriculum(config.select, this.components, config.run.seed, (control as { ucb?: UcbState }).ucb) : undefined;
+    const ucb =
+      config.select.kind === 'ucb' && this.components
+        ? new UcbCurriculum(config.select, this.components, config.run.seed, (control as { ucb?: UcbState }).ucb)
+        : undefined;
     const select = (count: number) => {
       if (ucb) return ucb.take(count, selectRng);
       if (config.select.kind !== 'sequential') {
-        const out = selectByDifficulty(take, count, config.select, (id) => promptStats.posterior(id, request.step), selectRng);
+        const out = selectByDifficulty(
+          take,
+          count,
+          config.select,
+          (id) => promptStats.posterior(id, request.step),
+          selectRng,
+        );
         info.prompts_passed_over += out.passed;
         return out.items;
       }
@@ -181,8 +292,16 @@ export class Producer {
       info.prompts_skipped += out.skipped;
       return out.items;
     };
-    const hinted = (item: TaskItem, hint: PromptHint, index: number): RolloutTree => this.hintedTree(item, hint, `s${request.step}h${index}`, encodePrompt);
-    const out = await this.control.collect(config.run.promptsPerStep, request.carried, { select, grow, hinted, stats: promptStats, step: request.step, groupSize: this.generator.groupSize });
+    const hinted = (item: TaskItem, hint: PromptHint, index: number): RolloutTree =>
+      this.hintedTree(item, hint, `s${request.step}h${index}`, encodePrompt);
+    const out = await this.control.collect(config.run.promptsPerStep, request.carried, {
+      select,
+      grow,
+      hinted,
+      stats: promptStats,
+      step: request.step,
+      groupSize: this.generator.groupSize,
+    });
     // the quality head learns first (its features use the prompt statistics before this step),
     // then every group completed this step (each tree once) updates the statistics
     const drawn = [...new Set(out.drawn)];
@@ -194,11 +313,21 @@ export class Producer {
     }
     control.prompts = promptStats.state;
     if (ucb) {
-      for (const tree of drawn) if (isComplete(tree) && !hasError(tree) && !tree.meta?.hint) ucb.observe(componentOfId(tree.itemId), leaves(tree).map((l) => l.reward ?? 0));
+      for (const tree of drawn)
+        if (isComplete(tree) && !hasError(tree) && !tree.meta?.hint)
+          ucb.observe(
+            componentOfId(tree.itemId),
+            leaves(tree).map((l) => l.reward ?? 0),
+          );
       (control as { ucb?: UcbState }).ucb = ucb.state;
       Object.assign(info, ucb.info());
     }
-    const means = out.batch.filter((b) => !hasError(b.tree)).map((b) => { const ls = leaves(b.tree); return ls.reduce((a, l) => a + correctness(l), 0) / Math.max(1, ls.length); });
+    const means = out.batch
+      .filter((b) => !hasError(b.tree))
+      .map((b) => {
+        const ls = leaves(b.tree);
+        return ls.reduce((a, l) => a + correctness(l), 0) / Math.max(1, ls.length);
+      });
     if (skip.kind === 'greso' && skipState) {
       control.skip = adaptSkip(skipState, means, skip);
       info.skip_p_easy = control.skip.pEasy;
@@ -235,16 +364,23 @@ function batchInfo(batch: Array<{ tree: RolloutTree }>, drawn: RolloutTree[]): R
     sibling_pairs: siblings.pairs,
     identical_sibling_rate: siblings.pairs ? siblings.identical / siblings.pairs : 0,
   };
-  const sum = (key: string, field: string) => drawn.reduce((a, t) => a + (((t.meta?.[key] as Record<string, number> | undefined)?.[field]) ?? 0), 0);
-  if (drawn.some((t) => t.meta?.latr)) Object.assign(info, { latr_forks: sum('latr', 'forks'), latr_pruned: sum('latr', 'pruned') });
-  if (drawn.some((t) => t.meta?.pruned)) Object.assign(info, { pruned_paths: sum('pruned', 'paths'), pruned_tokens: sum('pruned', 'tokens') });
+  const sum = (key: string, field: string) =>
+    drawn.reduce((a, t) => a + ((t.meta?.[key] as Record<string, number> | undefined)?.[field] ?? 0), 0);
+  if (drawn.some((t) => t.meta?.latr))
+    Object.assign(info, { latr_forks: sum('latr', 'forks'), latr_pruned: sum('latr', 'pruned') });
+  if (drawn.some((t) => t.meta?.pruned))
+    Object.assign(info, { pruned_paths: sum('pruned', 'paths'), pruned_tokens: sum('pruned', 'tokens') });
   if (drawn.some((t) => t.meta?.agent)) Object.assign(info, agentInfo(drawn));
   return info;
 }
 
 /** Agent runs: turns per episode, tool calls and errors, tool-call success rate, how episodes ended. */
 function agentInfo(drawn: RolloutTree[]): Record<string, number> {
-  const episodes = drawn.flatMap((t) => leaves(t).map((l) => l.episode).filter((e) => e !== undefined));
+  const episodes = drawn.flatMap((t) =>
+    leaves(t)
+      .map((l) => l.episode)
+      .filter((e) => e !== undefined),
+  );
   const calls = episodes.reduce((a, e) => a + e.toolCalls, 0);
   const errors = episodes.reduce((a, e) => a + e.toolErrors, 0);
   const n = Math.max(1, episodes.length);
@@ -257,6 +393,7 @@ function agentInfo(drawn: RolloutTree[]): Record<string, number> {
     agent_tool_call_rate: episodes.filter((e) => e.toolCalls > 0).length / n,
     agent_forks: drawn.reduce((a, t) => a + ((t.meta?.agent as { forks?: number } | undefined)?.forks ?? 0), 0),
   };
-  for (const end of ['answer', 'env_done', 'max_turns', 'max_tokens', 'timeout'] as const) info[`agent_end_${end}`] = episodes.filter((e) => e.end === end).length / n;
+  for (const end of ['answer', 'env_done', 'max_turns', 'max_tokens', 'timeout'] as const)
+    info[`agent_end_${end}`] = episodes.filter((e) => e.end === end).length / n;
   return info;
 }

@@ -8,7 +8,10 @@ export class Progress {
   private lastLen = 0;
   private readonly started = Date.now();
 
-  constructor(readonly quiet = false, stream: NodeJS.WriteStream = process.stderr) {
+  constructor(
+    readonly quiet = false,
+    stream: NodeJS.WriteStream = process.stderr,
+  ) {
     this.stream = stream;
     this.tty = !!stream.isTTY && !process.env.CI;
   }
@@ -52,5 +55,9 @@ export class Progress {
 export function formatSeconds(s: number): string {
   if (!Number.isFinite(s)) return '?';
   const m = Math.floor(s / 60);
-  return m ? `${m}m${Math.round(s % 60).toString().padStart(2, '0')}s` : `${s.toFixed(0)}s`;
+  return m
+    ? `${m}m${Math.round(s % 60)
+        .toString()
+        .padStart(2, '0')}s`
+    : `${s.toFixed(0)}s`;
 }

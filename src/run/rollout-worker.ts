@@ -16,7 +16,8 @@ export interface WorkerInit {
   engine: WorkerEngineSpec;
 }
 
-export type WorkerRequest = { type: 'produce'; request: ProduceRequest; weights?: Float32Array; version: number } | { type: 'close' };
+export type WorkerRequest =
+  { type: 'produce'; request: ProduceRequest; weights?: Float32Array; version: number } | { type: 'close' };
 
 async function start(): Promise<void> {
   const port = parentPort!;
@@ -35,7 +36,11 @@ async function start(): Promise<void> {
         const result = await producer.produce(message.request);
         port.postMessage({ type: 'result', result });
       } catch (error) {
-        port.postMessage({ type: 'error', message: (error as Error)?.message ?? String(error), stack: (error as Error)?.stack });
+        port.postMessage({
+          type: 'error',
+          message: (error as Error)?.message ?? String(error),
+          stack: (error as Error)?.stack,
+        });
       }
     };
     // handle() answers each request itself; if even that fails (postMessage on a closed port), the worker exits
@@ -48,7 +53,11 @@ async function start(): Promise<void> {
     });
     port.postMessage({ type: 'ready' });
   } catch (error) {
-    port.postMessage({ type: 'error', message: `worker start: ${(error as Error)?.message ?? String(error)}`, stack: (error as Error)?.stack });
+    port.postMessage({
+      type: 'error',
+      message: `worker start: ${(error as Error)?.message ?? String(error)}`,
+      stack: (error as Error)?.stack,
+    });
   }
 }
 

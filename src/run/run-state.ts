@@ -35,15 +35,30 @@ export function saveRunState(dir: string, state: LoopState, store: RolloutStore)
   writeFileAtomic(join(dir, 'state.json'), JSON.stringify(state, null, 2) + '\n');
 }
 
-export function loadRunState(dir: string, storeOptions: RolloutStoreOptions): { state: LoopState; store: RolloutStore } {
+export function loadRunState(
+  dir: string,
+  storeOptions: RolloutStoreOptions,
+): { state: LoopState; store: RolloutStore } {
   const file = join(dir, 'state.json');
   let state: LoopState;
   try {
     state = JSON.parse(readFileSync(file, 'utf8')) as LoopState;
   } catch (cause) {
-    throw new DataError(`${file}: cannot read the run state (${(cause as Error).message})`, file, undefined, undefined, { cause });
+    throw new DataError(
+      `${file}: cannot read the run state (${(cause as Error).message})`,
+      file,
+      undefined,
+      undefined,
+      { cause },
+    );
   }
-  if (!state.pipeline) throw new DataError(`${file}: written by an older Arbor (no pipeline state); start a new run`, file, undefined, 'pipeline');
+  if (!state.pipeline)
+    throw new DataError(
+      `${file}: written by an older Arbor (no pipeline state); start a new run`,
+      file,
+      undefined,
+      'pipeline',
+    );
   const storeFile = join(dir, 'store.jsonl');
   const store = existsSync(storeFile) ? RolloutStore.load(storeFile, storeOptions) : new RolloutStore(storeOptions);
   return { state, store };

@@ -18,14 +18,24 @@ export interface StepMetrics {
 }
 
 /** What a run directory holds (anything else makes it someone else's directory). */
-export const RUN_DIR_ENTRIES = new Set(['config.resolved.yaml', 'metrics.jsonl', 'summary.json', 'report.html', 'trees', 'checkpoints', 'store-spill.jsonl', 'logs']);
+export const RUN_DIR_ENTRIES = new Set([
+  'config.resolved.yaml',
+  'metrics.jsonl',
+  'summary.json',
+  'report.html',
+  'trees',
+  'checkpoints',
+  'store-spill.jsonl',
+  'logs',
+]);
 
 export class RunDir {
   constructor(readonly path: string) {}
 
   /** Start a fresh run here: files of an earlier run in the same directory are removed first. */
   create(config: ArborConfig): void {
-    for (const name of RUN_DIR_ENTRIES) if (name !== 'config.resolved.yaml') rmSync(join(this.path, name), { recursive: true, force: true });
+    for (const name of RUN_DIR_ENTRIES)
+      if (name !== 'config.resolved.yaml') rmSync(join(this.path, name), { recursive: true, force: true });
     mkdirSync(join(this.path, 'trees'), { recursive: true });
     mkdirSync(join(this.path, 'checkpoints'), { recursive: true });
     writeFileAtomic(join(this.path, 'config.resolved.yaml'), YAML.stringify(config));
@@ -55,7 +65,9 @@ export class RunDir {
         out.push(JSON.parse(l) as StepMetrics);
       } catch (cause) {
         if (i === torn) return;
-        throw new DataError(`${this.metricsFile}:${i + 1}: invalid JSON`, this.metricsFile, i + 1, undefined, { cause });
+        throw new DataError(`${this.metricsFile}:${i + 1}: invalid JSON`, this.metricsFile, i + 1, undefined, {
+          cause,
+        });
       }
     });
     return out;
@@ -68,7 +80,10 @@ export class RunDir {
   }
 
   writeTrees(step: number, trees: RolloutTree[]): void {
-    writeFileAtomic(join(this.path, 'trees', `step-${step}.jsonl`), trees.map((t) => treeToJSON(treeForLog(t))).join('\n') + '\n');
+    writeFileAtomic(
+      join(this.path, 'trees', `step-${step}.jsonl`),
+      trees.map((t) => treeToJSON(treeForLog(t))).join('\n') + '\n',
+    );
   }
 
   checkpointDir(step: number): string {

@@ -11,8 +11,18 @@ import type { EvalResult } from './evaluate.js';
 import type { StepMetrics } from './rundir.js';
 import type { LoopState } from './run-state.js';
 
-export function stepMetrics(step: number, batch: RolloutTree[], meta: ProducedMeta, learned: LearnerResult | undefined, trainMs: number, state: LoopState): StepMetrics {
-  const ls = meta.drawn.filter((t) => isComplete(t)).flatMap((t) => leaves(t)).filter((l) => l.finishReason !== 'error');
+export function stepMetrics(
+  step: number,
+  batch: RolloutTree[],
+  meta: ProducedMeta,
+  learned: LearnerResult | undefined,
+  trainMs: number,
+  state: LoopState,
+): StepMetrics {
+  const ls = meta.drawn
+    .filter((t) => isComplete(t))
+    .flatMap((t) => leaves(t))
+    .filter((l) => l.finishReason !== 'error');
   const rewardMean = mean(ls.map((l) => l.reward ?? 0));
   const accuracy = mean(ls.map((l) => (isCorrect(correctness(l)) ? 1 : 0)));
   const s = meta.stats;
@@ -51,7 +61,13 @@ export function stepMetrics(step: number, batch: RolloutTree[], meta: ProducedMe
     staleness_hist: learned ? JSON.stringify(learned.stalenessHistogram) : null,
     logprob_gap: m.logprob_gap ?? 0,
     ...(m.logprob_gap_max !== undefined ? { logprob_gap_max: m.logprob_gap_max } : {}),
-    ...(m.is_weight_mean !== undefined ? { is_weight_mean: m.is_weight_mean, is_weight_max: m.is_weight_max, is_filtered_fraction: m.is_filtered_fraction } : {}),
+    ...(m.is_weight_mean !== undefined
+      ? {
+          is_weight_mean: m.is_weight_mean,
+          is_weight_max: m.is_weight_max,
+          is_filtered_fraction: m.is_filtered_fraction,
+        }
+      : {}),
     trees_trained: m.trees_trained ?? 0,
     nonfinite_updates: m.nonfinite_updates ?? 0,
     nonfinite_datums: m.nonfinite_datums ?? 0,
@@ -66,9 +82,13 @@ export function stepMetrics(step: number, batch: RolloutTree[], meta: ProducedMe
 export function stepLine(prefix: string, m: StepMetrics, lastEval: EvalResult | undefined): string {
   const sec = (k: string) => ((m[k] as number) / 1000).toFixed(1);
   const stale = (m.staleness_max as number) > 0 ? ` stale ${(m.staleness_mean as number).toFixed(2)}` : '';
-  return `${prefix} reward ${(m.reward_mean as number).toFixed(3)} acc ${pct(m.accuracy as number)} decoded ${m.tokens_decoded} reused ${m.prefix_tokens_reused}${stale}` +
+  return (
+    `${prefix} reward ${(m.reward_mean as number).toFixed(3)} acc ${pct(m.accuracy as number)} decoded ${m.tokens_decoded} reused ${m.prefix_tokens_reused}${stale}` +
     ` | gen ${sec('ms_generate')}s score ${sec('ms_score')}s wait ${sec('ms_wait')}s train ${sec('ms_train')}s` +
-    (m.eval_greedy_acc !== undefined ? ` | held-out greedy ${pct(m.eval_greedy_acc as number)}${lastEval?.sampleAccuracy != null ? ` sampled ${pct(lastEval.sampleAccuracy)}` : ''}` : '');
+    (m.eval_greedy_acc !== undefined
+      ? ` | held-out greedy ${pct(m.eval_greedy_acc as number)}${lastEval?.sampleAccuracy != null ? ` sampled ${pct(lastEval.sampleAccuracy)}` : ''}`
+      : '')
+  );
 }
 
 function mean(xs: number[]): number {

@@ -33,8 +33,10 @@ function header(name: string, size: number, mtime: number): Buffer {
 }
 
 /** The tar bytes of `files` (name → contents), in the given order. */
-export function tarFiles(files: ReadonlyArray<readonly [string, Buffer]>, mtime = Math.floor(Date.now() / 1000)):
-  Buffer {
+export function tarFiles(
+  files: ReadonlyArray<readonly [string, Buffer]>,
+  mtime = Math.floor(Date.now() / 1000),
+): Buffer {
   const parts: Buffer[] = [];
   for (const [name, data] of files) {
     parts.push(header(name, data.length, mtime), data, Buffer.alloc((BLOCK - (data.length % BLOCK)) % BLOCK));

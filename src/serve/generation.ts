@@ -105,8 +105,12 @@ function usageOf(usage: SampleUsage, choices: ReadonlyArray<{ tokens: number[] }
 }
 
 /** Sample the n continuations in one engine request, then apply the stop strings. */
-export async function generate(sampler: Sampler, guard: SampleGuard, g: Generation, signal?: AbortSignal):
-  Promise<{ choices: ChoiceOutput[]; usage: SampleUsage }> {
+export async function generate(
+  sampler: Sampler,
+  guard: SampleGuard,
+  g: Generation,
+  signal?: AbortSignal,
+): Promise<{ choices: ChoiceOutput[]; usage: SampleUsage }> {
   const result = await guard.sample(g.request, g.perContinuation, signal, sampler);
   const choices = result.completions.map((c) => {
     const state = new Continuation(g);
@@ -127,8 +131,12 @@ function segmentTokens(s: number): number {
  * usage is returned when the generator finishes. An aborted `signal` ends every continuation still
  * running with `abort`.
  */
-export async function* generateStream(sampler: Sampler, guard: SampleGuard, g: Generation, signal?: AbortSignal):
-  AsyncGenerator<ChoiceDelta[], SampleUsage> {
+export async function* generateStream(
+  sampler: Sampler,
+  guard: SampleGuard,
+  g: Generation,
+  signal?: AbortSignal,
+): AsyncGenerator<ChoiceDelta[], SampleUsage> {
   const n = g.request.n ?? 1;
   const states = Array.from({ length: n }, () => new Continuation(g));
   const usage: SampleUsage = { promptTokensComputed: 0, prefixTokensReused: 0, tokensDecoded: 0 };
@@ -142,13 +150,15 @@ export async function* generateStream(sampler: Sampler, guard: SampleGuard, g: G
         break;
       }
       // segment 0: one request forks the prompt into n; later: one request per continuation, from its KV state
-      const requests: SampleRequest[] = s === 0
-        ? [{ ...g.request, maxTokens: Math.min(segmentTokens(0), g.perContinuation), retain: true }]
-        : running.map(({ c, i }) => continuation(g, c, i, s, n));
+      const requests: SampleRequest[] =
+        s === 0
+          ? [{ ...g.request, maxTokens: Math.min(segmentTokens(0), g.perContinuation), retain: true }]
+          : running.map(({ c, i }) => continuation(g, c, i, s, n));
       const results = await sampler.sample(requests, { signal });
-      const pieces = s === 0
-        ? results[0].completions.map((c, i) => ({ c, i }))
-        : results.map((r, k) => ({ c: r.completions[0], i: running[k].i }));
+      const pieces =
+        s === 0
+          ? results[0].completions.map((c, i) => ({ c, i }))
+          : results.map((r, k) => ({ c: r.completions[0], i: running[k].i }));
       const deltas: ChoiceDelta[] = [];
       const spent: string[] = [];
       for (const { c, i } of pieces) {

@@ -118,7 +118,10 @@ export class SampleGuard {
   /** Requests refused with 429 (for tests and /health). */
   busyRefusals = 0;
 
-  constructor(readonly sampler: Sampler, readonly limits: ServeLimits) {}
+  constructor(
+    readonly sampler: Sampler,
+    readonly limits: ServeLimits,
+  ) {}
 
   get running(): number {
     return this.inFlight;
@@ -128,28 +131,41 @@ export class SampleGuard {
   check(r: SampleRequest, f: SampleFields): number {
     const { contextLength, vocabSize, maxPromptTokens, maxN } = this.limits;
     if (r.tokens.length === 0) throw new BadRequest(`field "${f.prompt}" must not be empty (give at least one token)`);
-    if (r.tokens.length > maxPromptTokens) throw new BadRequest(`field "${f.prompt}": ${r.tokens.length} tokens exceed the limit of ${maxPromptTokens}`);
-    if (contextLength !== undefined && r.tokens.length >= contextLength) throw new BadRequest(`field "${f.prompt}": ${r.tokens.length} tokens leave no room in the context length of ${contextLength}`);
+    if (r.tokens.length > maxPromptTokens)
+      throw new BadRequest(`field "${f.prompt}": ${r.tokens.length} tokens exceed the limit of ${maxPromptTokens}`);
+    if (contextLength !== undefined && r.tokens.length >= contextLength)
+      throw new BadRequest(
+        `field "${f.prompt}": ${r.tokens.length} tokens leave no room in the context length of ${contextLength}`,
+      );
     if (vocabSize !== undefined) {
       const bad = r.tokens.findIndex((t) => t >= vocabSize);
-      if (bad >= 0) throw new BadRequest(`field "${f.prompt}": token id ${r.tokens[bad]} at position ${bad} is outside the vocabulary of ${vocabSize}`);
+      if (bad >= 0)
+        throw new BadRequest(
+          `field "${f.prompt}": token id ${r.tokens[bad]} at position ${bad} is outside the vocabulary of ${vocabSize}`,
+        );
     }
     const n = r.n ?? 1;
-    if (n < 1 || n > maxN) throw new BadRequest(`field "${f.n}" must be an integer in [1, ${maxN}] (--max-n), got ${n}`);
+    if (n < 1 || n > maxN)
+      throw new BadRequest(`field "${f.n}" must be an integer in [1, ${maxN}] (--max-n), got ${n}`);
     if (r.maxTokens < 1) throw new BadRequest(`field "${f.maxTokens}" must be a positive integer, got ${r.maxTokens}`);
     return contextLength === undefined ? r.maxTokens : Math.min(r.maxTokens, contextLength - r.tokens.length);
   }
 
   /** 413 when the decoded tokens of a whole HTTP request (sum over its requests of n × tokens) exceed the budget. */
   checkBudget(total: number, what: string): void {
-    if (total > this.limits.maxBatchTokens) throw new TooLarge(`${what} asks for up to ${total} decoded tokens, over the limit of ${this.limits.maxBatchTokens} (--max-batch-tokens); lower n or max_tokens`);
+    if (total > this.limits.maxBatchTokens)
+      throw new TooLarge(
+        `${what} asks for up to ${total} decoded tokens, over the limit of ${this.limits.maxBatchTokens} (--max-batch-tokens); lower n or max_tokens`,
+      );
   }
 
   /** Take `count` concurrency slots or answer 429; returns the release function (idempotent). */
   acquire(count = 1): () => void {
     if (this.inFlight + count > this.limits.maxConcurrent) {
       this.busyRefusals++;
-      throw new TooBusy(`server busy: ${this.inFlight} sampling requests running (limit ${this.limits.maxConcurrent}, --max-concurrent); retry later`);
+      throw new TooBusy(
+        `server busy: ${this.inFlight} sampling requests running (limit ${this.limits.maxConcurrent}, --max-concurrent); retry later`,
+      );
     }
     this.inFlight += count;
     let released = false;
@@ -167,7 +183,12 @@ export class SampleGuard {
    * continuations, group g > 0 seeded with `derivedSeed(seed, g)` when a seed is given. `sampler`
    * chooses another sampler over the same weights (a LoRA adapter's); default the guard's own.
    */
-  async sample(r: SampleRequest, perContinuation: number, signal?: AbortSignal, sampler: Sampler = this.sampler): Promise<SampleResult> {
+  async sample(
+    r: SampleRequest,
+    perContinuation: number,
+    signal?: AbortSignal,
+    sampler: Sampler = this.sampler,
+  ): Promise<SampleResult> {
     return this.gate.shared(async () => {
       const n = r.n ?? 1;
       const group = Math.max(1, Math.floor(this.limits.sliceTokens / Math.max(1, perContinuation)));

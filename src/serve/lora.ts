@@ -103,7 +103,10 @@ export class LoraRegistry {
   /** Adapter loads from disk (registration and reloads after eviction), for tests. */
   loads = 0;
 
-  constructor(readonly model: NanoModel, readonly options: LoraRegistryOptions) {}
+  constructor(
+    readonly model: NanoModel,
+    readonly options: LoraRegistryOptions,
+  ) {}
 
   /**
    * vLLM's load_lora_adapter: read and validate the adapter at `path` (404 when there is none, 400 when

@@ -75,7 +75,12 @@ export interface ServeOptions {
 
 /** Routes answered with vLLM's error envelope. */
 const VLLM_ROUTES = new Set([
-  '/v1/completions', '/v1/chat/completions', '/v1/models', '/tokenize', '/detokenize', '/v1/load_lora_adapter',
+  '/v1/completions',
+  '/v1/chat/completions',
+  '/v1/models',
+  '/tokenize',
+  '/detokenize',
+  '/v1/load_lora_adapter',
   '/v1/unload_lora_adapter',
 ]);
 
@@ -96,7 +101,11 @@ export class ArborServer {
   private readonly eosIds: number[];
 
   constructor(readonly options: ServeOptions) {
-    this.limits = { ...DEFAULT_LIMITS, ...definedOnly(modelShape(options.sampler)), ...definedOnly(options.limits ?? {}) };
+    this.limits = {
+      ...DEFAULT_LIMITS,
+      ...definedOnly(modelShape(options.sampler)),
+      ...definedOnly(options.limits ?? {}),
+    };
     this.guard = new SampleGuard(options.sampler, this.limits);
     this.eosIds = options.eosTokenIds ?? (options.eosTokenId === undefined ? [] : [options.eosTokenId]);
     this.tinker = new TinkerService({
@@ -127,7 +136,12 @@ export class ArborServer {
     server.keepAliveTimeout = 30_000;
     await new Promise<void>((resolve, reject) => {
       server.once('error', (error: NodeJS.ErrnoException) => {
-        const why = error.code === 'EADDRINUSE' ? 'is already in use (another server is listening there; pick another with --port)' : error.code === 'EACCES' ? 'is not allowed for this user (pick a port above 1023 with --port)' : `cannot be opened (${error.code ?? error.message})`;
+        const why =
+          error.code === 'EADDRINUSE'
+            ? 'is already in use (another server is listening there; pick another with --port)'
+            : error.code === 'EACCES'
+              ? 'is not allowed for this user (pick a port above 1023 with --port)'
+              : `cannot be opened (${error.code ?? error.message})`;
         reject(new ArborError(`serve: port ${port} on ${host} ${why}`));
       });
       server.listen(port, host, () => resolve());
@@ -173,11 +187,16 @@ export class ArborServer {
     return { status: reply.status, body: text, raw: { contentType: 'text/event-stream', data: text } };
   }
 
-  private async dispatch(method: string, rawUrl: string, body?: string | Buffer, signal?: AbortSignal):
-    Promise<ServeReply> {
+  private async dispatch(
+    method: string,
+    rawUrl: string,
+    body?: string | Buffer,
+    signal?: AbortSignal,
+  ): Promise<ServeReply> {
     const url = rawUrl.split('?')[0];
     // bounded: arbitrary URLs from clients do not grow the map without end
-    if (this.counters[url] !== undefined || Object.keys(this.counters).length < 256) this.counters[url] = (this.counters[url] ?? 0) + 1;
+    if (this.counters[url] !== undefined || Object.keys(this.counters).length < 256)
+      this.counters[url] = (this.counters[url] ?? 0) + 1;
     try {
       const parsed = body === undefined ? undefined : parseJson(body);
       return await this.route(method, url, parsed, signal);
@@ -187,7 +206,8 @@ export class ArborServer {
   }
 
   private async route(method: string, url: string, body: unknown, signal?: AbortSignal): Promise<ServeReply> {
-    if (body !== undefined && body !== null && (typeof body !== 'object' || Array.isArray(body))) throw new BadRequest('request body must be a JSON object');
+    if (body !== undefined && body !== null && (typeof body !== 'object' || Array.isArray(body)))
+      throw new BadRequest('request body must be a JSON object');
     const b = (body ?? {}) as Record<string, unknown>;
     const ok = (value: unknown): ServeReply => ({ status: 200, body: value });
     if (method === 'GET' && (url === '/health' || url === '/api/v1/healthz')) {
@@ -215,7 +235,8 @@ export class ArborServer {
       case '/generate':
         return ok(await this.generate(b));
       case '/abort_request':
-        if (b.rid !== undefined && typeof b.rid !== 'string' && typeof b.rid !== 'number') throw new BadRequest('field "rid" must be a string');
+        if (b.rid !== undefined && typeof b.rid !== 'string' && typeof b.rid !== 'number')
+          throw new BadRequest('field "rid" must be a string');
         this.running.get(String(b.rid))?.abort();
         return ok({ success: true });
       case '/update_weights_from_disk':
@@ -236,20 +257,42 @@ export class ArborServer {
   }
 
   private async generate(b: Record<string, unknown>): Promise<unknown> {
-    const batched = Array.isArray(b.input_ids) && b.input_ids.length > 0 && Array.isArray((b.input_ids as unknown[])[0]);
-    const inputs = batched ? (b.input_ids as unknown[]).map((x, i) => tokenList(x, `input_ids[${i}]`)) : [tokenList(b.input_ids, 'input_ids')];
-    if (inputs.length > this.limits.maxN) throw new BadRequest(`field "input_ids": ${inputs.length} inputs in one request, over the limit of ${this.limits.maxN} (--max-n)`);
-    const paramsList = Array.isArray(b.sampling_params) ? (b.sampling_params as unknown[]) : inputs.map(() => b.sampling_params ?? {});
-    if (paramsList.length !== inputs.length) throw new BadRequest(`field "sampling_params": ${paramsList.length} entries for ${inputs.length} inputs`);
-    if (Array.isArray(b.rid) && b.rid.length !== inputs.length) throw new BadRequest(`field "rid": ${b.rid.length} entries for ${inputs.length} inputs`);
-    if (b.rid !== undefined && b.rid !== null && !Array.isArray(b.rid) && typeof b.rid !== 'string' && typeof b.rid !== 'number') throw new BadRequest('field "rid" must be a string or an array of strings');
-    const rids = Array.isArray(b.rid) ? (b.rid as unknown[]).map(String) : inputs.map((_, i) => (b.rid !== undefined && b.rid !== null && !batched ? String(b.rid) : `gen-${++this.futureCounter}-${i}`));
+    const batched =
+      Array.isArray(b.input_ids) && b.input_ids.length > 0 && Array.isArray((b.input_ids as unknown[])[0]);
+    const inputs = batched
+      ? (b.input_ids as unknown[]).map((x, i) => tokenList(x, `input_ids[${i}]`))
+      : [tokenList(b.input_ids, 'input_ids')];
+    if (inputs.length > this.limits.maxN)
+      throw new BadRequest(
+        `field "input_ids": ${inputs.length} inputs in one request, over the limit of ${this.limits.maxN} (--max-n)`,
+      );
+    const paramsList = Array.isArray(b.sampling_params)
+      ? (b.sampling_params as unknown[])
+      : inputs.map(() => b.sampling_params ?? {});
+    if (paramsList.length !== inputs.length)
+      throw new BadRequest(`field "sampling_params": ${paramsList.length} entries for ${inputs.length} inputs`);
+    if (Array.isArray(b.rid) && b.rid.length !== inputs.length)
+      throw new BadRequest(`field "rid": ${b.rid.length} entries for ${inputs.length} inputs`);
+    if (
+      b.rid !== undefined &&
+      b.rid !== null &&
+      !Array.isArray(b.rid) &&
+      typeof b.rid !== 'string' &&
+      typeof b.rid !== 'number'
+    )
+      throw new BadRequest('field "rid" must be a string or an array of strings');
+    const rids = Array.isArray(b.rid)
+      ? (b.rid as unknown[]).map(String)
+      : inputs.map((_, i) =>
+          b.rid !== undefined && b.rid !== null && !batched ? String(b.rid) : `gen-${++this.futureCounter}-${i}`,
+        );
     const k = boundedInt(b.top_logprobs_num, 'top_logprobs_num', 0, 0, this.limits.maxLogprobs);
     optBool(b.return_logprob, 'return_logprob', false);
     const requests = inputs.map((tokens, i) => {
       const raw = paramsList[i] ?? {};
       const field = (name: string) => `sampling_params${batched ? `[${i}]` : ''}.${name}`;
-      if (typeof raw !== 'object' || Array.isArray(raw)) throw new BadRequest(`field "${field('').slice(0, -1)}" must be an object`);
+      if (typeof raw !== 'object' || Array.isArray(raw))
+        throw new BadRequest(`field "${field('').slice(0, -1)}" must be an object`);
       const p = raw as Record<string, unknown>;
       const request: SampleRequest = {
         tokens,
@@ -258,14 +301,29 @@ export class ArborServer {
         temperature: boundedNum(p.temperature, field('temperature'), 1, 0, 1e4),
         topP: topP(p.top_p, field('top_p')),
         topK: boundedInt(p.top_k, field('top_k'), -1, -1, Number.MAX_SAFE_INTEGER),
-        stopTokens: this.stops(p.stop_token_ids === undefined || p.stop_token_ids === null ? undefined : stopList(p.stop_token_ids, field('stop_token_ids')), optBool(p.ignore_eos, field('ignore_eos'), false)),
-        seed: p.sampling_seed === undefined || p.sampling_seed === null ? undefined : boundedInt(p.sampling_seed, field('sampling_seed'), 0, -(2 ** 53) + 1, 2 ** 53 - 1),
+        stopTokens: this.stops(
+          p.stop_token_ids === undefined || p.stop_token_ids === null
+            ? undefined
+            : stopList(p.stop_token_ids, field('stop_token_ids')),
+          optBool(p.ignore_eos, field('ignore_eos'), false),
+        ),
+        seed:
+          p.sampling_seed === undefined || p.sampling_seed === null
+            ? undefined
+            : boundedInt(p.sampling_seed, field('sampling_seed'), 0, -(2 ** 53) + 1, 2 ** 53 - 1),
         topLogprobs: k,
       };
-      const per = this.guard.check(request, { prompt: batched ? `input_ids[${i}]` : 'input_ids', n: 'n', maxTokens: field('max_new_tokens') });
+      const per = this.guard.check(request, {
+        prompt: batched ? `input_ids[${i}]` : 'input_ids',
+        n: 'n',
+        maxTokens: field('max_new_tokens'),
+      });
       return { request, per };
     });
-    this.guard.checkBudget(requests.reduce((a, r) => a + r.per, 0), batched ? `the batch of ${inputs.length} inputs` : `max_new_tokens = ${requests[0].per}`);
+    this.guard.checkBudget(
+      requests.reduce((a, r) => a + r.per, 0),
+      batched ? `the batch of ${inputs.length} inputs` : `max_new_tokens = ${requests[0].per}`,
+    );
     const release = this.guard.acquire(inputs.length);
     try {
       return await this.runGenerate(requests, rids, k, batched);
@@ -274,7 +332,12 @@ export class ArborServer {
     }
   }
 
-  private async runGenerate(requests: Array<{ request: SampleRequest; per: number }>, rids: string[], k: number, batched: boolean): Promise<unknown> {
+  private async runGenerate(
+    requests: Array<{ request: SampleRequest; per: number }>,
+    rids: string[],
+    k: number,
+    batched: boolean,
+  ): Promise<unknown> {
     const outputs = await Promise.all(
       requests.map(async ({ request, per }, i) => {
         const controller = new AbortController();
@@ -294,7 +357,8 @@ export class ArborServer {
               cached_tokens: usage.cached_tokens,
               weight_version: result.weightVersion,
               output_token_logprobs: c.tokens.map((t, j) => [c.logprobs[j], t, null]),
-              output_top_logprobs: k > 0 ? (c.topLogprobs ?? []).map((row) => row.map(([t, lp]) => [lp, t, null])) : undefined,
+              output_top_logprobs:
+                k > 0 ? (c.topLogprobs ?? []).map((row) => row.map(([t, lp]) => [lp, t, null])) : undefined,
             },
           };
         } finally {
@@ -306,7 +370,8 @@ export class ArborServer {
   }
 
   private async updateWeights(b: Record<string, unknown>): Promise<unknown> {
-    if (typeof b.model_path !== 'string' || !b.model_path) throw new BadRequest('field "model_path" must be a non-empty string');
+    if (typeof b.model_path !== 'string' || !b.model_path)
+      throw new BadRequest('field "model_path" must be a non-empty string');
     const { prepareWeights, reloadWeights } = this.options;
     if (!prepareWeights && !reloadWeights) throw new BadRequest('this server was started without weight reloading');
     const { dir, file } = resolveWeightsPath(b.model_path, this.options.weightsRoots ?? []);

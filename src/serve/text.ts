@@ -142,7 +142,10 @@ function positionEntries(e: LogprobEntry): Array<[number, number]> {
  * token of an echo) gives a null entry in both lists.
  */
 export function completionLogprobs(
-  entries: readonly LogprobEntry[], k: number, name: (id: number) => string, initialOffset = 0,
+  entries: readonly LogprobEntry[],
+  k: number,
+  name: (id: number) => string,
+  initialOffset = 0,
 ): CompletionLogprobs {
   const out: CompletionLogprobs = { text_offset: [], token_logprobs: [], tokens: [], top_logprobs: [] };
   let offset = initialOffset;
@@ -158,7 +161,9 @@ export function completionLogprobs(
     }
     out.token_logprobs.push(Math.max(e.logprob, FLOOR));
     const top: Record<string, number> = {};
-    positionEntries(e).slice(0, k + 1).forEach(([id, lp]) => (top[name(id)] = Math.max(lp, FLOOR)));
+    positionEntries(e)
+      .slice(0, k + 1)
+      .forEach(([id, lp]) => (top[name(id)] = Math.max(lp, FLOOR)));
     out.top_logprobs.push(top);
   }
   return out;
@@ -180,6 +185,8 @@ export function chatLogprobs(entries: readonly LogprobEntry[], k: number, name: 
   };
   return entries.map((e) => ({
     ...item(e.id, e.logprob ?? FLOOR),
-    top_logprobs: positionEntries(e).slice(0, k).map(([id, lp]) => item(id, lp)),
+    top_logprobs: positionEntries(e)
+      .slice(0, k)
+      .map(([id, lp]) => item(id, lp)),
   }));
 }

@@ -20,7 +20,17 @@ import { DataError, NumericsError } from '../core/errors.js';
 import type { Datum, LossSpec, SampleRequest, Sampler, Trainer } from '../engine/types.js';
 import { ADAPTER_CONFIG, ADAPTER_WEIGHTS, savePeftAdapter } from '../engine/hf/peft.js';
 import type { LoraAdapter, LoraModule, LoraSettings } from '../engine/nano/lora.js';
-import { BadRequest, TooLarge, boundedInt, boundedNum, Conflict, NotFound, optBool, optInt, requiredString } from './validate.js';
+import {
+  BadRequest,
+  TooLarge,
+  boundedInt,
+  boundedNum,
+  Conflict,
+  NotFound,
+  optBool,
+  optInt,
+  requiredString,
+} from './validate.js';
 import { tokenList, type ServeReply } from './validate.js';
 import { DEFAULT_LIMITS, SampleGuard } from './limits.js';
 import { tarFiles } from './archive.js';
@@ -111,16 +121,24 @@ export class TinkerService {
   }
 
   async handle(method: string, op: string, b: Record<string, unknown>): Promise<unknown> {
-    if (method === 'GET' && op === 'get_server_capabilities') return { supported_models: [{ model_name: this.options.modelName }] };
+    if (method === 'GET' && op === 'get_server_capabilities')
+      return { supported_models: [{ model_name: this.options.modelName }] };
     if (method !== 'POST') throw new NotFound(`${method} /api/v1/${op}: no such route`);
     switch (op) {
       case 'retrieve_future':
-        return this.retrieveFuture(requiredString(b.request_id === undefined ? undefined : String(b.request_id), 'request_id'));
+        return this.retrieveFuture(
+          requiredString(b.request_id === undefined ? undefined : String(b.request_id), 'request_id'),
+        );
       case 'get_server_capabilities':
         return { supported_models: [{ model_name: this.options.modelName }] };
       case 'client/config':
         // JSON bodies only: the protobuf forward_backward flags are off
-        return { pjwt_auth_enabled: false, credential_default_source: 'api_key', proto_write_fwdbwd: false, proto_compress_fwdbwd: false };
+        return {
+          pjwt_auth_enabled: false,
+          credential_default_source: 'api_key',
+          proto_write_fwdbwd: false,
+          proto_compress_fwdbwd: false,
+        };
       case 'create_session':
         return this.createSession(b);
       case 'session_heartbeat':
@@ -139,7 +157,8 @@ export class TinkerService {
 
   private createSession(b: Record<string, unknown>): unknown {
     requiredString(b.sdk_version, 'sdk_version');
-    if (b.tags !== undefined && (!Array.isArray(b.tags) || !b.tags.every((t) => typeof t === 'string'))) throw new BadRequest('field "tags" must be an array of strings');
+    if (b.tags !== undefined && (!Array.isArray(b.tags) || !b.tags.every((t) => typeof t === 'string')))
+      throw new BadRequest('field "tags" must be an array of strings');
     const id = `session-${++this.counter}`;
     this.sessions.set(id, { heartbeats: 0 });
     evictOldest(this.sessions, MAX_ENTRIES);
@@ -161,7 +180,14 @@ export class TinkerService {
   private training(op: string, b: Record<string, unknown>): unknown {
     if (!this.trains) throw new NotFound(`/api/v1/${op}: this server has no trainer`);
     if (op === 'create_model') return this.createModel(b);
-    const known = ['forward_backward', 'forward', 'optim_step', 'save_weights_for_sampler', 'save_weights', 'load_weights'];
+    const known = [
+      'forward_backward',
+      'forward',
+      'optim_step',
+      'save_weights_for_sampler',
+      'save_weights',
+      'load_weights',
+    ];
     if (!known.includes(op)) throw new NotFound(`/api/v1/${op}: not part of the supported Tinker subset`);
     this.checkModel(b);
     this.checkSeq(b.seq_id);
@@ -175,17 +201,32 @@ export class TinkerService {
       case 'forward_backward': {
         const input = (b.forward_backward_input ?? {}) as Record<string, unknown>;
         const loss = lossFromTinker(input.loss_fn, input.loss_fn_config);
-        const data = this.checkDatums(datumsFromTinker(input.data, loss, 'forward_backward_input.data'), 'forward_backward_input.data');
+        const data = this.checkDatums(
+          datumsFromTinker(input.data, loss, 'forward_backward_input.data'),
+          'forward_backward_input.data',
+        );
         return { request_id: this.enqueue(async () => forwardOutput(await trainer.forwardBackward(data, loss))) };
       }
       case 'forward': {
         const input = (b.forward_input ?? {}) as Record<string, unknown>;
-        const data = this.checkDatums(datumsFromTinker(input.data, { kind: 'cross_entropy' }, 'forward_input.data'), 'forward_input.data');
-        return { request_id: this.enqueue(async () => forwardOutput({ loss: Number.NaN, logprobs: await trainer.logprobs(data), metrics: {} })) };
+        const data = this.checkDatums(
+          datumsFromTinker(input.data, { kind: 'cross_entropy' }, 'forward_input.data'),
+          'forward_input.data',
+        );
+        return {
+          request_id: this.enqueue(async () =>
+            forwardOutput({ loss: Number.NaN, logprobs: await trainer.logprobs(data), metrics: {} }),
+          ),
+        };
       }
       case 'optim_step': {
         const params = adamFromTinker((b.adam_params ?? {}) as Record<string, unknown>);
-        return { request_id: this.enqueue(async () => { const r = await trainer.optimStep(params); return { type: 'optim_step', metrics: { grad_norm: r.gradNorm, step: r.step } }; }) };
+        return {
+          request_id: this.enqueue(async () => {
+            const r = await trainer.optimStep(params);
+            return { type: 'optim_step', metrics: { grad_norm: r.gradNorm, step: r.step } };
+          }),
+        };
       }
       case 'save_weights_for_sampler': {
         const name = b.path === undefined ? undefined : checkpointName(b.path, 'path');
@@ -264,10 +305,16 @@ export class TinkerService {
       if (this.options.models) throw new NotFound(`field "tinker_path": no saved sampler weights at ${path}`);
       return { type: 'weights_info', base_model: this.options.modelName, is_lora: false };
     }
-    const config = JSON.parse(readFileSync(join(dir, ADAPTER_CONFIG), 'utf8')) as { r?: number; target_modules?: string[] };
+    const config = JSON.parse(readFileSync(join(dir, ADAPTER_CONFIG), 'utf8')) as {
+      r?: number;
+      target_modules?: string[];
+    };
     const targets = new Set(config.target_modules ?? []);
     return {
-      type: 'weights_info', base_model: this.options.modelName, is_lora: true, lora_rank: config.r,
+      type: 'weights_info',
+      base_model: this.options.modelName,
+      is_lora: true,
+      lora_rank: config.r,
       train_unembed: false,
       train_mlp: ['gate_proj', 'up_proj', 'down_proj'].some((t) => targets.has(t)),
       train_attn: ['q_proj', 'k_proj', 'v_proj', 'o_proj'].some((t) => targets.has(t)),
@@ -281,18 +328,30 @@ export class TinkerService {
     data.forEach((d, i) => {
       const where = `${field}[${i}]`;
       if (!d.inputTokens.length) throw new BadRequest(`field "${where}.model_input.chunks" holds no tokens`);
-      if (contextLength !== undefined && d.inputTokens.length > contextLength) throw new BadRequest(`field "${where}.model_input": ${d.inputTokens.length} tokens exceed the context length of ${contextLength}`);
+      if (contextLength !== undefined && d.inputTokens.length > contextLength)
+        throw new BadRequest(
+          `field "${where}.model_input": ${d.inputTokens.length} tokens exceed the context length of ${contextLength}`,
+        );
       if (vocabSize !== undefined) {
         const bad = d.inputTokens.find((t) => t >= vocabSize);
-        if (bad !== undefined) throw new BadRequest(`field "${where}.model_input.chunks": token id ${bad} is outside the vocabulary of ${vocabSize}`);
+        if (bad !== undefined)
+          throw new BadRequest(
+            `field "${where}.model_input.chunks": token id ${bad} is outside the vocabulary of ${vocabSize}`,
+          );
         const badTarget = d.targetTokens.find((t) => !(Number.isInteger(t) && t >= 0 && t < vocabSize));
-        if (badTarget !== undefined) throw new BadRequest(`field "${where}.loss_fn_inputs.target_tokens.data": token id ${badTarget} is outside the vocabulary of ${vocabSize}`);
+        if (badTarget !== undefined)
+          throw new BadRequest(
+            `field "${where}.loss_fn_inputs.target_tokens.data": token id ${badTarget} is outside the vocabulary of ${vocabSize}`,
+          );
       } else if (d.targetTokens.some((t) => !(Number.isInteger(t) && t >= 0))) {
-        throw new BadRequest(`field "${where}.loss_fn_inputs.target_tokens.data" must hold token ids (non-negative integers)`);
+        throw new BadRequest(
+          `field "${where}.loss_fn_inputs.target_tokens.data" must hold token ids (non-negative integers)`,
+        );
       }
       total += d.inputTokens.length;
     });
-    if (total > maxBatchTokens) throw new TooLarge(`field "${field}": ${total} tokens, over the limit of ${maxBatchTokens} (--max-batch-tokens)`);
+    if (total > maxBatchTokens)
+      throw new TooLarge(`field "${field}": ${total} tokens, over the limit of ${maxBatchTokens} (--max-batch-tokens)`);
     return data;
   }
 
@@ -300,16 +359,23 @@ export class TinkerService {
     // SDK ≥ 0.3 sends session_id + model_seq_id; SDK ≤ 0.2 sent neither (still accepted)
     if (b.session_id !== undefined) this.session(b.session_id);
     optInt(b.model_seq_id, 'model_seq_id', 0);
-    if (b.base_model !== undefined && b.base_model !== this.options.modelName) throw new BadRequest(`field "base_model": this server trains ${JSON.stringify(this.options.modelName)}, not ${JSON.stringify(b.base_model)}`);
+    if (b.base_model !== undefined && b.base_model !== this.options.modelName)
+      throw new BadRequest(
+        `field "base_model": this server trains ${JSON.stringify(this.options.modelName)}, not ${JSON.stringify(b.base_model)}`,
+      );
     const lora = this.options.models ? loraFromTinker(b, this.options.models.maxRank) : undefined;
     this.modelCreated = true;
     this.lastSeq = 0;
     const modelId = this.options.models ? `${this.runId}-${randomUUID().slice(0, 8)}` : this.runId;
     this.modelId = modelId;
-    return { model_id: modelId, base_model: this.options.modelName, request_id: this.enqueue(async () => {
-      this.current = this.newModel(lora);
-      return { type: 'create_model', model_id: modelId };
-    }) };
+    return {
+      model_id: modelId,
+      base_model: this.options.modelName,
+      request_id: this.enqueue(async () => {
+        this.current = this.newModel(lora);
+        return { type: 'create_model', model_id: modelId };
+      }),
+    };
   }
 
   /** The trainer of a new model: nano's own; for an HF model a fresh LoRA adapter, or the whole model. */
@@ -325,19 +391,23 @@ export class TinkerService {
     const name = checkpointName(b.path, 'path');
     const dir = join(this.options.stateDir, name);
     if (op === 'save_weights') {
-      return { request_id: this.enqueue(async () => {
-        await this.trainer().saveState(dir);
-        return { type: 'save_weights', path: `tinker://${this.modelId}/weights/${name}` };
-      }) };
+      return {
+        request_id: this.enqueue(async () => {
+          await this.trainer().saveState(dir);
+          return { type: 'save_weights', path: `tinker://${this.modelId}/weights/${name}` };
+        }),
+      };
     }
     optBool(b.optimizer, 'optimizer', true);
-    return { request_id: this.enqueue(async () => {
-      if (!existsSync(join(dir, 'model.safetensors')) && !existsSync(join(dir, ADAPTER_WEIGHTS))) {
-        throw new NotFound(`field "path": no saved weights named ${JSON.stringify(name)}`);
-      }
-      await this.trainer().loadState(dir);
-      return { type: 'load_weights', path: b.path };
-    }) };
+    return {
+      request_id: this.enqueue(async () => {
+        if (!existsSync(join(dir, 'model.safetensors')) && !existsSync(join(dir, ADAPTER_WEIGHTS))) {
+          throw new NotFound(`field "path": no saved weights named ${JSON.stringify(name)}`);
+        }
+        await this.trainer().loadState(dir);
+        return { type: 'load_weights', path: b.path };
+      }),
+    };
   }
 
   private checkModel(b: Record<string, unknown>): void {
@@ -357,7 +427,8 @@ export class TinkerService {
   private createSamplingSession(b: Record<string, unknown>): unknown {
     this.session(b.session_id);
     optInt(b.sampling_session_seq_id, 'sampling_session_seq_id', 0);
-    if ((b.model_path === undefined || b.model_path === null) === (b.base_model === undefined || b.base_model === null)) throw new BadRequest('fields "model_path" / "base_model": exactly one must be given');
+    if ((b.model_path === undefined || b.model_path === null) === (b.base_model === undefined || b.base_model === null))
+      throw new BadRequest('fields "model_path" / "base_model": exactly one must be given');
     let sampler: Sampler | undefined;
     if (b.model_path !== undefined && b.model_path !== null && this.options.models) {
       // an HF model's sampler weights are adapters: sample with the one saved at that path
@@ -388,25 +459,40 @@ export class TinkerService {
   }
 
   private asample(b: Record<string, unknown>): unknown {
-    const session = typeof b.sampling_session_id === 'string' ? this.samplingSessions.get(b.sampling_session_id) : undefined;
-    if (!session) throw new NotFound(`field "sampling_session_id": Sampling session not found: ${JSON.stringify(b.sampling_session_id)}`);
+    const session =
+      typeof b.sampling_session_id === 'string' ? this.samplingSessions.get(b.sampling_session_id) : undefined;
+    if (!session)
+      throw new NotFound(
+        `field "sampling_session_id": Sampling session not found: ${JSON.stringify(b.sampling_session_id)}`,
+      );
     const request = sampleRequestFromTinker(b, this.guard.limits.maxN);
-    const per = this.guard.check(request, { prompt: 'prompt.chunks', n: 'num_samples', maxTokens: 'sampling_params.max_tokens' });
+    const per = this.guard.check(request, {
+      prompt: 'prompt.chunks',
+      n: 'num_samples',
+      maxTokens: 'sampling_params.max_tokens',
+    });
     this.guard.checkBudget((request.n ?? 1) * per, `num_samples × max_tokens = ${request.n} × ${per}`);
     const seq = optInt(b.seq_id, 'seq_id', session.lastSeq + 1);
-    if (seq <= session.lastSeq) throw new Conflict(`field "seq_id": ${seq} was already used in this sampling session (last ${session.lastSeq})`);
+    if (seq <= session.lastSeq)
+      throw new Conflict(`field "seq_id": ${seq} was already used in this sampling session (last ${session.lastSeq})`);
     const release = this.guard.acquire();
     session.lastSeq = seq;
-    return { request_id: this.start(async () => {
-      let result;
-      try {
-        result = await this.guard.sample(request, per, undefined, session.sampler);
-      } finally {
-        release();
-      }
-      const sequences = result.completions.map((c) => ({ tokens: c.tokens, logprobs: c.logprobs, stop_reason: c.finishReason === 'stop' ? 'stop' : 'length' }));
-      return { type: 'sample', sequences, prompt_logprobs: null };
-    }) };
+    return {
+      request_id: this.start(async () => {
+        let result;
+        try {
+          result = await this.guard.sample(request, per, undefined, session.sampler);
+        } finally {
+          release();
+        }
+        const sequences = result.completions.map((c) => ({
+          tokens: c.tokens,
+          logprobs: c.logprobs,
+          stop_reason: c.finishReason === 'stop' ? 'stop' : 'length',
+        }));
+        return { type: 'sample', sequences, prompt_logprobs: null };
+      }),
+    };
   }
 
   /** Run `task` after every earlier queued operation (training is ordered); returns the future id. */
@@ -440,7 +526,14 @@ export class TinkerService {
         entry.result = await task();
       } catch (error) {
         entry.error = (error as Error)?.message ?? String(error);
-        entry.category = error instanceof BadRequest || error instanceof NotFound || error instanceof Conflict || error instanceof DataError || error instanceof NumericsError ? 'user' : 'server';
+        entry.category =
+          error instanceof BadRequest ||
+          error instanceof NotFound ||
+          error instanceof Conflict ||
+          error instanceof DataError ||
+          error instanceof NumericsError
+            ? 'user'
+            : 'server';
       }
       entry.done = true;
       for (const w of entry.waiters.splice(0)) w();
@@ -473,8 +566,10 @@ export class TinkerService {
  * train (`train_attn` → q/k/v/o_proj, `train_mlp` → gate/up/down_proj; both default true). Undefined:
  * no LoRA asked (the whole model trains).
  */
-function loraFromTinker(b: Record<string, unknown>, maxRank: number):
-  { settings: LoraSettings; seed: number } | undefined {
+function loraFromTinker(
+  b: Record<string, unknown>,
+  maxRank: number,
+): { settings: LoraSettings; seed: number } | undefined {
   const c = b.lora_config;
   if (c !== undefined && c !== null && (typeof c !== 'object' || Array.isArray(c))) {
     throw new BadRequest('field "lora_config" must be an object');
@@ -492,8 +587,8 @@ function loraFromTinker(b: Record<string, unknown>, maxRank: number):
     throw new BadRequest(`field "lora_config": ${why}`);
   }
   const targets: LoraModule[] = [
-    ...(attn ? ['q_proj', 'k_proj', 'v_proj', 'o_proj'] as const : []),
-    ...(mlp ? ['gate_proj', 'up_proj', 'down_proj'] as const : []),
+    ...(attn ? (['q_proj', 'k_proj', 'v_proj', 'o_proj'] as const) : []),
+    ...(mlp ? (['gate_proj', 'up_proj', 'down_proj'] as const) : []),
   ];
   return { settings: { rank, alpha: TINKER_LORA_ALPHA, targets }, seed };
 }
@@ -510,8 +605,12 @@ function evictOldest<K, V>(map: Map<K, V>, max: number): void {
 
 /** A checkpoint name: a plain name, or the name at the end of a `tinker://<model>/weights/<name>` path. */
 function checkpointName(value: unknown, field: string): string {
-  const m = typeof value === 'string' ? /^(?:tinker:\/\/[^/]+\/(?:weights|sampler_weights)\/)?([A-Za-z0-9_.-]+)$/.exec(value) : null;
-  if (!m || m[1].includes('..')) throw new BadRequest(`field "${field}" must be a name of [A-Za-z0-9_.-] or tinker://<model>/weights/<name>`);
+  const m =
+    typeof value === 'string'
+      ? /^(?:tinker:\/\/[^/]+\/(?:weights|sampler_weights)\/)?([A-Za-z0-9_.-]+)$/.exec(value)
+      : null;
+  if (!m || m[1].includes('..'))
+    throw new BadRequest(`field "${field}" must be a name of [A-Za-z0-9_.-] or tinker://<model>/weights/<name>`);
   return m[1];
 }
 
@@ -520,14 +619,21 @@ function sampleRequestFromTinker(b: Record<string, unknown>, maxN: number): Samp
   if (!Array.isArray(chunks) || !chunks.length) throw new BadRequest('field "prompt.chunks" must be a non-empty array');
   const tokens = chunks.flatMap((c, j) => {
     const chunk = (c ?? {}) as { type?: unknown; tokens?: unknown };
-    if (chunk.type !== undefined && chunk.type !== 'encoded_text') throw new BadRequest(`field "prompt.chunks[${j}].type": only encoded_text chunks are supported`);
+    if (chunk.type !== undefined && chunk.type !== 'encoded_text')
+      throw new BadRequest(`field "prompt.chunks[${j}].type": only encoded_text chunks are supported`);
     return tokenList(chunk.tokens, `prompt.chunks[${j}].tokens`);
   });
-  if (b.sampling_params !== undefined && b.sampling_params !== null && (typeof b.sampling_params !== 'object' || Array.isArray(b.sampling_params))) throw new BadRequest('field "sampling_params" must be an object');
+  if (
+    b.sampling_params !== undefined &&
+    b.sampling_params !== null &&
+    (typeof b.sampling_params !== 'object' || Array.isArray(b.sampling_params))
+  )
+    throw new BadRequest('field "sampling_params" must be an object');
   const p = (b.sampling_params ?? {}) as Record<string, unknown>;
   const maxTokens = optInt(p.max_tokens, 'sampling_params.max_tokens', -1);
   if (maxTokens < 1) throw new BadRequest('field "sampling_params.max_tokens" is required (a positive integer)');
-  if (p.stop !== undefined && p.stop !== null && !(Array.isArray(p.stop) && p.stop.every((t) => Number.isInteger(t)))) throw new BadRequest('field "sampling_params.stop": only token-id stops are supported');
+  if (p.stop !== undefined && p.stop !== null && !(Array.isArray(p.stop) && p.stop.every((t) => Number.isInteger(t))))
+    throw new BadRequest('field "sampling_params.stop": only token-id stops are supported');
   return {
     tokens,
     n: boundedInt(b.num_samples, 'num_samples', 1, 1, maxN, ' (--max-n)'),
@@ -536,7 +642,10 @@ function sampleRequestFromTinker(b: Record<string, unknown>, maxN: number): Samp
     topP: tinkerTopP(p.top_p),
     topK: boundedInt(p.top_k, 'sampling_params.top_k', -1, -1, Number.MAX_SAFE_INTEGER),
     stopTokens: Array.isArray(p.stop) ? tokenList(p.stop, 'sampling_params.stop') : undefined,
-    seed: p.seed === undefined || p.seed === null ? undefined : boundedInt(p.seed, 'sampling_params.seed', 0, -(2 ** 53) + 1, 2 ** 53 - 1),
+    seed:
+      p.seed === undefined || p.seed === null
+        ? undefined
+        : boundedInt(p.seed, 'sampling_params.seed', 0, -(2 ** 53) + 1, 2 ** 53 - 1),
   };
 }
 
@@ -573,9 +682,15 @@ function lossFromTinker(name: unknown, config: unknown): LossSpec {
     case 'importance_sampling':
       return { kind: 'importance_sampling' };
     case 'ppo':
-      return { kind: 'ppo', clipLow: 1 - boundedNum(c.clip_low_threshold, 'loss_fn_config.clip_low_threshold', 0.8, 0, 1), clipHigh: boundedNum(c.clip_high_threshold, 'loss_fn_config.clip_high_threshold', 1.2, 1, 1e6) - 1 };
+      return {
+        kind: 'ppo',
+        clipLow: 1 - boundedNum(c.clip_low_threshold, 'loss_fn_config.clip_low_threshold', 0.8, 0, 1),
+        clipHigh: boundedNum(c.clip_high_threshold, 'loss_fn_config.clip_high_threshold', 1.2, 1, 1e6) - 1,
+      };
     default:
-      throw new BadRequest(`field "loss_fn": unsupported ${JSON.stringify(name)} (cross_entropy, importance_sampling, ppo)`);
+      throw new BadRequest(
+        `field "loss_fn": unsupported ${JSON.stringify(name)} (cross_entropy, importance_sampling, ppo)`,
+      );
   }
 }
 
@@ -585,18 +700,36 @@ function datumsFromTinker(raw: unknown, loss: LossSpec, field: string): Datum[] 
     const where = `${field}[${i}]`;
     const chunks = (d as { model_input?: { chunks?: Array<{ tokens?: unknown }> } })?.model_input?.chunks;
     if (!Array.isArray(chunks)) throw new BadRequest(`field "${where}.model_input.chunks" must be an array`);
-    const inputTokens = chunks.flatMap((c, j) => tokenList((c as { tokens?: unknown } | null)?.tokens, `${where}.model_input.chunks[${j}].tokens`));
-    const inputs = ((d as { loss_fn_inputs?: Record<string, { data?: unknown }> }).loss_fn_inputs ?? {}) as Record<string, { data?: unknown }>;
+    const inputTokens = chunks.flatMap((c, j) =>
+      tokenList((c as { tokens?: unknown } | null)?.tokens, `${where}.model_input.chunks[${j}].tokens`),
+    );
+    const inputs = ((d as { loss_fn_inputs?: Record<string, { data?: unknown }> }).loss_fn_inputs ?? {}) as Record<
+      string,
+      { data?: unknown }
+    >;
     const tensor = (name: string, required: boolean): number[] | undefined => {
       const data = inputs[name]?.data;
       if (data === undefined && !required) return undefined;
-      if (!Array.isArray(data) || data.length !== inputTokens.length || !data.every((x) => typeof x === 'number' && Number.isFinite(x))) {
-        throw new BadRequest(`field "${where}.loss_fn_inputs.${name}.data" must be ${inputTokens.length} finite numbers`);
+      if (
+        !Array.isArray(data) ||
+        data.length !== inputTokens.length ||
+        !data.every((x) => typeof x === 'number' && Number.isFinite(x))
+      ) {
+        throw new BadRequest(
+          `field "${where}.loss_fn_inputs.${name}.data" must be ${inputTokens.length} finite numbers`,
+        );
       }
       return data as number[];
     };
     const targetTokens = tensor('target_tokens', true)!;
-    if (loss.kind === 'cross_entropy') return { inputTokens, targetTokens, weights: tensor('weights', false) ?? inputTokens.map(() => 1) };
-    return { inputTokens, targetTokens, weights: inputTokens.map(() => 1), samplingLogprobs: tensor('logprobs', true), advantages: tensor('advantages', true) };
+    if (loss.kind === 'cross_entropy')
+      return { inputTokens, targetTokens, weights: tensor('weights', false) ?? inputTokens.map(() => 1) };
+    return {
+      inputTokens,
+      targetTokens,
+      weights: inputTokens.map(() => 1),
+      samplingLogprobs: tensor('logprobs', true),
+      advantages: tensor('advantages', true),
+    };
   });
 }

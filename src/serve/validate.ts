@@ -22,7 +22,8 @@ export class Conflict extends ArborError {
 }
 
 export function tokenList(value: unknown, field: string): number[] {
-  if (!Array.isArray(value) || !value.every((t) => Number.isInteger(t) && t >= 0)) throw new BadRequest(`field "${field}" must be an array of token ids (non-negative integers)`);
+  if (!Array.isArray(value) || !value.every((t) => Number.isInteger(t) && t >= 0))
+    throw new BadRequest(`field "${field}" must be an array of token ids (non-negative integers)`);
   return value as number[];
 }
 
@@ -60,9 +61,17 @@ export class TooBusy extends ArborError {
 }
 
 /** An integer within [min, max], or a 400 naming the field and the bounds. */
-export function boundedInt(value: unknown, field: string, fallback: number, min: number, max: number, hint = ''): number {
+export function boundedInt(
+  value: unknown,
+  field: string,
+  fallback: number,
+  min: number,
+  max: number,
+  hint = '',
+): number {
   const v = optInt(value, field, fallback);
-  if (v < min || v > max) throw new BadRequest(`field "${field}" must be an integer in [${min}, ${max}]${hint}, got ${v}`);
+  if (v < min || v > max)
+    throw new BadRequest(`field "${field}" must be an integer in [${min}, ${max}]${hint}, got ${v}`);
   return v;
 }
 
@@ -96,13 +105,19 @@ export function errorStatus(error: unknown): number {
 
 /** vLLM's error `type` per status (ErrorInfo.type). */
 const VLLM_TYPES: Record<number, string> = {
-  400: 'BadRequestError', 404: 'NotFoundError', 409: 'ConflictError', 413: 'RequestTooLargeError',
-  429: 'TooManyRequestsError', 500: 'InternalServerError', 501: 'NotImplementedError',
+  400: 'BadRequestError',
+  404: 'NotFoundError',
+  409: 'ConflictError',
+  413: 'RequestTooLargeError',
+  429: 'TooManyRequestsError',
+  500: 'InternalServerError',
+  501: 'NotImplementedError',
 };
 
 /** vLLM's error body: the message, its type, the field at fault (`param`) where the message names one, the status. */
-export function vllmError(error: unknown):
-  { error: { message: string; type: string; param: string | null; code: number } } {
+export function vllmError(error: unknown): {
+  error: { message: string; type: string; param: string | null; code: number };
+} {
   const status = errorStatus(error);
   const message = (error as Error)?.message ?? String(error);
   const param = /^field "([A-Za-z_]+)/.exec(message)?.[1] ?? null;

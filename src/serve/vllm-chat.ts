@@ -48,8 +48,11 @@ interface ChatShape {
   topK: number;
 }
 
-export async function chatCompletion(host: ChatHost, b: Record<string, unknown>, signal?: AbortSignal):
-  Promise<ServeReply> {
+export async function chatCompletion(
+  host: ChatHost,
+  b: Record<string, unknown>,
+  signal?: AbortSignal,
+): Promise<ServeReply> {
   const target = host.target(b.model);
   const stream = optBool(b.stream, 'stream', false);
   if (b.stream_options !== undefined && b.stream_options !== null && !stream) {
@@ -58,8 +61,10 @@ export async function chatCompletion(host: ChatHost, b: Record<string, unknown>,
   const messages = chatMessages(b.messages);
   const ids = host.renderChat(b, messages);
   const logprobs = optBool(b.logprobs, 'logprobs', false);
-  const topK = b.top_logprobs === undefined || b.top_logprobs === null ? 0
-    : boundedInt(b.top_logprobs, 'top_logprobs', 0, 0, host.guard.limits.maxLogprobs);
+  const topK =
+    b.top_logprobs === undefined || b.top_logprobs === null
+      ? 0
+      : boundedInt(b.top_logprobs, 'top_logprobs', 0, 0, host.guard.limits.maxLogprobs);
   if (topK > 0 && !logprobs) {
     throw new BadRequest('field "top_logprobs": when using `top_logprobs`, `logprobs` must be set to true.');
   }
@@ -73,7 +78,7 @@ export async function chatCompletion(host: ChatHost, b: Record<string, unknown>,
   const g = host.generation(ids, s, maxTokens, logprobs ? topK : 0, { prompt: 'messages', maxTokens: field });
   const last = messages[messages.length - 1];
   const role = templateFields(b).addGenerationPrompt ? 'assistant' : last.role;
-  const echoed = optBool(b.echo, 'echo', false) && last.role === role ? last.content ?? '' : '';
+  const echoed = optBool(b.echo, 'echo', false) && last.role === role ? (last.content ?? '') : '';
   const name = logprobs ? host.tokenName(asIds) : undefined;
   const release = host.admit([g], `n × ${field} = ${s.n} × ${g.perContinuation}`);
   const id = `chatcmpl-${uid()}`;
@@ -89,8 +94,14 @@ export async function chatCompletion(host: ChatHost, b: Record<string, unknown>,
     const choices = out.choices.map((o, index) => ({
       index,
       message: {
-        role, content: echoed + o.text, refusal: null, annotations: null, audio: null, function_call: null,
-        tool_calls: [], reasoning: null,
+        role,
+        content: echoed + o.text,
+        refusal: null,
+        annotations: null,
+        audio: null,
+        function_call: null,
+        tool_calls: [],
+        reasoning: null,
       },
       logprobs: logprobsOf(chat, o),
       finish_reason: o.finishReason,
@@ -98,9 +109,17 @@ export async function chatCompletion(host: ChatHost, b: Record<string, unknown>,
       token_ids: returnIds ? o.tokens : null,
     }));
     const body = {
-      id: chat.id, object: 'chat.completion', created: chat.created, model: chat.model, choices, service_tier: null,
-      system_fingerprint: null, usage: wireUsage(out.usage, true), prompt_logprobs: null,
-      prompt_token_ids: returnIds ? ids : null, kv_transfer_params: null,
+      id: chat.id,
+      object: 'chat.completion',
+      created: chat.created,
+      model: chat.model,
+      choices,
+      service_tier: null,
+      system_fingerprint: null,
+      usage: wireUsage(out.usage, true),
+      prompt_logprobs: null,
+      prompt_token_ids: returnIds ? ids : null,
+      kv_transfer_params: null,
     };
     return { status: 200, body };
   } finally {
@@ -116,7 +135,12 @@ function logprobsOf(chat: ChatShape, o: ChoiceOutput | ChoiceDelta): { content: 
 
 /** SSE of a streamed chat completion. */
 async function* chatEvents(
-  host: ChatHost, sampler: Sampler, g: Generation, chat: ChatShape, includeUsage: boolean, release: () => void,
+  host: ChatHost,
+  sampler: Sampler,
+  g: Generation,
+  chat: ChatShape,
+  includeUsage: boolean,
+  release: () => void,
   signal?: AbortSignal,
 ): AsyncGenerator<string> {
   const head = { id: chat.id, object: 'chat.completion.chunk', created: chat.created, model: chat.model };

@@ -111,7 +111,11 @@ export function samplingFields(b: Record<string, unknown>, d: GenerationDefaults
  * the context leaves (vLLM's get_max_tokens); else an integer ≥ `min`.
  */
 export function maxTokensField(
-  value: unknown, field: string, absent: number | undefined, d: GenerationDefaults, min = 1,
+  value: unknown,
+  field: string,
+  absent: number | undefined,
+  d: GenerationDefaults,
+  min = 1,
 ): number {
   if (value === undefined && absent !== undefined) return absent;
   if (value === undefined || value === null) return d.maxNewTokens ?? Number.MAX_SAFE_INTEGER;
@@ -128,8 +132,11 @@ export interface PromptInput {
  * `prompt`: a string, a list of strings, a list of token ids or a list of token-id lists. Text goes
  * through `encode` (undefined: no tokenizer, a 400 with `noTokenizer`).
  */
-export function promptInputs(value: unknown, encode: ((text: string) => number[]) | undefined, noTokenizer: string):
-  PromptInput[] {
+export function promptInputs(
+  value: unknown,
+  encode: ((text: string) => number[]) | undefined,
+  noTokenizer: string,
+): PromptInput[] {
   const text = (t: string, field: string): PromptInput => {
     if (!encode) throw new BadRequest(noTokenizer);
     if (t === '') throw new BadRequest(`field "${field}" must not be empty (give at least one token)`);
@@ -154,13 +161,15 @@ function messageContent(value: unknown, field: string): string | null {
   if (value === undefined || value === null) return null;
   if (typeof value === 'string') return value;
   if (!Array.isArray(value)) throw new BadRequest(`field "${field}" must be a string, null or a list of content parts`);
-  return value.map((part, j) => {
-    const p = (part ?? {}) as { type?: unknown; text?: unknown };
-    if (p.type !== 'text' || typeof p.text !== 'string') {
-      throw new BadRequest(`field "${field}[${j}]": only {"type": "text", "text": ...} parts are supported`);
-    }
-    return p.text;
-  }).join('\n');
+  return value
+    .map((part, j) => {
+      const p = (part ?? {}) as { type?: unknown; text?: unknown };
+      if (p.type !== 'text' || typeof p.text !== 'string') {
+        throw new BadRequest(`field "${field}[${j}]": only {"type": "text", "text": ...} parts are supported`);
+      }
+      return p.text;
+    })
+    .join('\n');
 }
 
 /** `messages`: a non-empty list of {role, content, tool_calls?, tool_call_id?, name?, reasoning_content?}. */
@@ -225,8 +234,9 @@ export function templateFields(b: Record<string, unknown>): TemplateFields {
   }
   if (b.chat_template !== undefined && b.chat_template !== null) {
     // vLLM refuses a request's own template unless started with --trust-request-chat-template
-    const why = 'Chat template is passed with request, but --trust-request-chat-template is not set. '
-      + 'Refused request with untrusted chat template.';
+    const why =
+      'Chat template is passed with request, but --trust-request-chat-template is not set. ' +
+      'Refused request with untrusted chat template.';
     throw new BadRequest(`field "chat_template": ${why}`);
   }
   const kw = b.chat_template_kwargs;

@@ -26,7 +26,9 @@ export const uid = (): string => randomUUID().replace(/-/g, '');
  * [DONE]; `release` runs when the stream ends, whatever happened.
  */
 export async function* sseStream(
-  head: Record<string, unknown>, includeUsage: boolean, release: () => void,
+  head: Record<string, unknown>,
+  includeUsage: boolean,
+  release: () => void,
   body: (usage: SampleUsage) => AsyncGenerator<string>,
 ): AsyncGenerator<string> {
   const usage = emptyUsage();
@@ -59,19 +61,34 @@ export function wireUsage(u: SampleUsage, details: boolean): Record<string, unkn
   const w = usageToWire(u);
   const total = w.prompt_tokens + w.completion_tokens;
   const usage: Record<string, unknown> = {
-    prompt_tokens: w.prompt_tokens, total_tokens: total, completion_tokens: w.completion_tokens,
+    prompt_tokens: w.prompt_tokens,
+    total_tokens: total,
+    completion_tokens: w.completion_tokens,
   };
   if (details) usage.prompt_tokens_details = { cached_tokens: w.cached_tokens };
   return usage;
 }
 
 /** A /v1/models card (vLLM's ModelCard with one ModelPermission). */
-export function modelCard(id: string, root: string, parent: string | null, maxModelLen: number | null):
-  Record<string, unknown> {
+export function modelCard(
+  id: string,
+  root: string,
+  parent: string | null,
+  maxModelLen: number | null,
+): Record<string, unknown> {
   const permission = {
-    id: `modelperm-${uid()}`, object: 'model_permission', created: now(), allow_create_engine: false,
-    allow_sampling: true, allow_logprobs: true, allow_search_indices: false, allow_view: true,
-    allow_fine_tuning: false, organization: '*', group: null, is_blocking: false,
+    id: `modelperm-${uid()}`,
+    object: 'model_permission',
+    created: now(),
+    allow_create_engine: false,
+    allow_sampling: true,
+    allow_logprobs: true,
+    allow_search_indices: false,
+    allow_view: true,
+    allow_fine_tuning: false,
+    organization: '*',
+    group: null,
+    is_blocking: false,
   };
   const card = { id, object: 'model', created: now(), owned_by: 'arbor', root, parent, max_model_len: maxModelLen };
   return { ...card, permission: [permission] };

@@ -64,7 +64,10 @@ interface GenerationFields {
 
 /** A sampler that scores prompts (NanoSampler.scorePrompt): log p(token t | tokens < t), entry 0 null. */
 interface PromptScorer {
-  scorePrompt(tokens: number[], topK: number): {
+  scorePrompt(
+    tokens: number[],
+    topK: number,
+  ): {
     logprobs: Array<number | null>;
     top: Array<Array<[number, number]> | null>;
   };
@@ -124,8 +127,15 @@ export class VllmRoutes implements ChatHost {
     const eos = s.ignoreEos ? [] : this.o.defaults.eosIds.filter((id) => !s.stopTokenIds.includes(id));
     const stops = [...s.stopTokenIds, ...eos];
     const request: SampleRequest = {
-      tokens: ids, n: s.n, maxTokens, temperature: s.temperature, topP: s.topP, topK: s.topK, seed: s.seed,
-      stopTokens: stops.length ? stops : undefined, topLogprobs: k,
+      tokens: ids,
+      n: s.n,
+      maxTokens,
+      temperature: s.temperature,
+      topP: s.topP,
+      topK: s.topK,
+      seed: s.seed,
+      stopTokens: stops.length ? stops : undefined,
+      topLogprobs: k,
     };
     const perContinuation = this.o.guard.check(request, { ...fields, n: 'n' });
     const decode = this.textDecoder(s.skipSpecial);
@@ -150,8 +160,10 @@ export class VllmRoutes implements ChatHost {
       throw new BadRequest('field "stream_options": Stream options can only be defined when `stream=True`.');
     }
     const echo = optBool(b.echo, 'echo', false);
-    const k = b.logprobs === undefined || b.logprobs === null ? undefined
-      : boundedInt(b.logprobs, 'logprobs', 0, 0, this.limits.maxLogprobs);
+    const k =
+      b.logprobs === undefined || b.logprobs === null
+        ? undefined
+        : boundedInt(b.logprobs, 'logprobs', 0, 0, this.limits.maxLogprobs);
     const s = samplingFields(b, this.o.defaults.generation, this.limits.maxN);
     const asIds = optBool(b.return_tokens_as_token_ids, 'return_tokens_as_token_ids', false);
     const returnIds = optBool(b.return_token_ids, 'return_token_ids', false);
@@ -167,15 +179,24 @@ export class VllmRoutes implements ChatHost {
       const fields = { prompt: prompts.length > 1 ? `prompt[${i}]` : 'prompt', maxTokens: 'max_tokens' };
       return this.generation(p.ids, s, echoOnly ? 1 : maxTokens, k ?? 0, fields);
     });
-    const scored = echo && k !== undefined
-      ? gens.map((g) => this.scorer(target.sampler, g.request.tokens, k))
-      : undefined;
-    const what = gens.length === 1
-      ? `n × max_tokens = ${s.n} × ${gens[0].perContinuation}`
-      : `${gens.length} prompts × n = ${s.n}`;
+    const scored =
+      echo && k !== undefined ? gens.map((g) => this.scorer(target.sampler, g.request.tokens, k)) : undefined;
+    const what =
+      gens.length === 1
+        ? `n × max_tokens = ${s.n} × ${gens[0].perContinuation}`
+        : `${gens.length} prompts × n = ${s.n}`;
     const release = this.admit(gens, what);
     const c: CompletionShape = {
-      id: `cmpl-${uid()}`, created: now(), model: target.name, prompts, echo, echoOnly, returnIds, k, name, scored,
+      id: `cmpl-${uid()}`,
+      created: now(),
+      model: target.name,
+      prompts,
+      echo,
+      echoOnly,
+      returnIds,
+      k,
+      name,
+      scored,
       n: s.n,
     };
     if (stream) {
@@ -196,8 +217,15 @@ export class VllmRoutes implements ChatHost {
         }
       }
       const body = {
-        id: c.id, object: 'text_completion', created: c.created, model: c.model, choices, service_tier: null,
-        system_fingerprint: null, usage: wireUsage(usage, true), kv_transfer_params: null,
+        id: c.id,
+        object: 'text_completion',
+        created: c.created,
+        model: c.model,
+        choices,
+        service_tier: null,
+        system_fingerprint: null,
+        usage: wireUsage(usage, true),
+        kv_transfer_params: null,
       };
       return { status: 200, body };
     } finally {
@@ -211,23 +239,28 @@ export class VllmRoutes implements ChatHost {
       const why = 'echo with logprobs needs the embedded engine (this sampler cannot score prompts)';
       throw new BadRequest(`field "echo": ${why}`);
     }
-    return () => this.o.guard.gate.shared(async () => {
-      const r = (sampler as unknown as PromptScorer).scorePrompt(ids, k);
-      return ids.map((id, t) => ({ id, logprob: r.logprobs[t], top: r.top[t] }));
-    });
+    return () =>
+      this.o.guard.gate.shared(async () => {
+        const r = (sampler as unknown as PromptScorer).scorePrompt(ids, k);
+        return ids.map((id, t) => ({ id, logprob: r.logprobs[t], top: r.top[t] }));
+      });
   }
 
   /** One choice of a completions reply, or of a streamed chunk (`echoNow`: this chunk carries the echo). */
   private completionChoice(
-    c: CompletionShape, prompt: number, o: ChoiceOutput | ChoiceDelta, promptEntries?: LogprobEntry[],
-    echoNow = c.echo, offset = 0,
+    c: CompletionShape,
+    prompt: number,
+    o: ChoiceOutput | ChoiceDelta,
+    promptEntries?: LogprobEntry[],
+    echoNow = c.echo,
+    offset = 0,
   ) {
     const p = c.prompts[prompt];
     let text = o.text;
     let entries: LogprobEntry[] = o.tokens.map((id, t) => ({ id, logprob: o.logprobs[t], top: o.top?.[t] ?? [] }));
     if (echoNow) {
       // vLLM: the echoed text is the prompt as given (or decoded); none with return_token_ids
-      const promptText = c.returnIds ? '' : p.text ?? this.textDecoder(false)?.(p.ids) ?? '';
+      const promptText = c.returnIds ? '' : (p.text ?? this.textDecoder(false)?.(p.ids) ?? '');
       const promptLog = promptEntries ?? p.ids.map((id) => ({ id, logprob: null, top: null }));
       text = c.echoOnly ? promptText : promptText + o.text;
       entries = c.echoOnly ? promptLog : [...promptLog, ...entries];
@@ -245,7 +278,11 @@ export class VllmRoutes implements ChatHost {
 
   /** SSE of a streamed completion: one chunk per continuation per segment, the usage chunk, [DONE]. */
   private async *completionEvents(
-    sampler: Sampler, gens: Generation[], c: CompletionShape, includeUsage: boolean, release: () => void,
+    sampler: Sampler,
+    gens: Generation[],
+    c: CompletionShape,
+    includeUsage: boolean,
+    release: () => void,
     signal?: AbortSignal,
   ): AsyncGenerator<string> {
     const head = { id: c.id, object: 'text_completion', created: c.created, model: c.model };

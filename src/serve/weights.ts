@@ -16,27 +16,30 @@ import type { ParamArena } from '../engine/nano/params.js';
 import { BadRequest } from './validate.js';
 
 /** The one message for a path that is outside the roots, missing, or not a checkpoint directory. */
-export const NOT_LOADABLE = 'field "model_path": no loadable checkpoint at that path inside the allowed weight roots (--weights-root)';
+export const NOT_LOADABLE =
+  'field "model_path": no loadable checkpoint at that path inside the allowed weight roots (--weights-root)';
 
 /** Resolve `path` to a checkpoint directory inside one of `roots` (real paths), or throw the one 400. */
 export function resolveWeightsPath(path: unknown, roots: readonly string[]): { dir: string; file: string } {
-  if (typeof path !== 'string' || path.length === 0 || path.length > 4096) throw new BadRequest('field "model_path" must be a non-empty string (at most 4096 characters)');
+  if (typeof path !== 'string' || path.length === 0 || path.length > 4096)
+    throw new BadRequest('field "model_path" must be a non-empty string (at most 4096 characters)');
   try {
     if (path.includes('\0')) throw new Error('NUL');
     const dir = realpathSync(resolve(path));
     if (!statSync(dir).isDirectory()) throw new Error('not a directory');
     const file = realpathSync(join(dir, 'model.safetensors'));
     if (!statSync(file).isFile()) throw new Error('not a file');
-    const inside = (p: string) => roots.some((root) => {
-      let r: string;
-      try {
-        r = realpathSync(resolve(root));
-      } catch {
-        return false;
-      }
-      const rel = relative(r, p);
-      return rel === '' || (!rel.startsWith('..') && !isAbsolute(rel));
-    });
+    const inside = (p: string) =>
+      roots.some((root) => {
+        let r: string;
+        try {
+          r = realpathSync(resolve(root));
+        } catch {
+          return false;
+        }
+        const rel = relative(r, p);
+        return rel === '' || (!rel.startsWith('..') && !isAbsolute(rel));
+      });
     if (!inside(dir) || !inside(file)) throw new Error('outside');
     return { dir, file };
   } catch {
@@ -48,16 +51,28 @@ export function resolveWeightsPath(path: unknown, roots: readonly string[]): { d
 export function validateTensors(arena: ParamArena, tensors: Record<string, Tensor>, shown: string): void {
   const expected = new Set(arena.specs.map((s) => s.name));
   for (const name of Object.keys(tensors)) {
-    if (!expected.has(name)) throw new BadRequest(`field "model_path": ${shown} has tensor ${JSON.stringify(name)}, which the served model does not have (another architecture?)`);
+    if (!expected.has(name))
+      throw new BadRequest(
+        `field "model_path": ${shown} has tensor ${JSON.stringify(name)}, which the served model does not have (another architecture?)`,
+      );
   }
   for (const s of arena.specs) {
     const t = tensors[s.name];
     if (!t) throw new BadRequest(`field "model_path": ${shown} lacks tensor ${s.name}`);
-    if (!Array.isArray(t.shape) || t.shape.join(',') !== s.shape.join(',')) throw new BadRequest(`field "model_path": ${shown}: tensor ${s.name} has shape [${t.shape}], the served model has [${s.shape}]`);
-    if (t.data.length !== arena.get(s.name).length) throw new BadRequest(`field "model_path": ${shown}: tensor ${s.name} has ${t.data.length} values, expected ${arena.get(s.name).length}`);
+    if (!Array.isArray(t.shape) || t.shape.join(',') !== s.shape.join(','))
+      throw new BadRequest(
+        `field "model_path": ${shown}: tensor ${s.name} has shape [${t.shape}], the served model has [${s.shape}]`,
+      );
+    if (t.data.length !== arena.get(s.name).length)
+      throw new BadRequest(
+        `field "model_path": ${shown}: tensor ${s.name} has ${t.data.length} values, expected ${arena.get(s.name).length}`,
+      );
     let bad = 0;
     for (let i = 0; i < t.data.length; i++) if (!Number.isFinite(t.data[i])) bad++;
-    if (bad) throw new BadRequest(`field "model_path": ${shown}: tensor ${s.name} has ${bad} of ${t.data.length} values NaN or infinite; refusing to load it`);
+    if (bad)
+      throw new BadRequest(
+        `field "model_path": ${shown}: tensor ${s.name} has ${bad} of ${t.data.length} values NaN or infinite; refusing to load it`,
+      );
   }
 }
 
@@ -66,7 +81,10 @@ export function validateTensors(arena: ParamArena, tensors: Record<string, Tenso
  * whole checkpoint (nothing is changed yet) and returns `commit`, which copies every tensor in one
  * synchronous step and returns the new weight version.
  */
-export function nanoWeightLoader(model: { params: ParamArena; weightVersion: number }): (dir: string, file: string, asGiven?: string) => Promise<() => number> {
+export function nanoWeightLoader(model: {
+  params: ParamArena;
+  weightVersion: number;
+}): (dir: string, file: string, asGiven?: string) => Promise<() => number> {
   return async (dir, file, asGiven) => {
     // errors name the path as the client gave it (nothing of the machine's layout beyond that)
     const shown = (asGiven ?? dir).replace(/\/+$/, '');

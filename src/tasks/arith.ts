@@ -33,7 +33,12 @@ export interface ArithOptions {
  * addition "x+y+c=ss" (two-digit column sum), subtraction "x-y-b=rB" (digit r, borrow-out B),
  * multiplication "x*y+c=ss" (two-digit column value).
  */
-export function arithSolution(a: number, op: string, b: number, options: { dropCarries?: boolean } = {}): { scratch: string; answer: number } {
+export function arithSolution(
+  a: number,
+  op: string,
+  b: number,
+  options: { dropCarries?: boolean } = {},
+): { scratch: string; answer: number } {
   if (options.dropCarries) return carelessSolution(a, op, b);
   const da = String(a).split('').reverse().map(Number);
   const db = String(b).split('').reverse().map(Number);
@@ -43,7 +48,9 @@ export function arithSolution(a: number, op: string, b: number, options: { dropC
     let carry = 0;
     const n = Math.max(da.length, db.length);
     for (let i = 0; i < n; i++) {
-      const x = da[i] ?? 0, y = db[i] ?? 0, s = x + y + carry;
+      const x = da[i] ?? 0,
+        y = db[i] ?? 0,
+        s = x + y + carry;
       steps.push(`${x}+${y}+${carry}=${two(s)}`);
       carry = s >= 10 ? 1 : 0;
     }
@@ -52,7 +59,9 @@ export function arithSolution(a: number, op: string, b: number, options: { dropC
   if (op === '-') {
     let borrow = 0;
     for (let i = 0; i < da.length; i++) {
-      const x = da[i], y = db[i] ?? 0, borrowIn = borrow;
+      const x = da[i],
+        y = db[i] ?? 0,
+        borrowIn = borrow;
       let r = x - y - borrowIn;
       borrow = r < 0 ? 1 : 0;
       if (r < 0) r += 10;
@@ -84,7 +93,7 @@ function carelessSolution(a: number, op: string, b: number): { scratch: string; 
   const n = op === '+' ? Math.max(da.length, db.length) : da.length;
   for (let i = 0; i < n; i++) {
     const x = da[i] ?? 0;
-    const y = op === '*' ? b : db[i] ?? 0;
+    const y = op === '*' ? b : (db[i] ?? 0);
     if (op === '-') {
       const r = x - y < 0 ? x - y + 10 : x - y;
       steps.push(`${x}-${y}-0=${r}${x - y < 0 ? 1 : 0}`);
@@ -144,7 +153,13 @@ export function arithTask(options: ArithOptions = {}): Task {
     // the careless teacher is chosen by a hash of the problem, so items and their order do not change
     const careless = teacherErrorRate > 0 && hashString(`teacher/${prompt}`) / 4294967296 < teacherErrorRate;
     const shown = careless ? arithSolution(a, op, b, { dropCarries: true }) : { scratch, answer };
-    return { id: prompt, prompt, answer: String(answer), demonstration: `${shown.scratch};${shown.answer}`, difficulty: d };
+    return {
+      id: prompt,
+      prompt,
+      answer: String(answer),
+      demonstration: `${shown.scratch};${shown.answer}`,
+      difficulty: d,
+    };
   };
   return {
     name: 'arith',

@@ -52,8 +52,10 @@ export function calculatorTask(options: CalculatorTaskOptions = {}): MultiTurnTa
   const [minB, maxB] = [options.minDigitsB ?? 1, options.maxDigitsB ?? 4];
   const demoToolRate = options.demoToolRate ?? 0.5;
   const toolCost = options.toolCost ?? 0;
-  if (minA > maxA) throw new ConfigError(`task.options.minDigitsA: ${minA} is above maxDigitsA ${maxA}`, 'task.options.minDigitsA');
-  if (minB > maxB) throw new ConfigError(`task.options.minDigitsB: ${minB} is above maxDigitsB ${maxB}`, 'task.options.minDigitsB');
+  if (minA > maxA)
+    throw new ConfigError(`task.options.minDigitsA: ${minA} is above maxDigitsA ${maxA}`, 'task.options.minDigitsA');
+  if (minB > maxB)
+    throw new ConfigError(`task.options.minDigitsB: ${minB} is above maxDigitsB ${maxB}`, 'task.options.minDigitsB');
   const reward: RewardFunction = {
     name: 'correct',
     async score({ response, item, episode }): Promise<RewardResult> {
@@ -61,7 +63,11 @@ export function calculatorTask(options: CalculatorTaskOptions = {}): MultiTurnTa
       const correct = /^-?\d+$/.test(answer) && String(Number(answer)) === item.answer ? 1 : 0;
       const calls = episode?.toolCalls ?? countCalls(response);
       const cost = toolCost * calls;
-      return { reward: correct - cost, components: { correct, toolCost: -cost }, info: { extracted: answer, toolCalls: calls } };
+      return {
+        reward: correct - cost,
+        components: { correct, toolCost: -cost },
+        info: { extracted: answer, toolCalls: calls },
+      };
     },
   };
   const demonstrationTurns = (item: TaskItem): DemoSegment[] => {

@@ -39,7 +39,8 @@ export function checkCountdown(expression: string, numbers: number[], target: nu
     pool.splice(i, 1);
   }
   if (useAll && pool.length) return { correct: false, wellFormed: true, reason: `unused numbers ${pool.join(',')}` };
-  if (r.den !== 1n || r.num !== BigInt(target)) return { correct: false, wellFormed: true, reason: `value ${r.num}/${r.den} ≠ ${target}` };
+  if (r.den !== 1n || r.num !== BigInt(target))
+    return { correct: false, wellFormed: true, reason: `value ${r.num}/${r.den} ≠ ${target}` };
   return { correct: true, wellFormed: true, reason: 'ok' };
 }
 
@@ -56,7 +57,10 @@ function buildExpression(rng: Rng, numbers: number[]): { text: string; value: nu
   let lastOp = '';
   for (let i = 1; i < numbers.length; i++) {
     const n = numbers[i];
-    const options: Array<['+' | '-' | '*' | '/', number]> = [['+', value + n], ['*', value * n]];
+    const options: Array<['+' | '-' | '*' | '/', number]> = [
+      ['+', value + n],
+      ['*', value * n],
+    ];
     if (value - n > 0) options.push(['-', value - n]);
     if (n > 1 && value % n === 0) options.push(['/', value / n]);
     const [op, v] = options[rng.int(options.length)];
@@ -87,7 +91,13 @@ export function countdownTask(options: CountdownOptions = {}): Task {
     const built = buildExpression(rng, order);
     if (!built) return null;
     const prompt = `${numbers.join(' ')} -> ${built.value}:`;
-    return { id: prompt, prompt, answer: String(built.value), demonstration: built.text, meta: { numbers, target: built.value } };
+    return {
+      id: prompt,
+      prompt,
+      answer: String(built.value),
+      demonstration: built.text,
+      meta: { numbers, target: built.value },
+    };
   };
   return {
     name: 'countdown',

@@ -100,7 +100,10 @@ export function evaluateExpression(text: string): ExprResult {
     for (let t = peek(); t && t.kind === 'op' && (t.value === '+' || t.value === '-'); t = peek()) {
       pos++;
       const r = product(depth);
-      v = t.value === '+' ? make(v.num * r.den + r.num * v.den, v.den * r.den) : make(v.num * r.den - r.num * v.den, v.den * r.den);
+      v =
+        t.value === '+'
+          ? make(v.num * r.den + r.num * v.den, v.den * r.den)
+          : make(v.num * r.den - r.num * v.den, v.den * r.den);
     }
     return v;
   };

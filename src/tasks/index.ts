@@ -23,15 +23,39 @@ export { evaluateExpression } from './expression.js';
 export { calculatorTask, extractFinalAnswer, type MultiTurnTask } from './calculator.js';
 export { kvTask, replayKv } from './kv.js';
 export * from './datasets/index.js';
-export { componentOf, componentOfId, mixComponentSchema, mixLabels, mixSchema, mixTask, type MixComponent } from './mix.js';
+export {
+  componentOf,
+  componentOfId,
+  mixComponentSchema,
+  mixLabels,
+  mixSchema,
+  mixTask,
+  type MixComponent,
+} from './mix.js';
 
 const arithOptions = z
   .object({
     digits: z.number().int().min(1).max(9).default(3).describe('maximum digits of the first operand'),
     minDigits: z.number().int().min(1).max(9).default(1).describe('minimum digits of the first operand'),
-    ops: z.array(z.enum(['+', '-', '*'])).min(1).default(['+', '-', '*']).describe('operators'),
-    digitsDistribution: z.enum(['uniform', 'geometric']).default('uniform').describe('how digits are drawn from minDigits..digits: uniform, or geometric (P ∝ 2^−(d−minDigits): mostly short problems with a long tail of long ones)'),
-    teacherErrorRate: z.number().min(0).max(1).default(0).describe('fraction of SFT demonstrations from a careless teacher that drops carries and borrows (answers and the verifier stay exact)'),
+    ops: z
+      .array(z.enum(['+', '-', '*']))
+      .min(1)
+      .default(['+', '-', '*'])
+      .describe('operators'),
+    digitsDistribution: z
+      .enum(['uniform', 'geometric'])
+      .default('uniform')
+      .describe(
+        'how digits are drawn from minDigits..digits: uniform, or geometric (P ∝ 2^−(d−minDigits): mostly short problems with a long tail of long ones)',
+      ),
+    teacherErrorRate: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(0)
+      .describe(
+        'fraction of SFT demonstrations from a careless teacher that drops carries and borrows (answers and the verifier stay exact)',
+      ),
   })
   .strict();
 
@@ -59,21 +83,39 @@ const datasetOptions = z
     format: z.enum(['jsonl', 'parquet']).optional().describe('file format (default: from the extension)'),
     fields: fieldsSchema.default({}).describe('which columns are the prompt, the answer and the id'),
     template: z.string().default('{prompt}').describe('prompt template: {prompt} or any {column}'),
-    answerFrom: z.enum(['field', 'solution']).default('field').describe("'field': the answer column is the answer; 'solution': extract it (####, \\boxed{}, 'The answer is')"),
+    answerFrom: z
+      .enum(['field', 'solution'])
+      .default('field')
+      .describe("'field': the answer column is the answer; 'solution': extract it (####, \\boxed{}, 'The answer is')"),
     verifier: z.enum(['math', 'exact', 'numeric']).default('math').describe('how responses are checked'),
-    testFraction: z.number().min(0).max(1).default(0.1).describe('test share when there is a single file (1 = evaluation-only)'),
+    testFraction: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(0.1)
+      .describe('test share when there is a single file (1 = evaluation-only)'),
   })
   .strict();
 
 const gsm8kOptions = z
   .object({
-    dataDir: z.string().optional().describe('directory with gsm8k/{train,test}.jsonl (default: $ARBOR_DATA_DIR or ../shared/data)'),
+    dataDir: z
+      .string()
+      .optional()
+      .describe('directory with gsm8k/{train,test}.jsonl (default: $ARBOR_DATA_DIR or ../shared/data)'),
     template: z.string().optional().describe('prompt template ({prompt} = the question)'),
   })
   .strict();
 
 const math500Options = gsm8kOptions
-  .extend({ testFraction: z.number().gt(0).max(1).default(1).describe('share of the 500 problems in the test split (1 = evaluation only)') })
+  .extend({
+    testFraction: z
+      .number()
+      .gt(0)
+      .max(1)
+      .default(1)
+      .describe('share of the 500 problems in the test split (1 = evaluation only)'),
+  })
   .strict();
 
 const calculatorOptions = z
@@ -82,16 +124,31 @@ const calculatorOptions = z
     maxDigitsA: z.number().int().min(1).max(9).default(4).describe('maximum digits of the first factor'),
     minDigitsB: z.number().int().min(1).max(9).default(1).describe('minimum digits of the second factor'),
     maxDigitsB: z.number().int().min(1).max(9).default(4).describe('maximum digits of the second factor'),
-    demoToolRate: z.number().min(0).max(1).default(0.5).describe('share of SFT demonstrations that call the calc tool (the rest answer directly)'),
+    demoToolRate: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(0.5)
+      .describe('share of SFT demonstrations that call the calc tool (the rest answer directly)'),
     toolCost: z.number().min(0).max(1).default(0).describe('reward subtracted per tool call'),
   })
   .strict();
 
 const kvOptions = z
   .object({
-    storeSize: z.number().int().min(2).max(25).default(4).describe('keys in the store (the two operands and distractors)'),
+    storeSize: z
+      .number()
+      .int()
+      .min(2)
+      .max(25)
+      .default(4)
+      .describe('keys in the store (the two operands and distractors)'),
     maxValue: z.number().int().min(1).max(1_000_000).default(50).describe('store values are drawn from 0..maxValue'),
-    ops: z.array(z.enum(['+', '-', '*'])).min(1).default(['+']).describe('goal operators (c=a+b, c=a-b, c=a*b)'),
+    ops: z
+      .array(z.enum(['+', '-', '*']))
+      .min(1)
+      .default(['+'])
+      .describe('goal operators (c=a+b, c=a-b, c=a*b)'),
   })
   .strict();
 
@@ -105,22 +162,30 @@ const registry: Record<string, Builder> = {
   calculator: { schema: calculatorOptions, build: (o: z.infer<typeof calculatorOptions>) => calculatorTask(o) },
   kv: { schema: kvOptions, build: (o: z.infer<typeof kvOptions>) => kvTask(o) },
   // `task: { mix: [...] }` (run/config.ts) resolves to name "mix" with the components as options
-  mix: { schema: z.object({ components: mixSchema }).strict(), build: (o: { components: z.infer<typeof mixSchema> }) => buildMix(o.components) },
+  mix: {
+    schema: z.object({ components: mixSchema }).strict(),
+    build: (o: { components: z.infer<typeof mixSchema> }) => buildMix(o.components),
+  },
 };
 
 /** The mixed task of `task.mix`: each component built by name, its errors keyed `task.mix.<i>.…`. */
 function buildMix(components: z.infer<typeof mixSchema>): Task {
   const labels = mixLabels(components);
-  return mixTask(components.map((c, i) => {
-    if (c.name === 'mix') throw new ConfigError(`task.mix.${i}.name: a mix cannot contain a mix`, `task.mix.${i}.name`);
-    try {
-      return { label: labels[i], weight: c.weight, task: getTask(c.name, c.options) };
-    } catch (error) {
-      if (!(error instanceof ConfigError)) throw error;
-      const key = (error.path ?? 'task.options').replace(/^task\./, `task.mix.${i}.`);
-      throw new ConfigError(`${key}: ${error.message.replace(/^task\.[\w.]+: /, '')}`, key, error.file, { cause: error });
-    }
-  }));
+  return mixTask(
+    components.map((c, i) => {
+      if (c.name === 'mix')
+        throw new ConfigError(`task.mix.${i}.name: a mix cannot contain a mix`, `task.mix.${i}.name`);
+      try {
+        return { label: labels[i], weight: c.weight, task: getTask(c.name, c.options) };
+      } catch (error) {
+        if (!(error instanceof ConfigError)) throw error;
+        const key = (error.path ?? 'task.options').replace(/^task\./, `task.mix.${i}.`);
+        throw new ConfigError(`${key}: ${error.message.replace(/^task\.[\w.]+: /, '')}`, key, error.file, {
+          cause: error,
+        });
+      }
+    }),
+  );
 }
 
 /** Register an extra task family (e.g. dataset-backed tasks) under `name`. */
@@ -142,7 +207,8 @@ export function getTask(name: string, options: unknown = {}): Task {
     throw new ConfigError('task.module: a user task module loads asynchronously: use taskFromConfig', 'task.module');
   }
   const entry = registry[name];
-  if (!entry) throw new ConfigError(`task.name: unknown task "${name}" (known: ${knownTasks().join(', ')})`, 'task.name');
+  if (!entry)
+    throw new ConfigError(`task.name: unknown task "${name}" (known: ${knownTasks().join(', ')})`, 'task.name');
   const parsed = entry.schema.safeParse(options ?? {});
   if (!parsed.success) {
     throw configErrorFromIssue('task.options', parsed.error.issues[0]);
@@ -165,7 +231,12 @@ export async function taskFromConfig(spec: TaskSpec, options: { prepare?: boolea
     await task.prepare?.();
   } catch (cause) {
     if (!spec.module || cause instanceof ConfigError || cause instanceof DataError) throw cause;
-    throw new ConfigError(`task.module: ${spec.module}: prepare() threw: ${messageOf(cause)}`, 'task.module', spec.module, { cause });
+    throw new ConfigError(
+      `task.module: ${spec.module}: prepare() threw: ${messageOf(cause)}`,
+      'task.module',
+      spec.module,
+      { cause },
+    );
   }
   return task;
 }
@@ -180,7 +251,13 @@ async function loadTaskModule(file: string, options: Record<string, unknown>): P
   checkShape(task, 'task (defineTask)', file, 'task.module', [
     ['name', (t) => typeof t.name === 'string' && t.name.length > 0],
     ['makeItems', (t) => isFunction(t.makeItems)],
-    ['reward', (t) => !!t.reward && typeof (t.reward as { name?: unknown }).name === 'string' && isFunction((t.reward as { score?: unknown }).score)],
+    [
+      'reward',
+      (t) =>
+        !!t.reward &&
+        typeof (t.reward as { name?: unknown }).name === 'string' &&
+        isFunction((t.reward as { score?: unknown }).score),
+    ],
     ['demonstration', (t) => isFunction(t.demonstration)],
     ['extractAnswer', (t) => optionalFunction(t.extractAnswer)],
     ['demonstrationTurns', (t) => optionalFunction(t.demonstrationTurns)],
@@ -196,14 +273,21 @@ function messageOf(error: unknown): string {
 
 /** The user's task with its calls checked: a throw or a malformed item names the module and the call. */
 function guardedTask(task: Task, file: string): Task {
-  const guard = <A extends unknown[], R>(name: string, fn: (...args: A) => R, what: (...args: A) => string) => (...args: A): R => {
-    try {
-      return fn.apply(task, args);
-    } catch (cause) {
-      if (cause instanceof ConfigError || cause instanceof DataError) throw cause;
-      throw new ConfigError(`task.module: ${file}: ${name}(${what(...args)}) threw: ${messageOf(cause)}`, 'task.module', file, { cause });
-    }
-  };
+  const guard =
+    <A extends unknown[], R>(name: string, fn: (...args: A) => R, what: (...args: A) => string) =>
+    (...args: A): R => {
+      try {
+        return fn.apply(task, args);
+      } catch (cause) {
+        if (cause instanceof ConfigError || cause instanceof DataError) throw cause;
+        throw new ConfigError(
+          `task.module: ${file}: ${name}(${what(...args)}) threw: ${messageOf(cause)}`,
+          'task.module',
+          file,
+          { cause },
+        );
+      }
+    };
   const turns = (task as { demonstrationTurns?: (item: TaskItem) => unknown }).demonstrationTurns;
   return {
     name: task.name,
@@ -212,12 +296,22 @@ function guardedTask(task: Task, file: string): Task {
     ...(task.extractAnswer ? { extractAnswer: task.extractAnswer.bind(task) } : {}),
     ...(task.prepare ? { prepare: task.prepare.bind(task) } : {}),
     makeItems: (split, count, seed) => {
-      const items = guard('makeItems', task.makeItems, (sp, c, s) => `${JSON.stringify(sp)}, ${c}, ${s}`)(split, count, seed);
+      const items = guard('makeItems', task.makeItems, (sp, c, s) => `${JSON.stringify(sp)}, ${c}, ${s}`)(
+        split,
+        count,
+        seed,
+      );
       return checkItems(items, file, split);
     },
     demonstration: guard('demonstration', task.demonstration, (item) => `item ${JSON.stringify(item.id)}`),
-    ...(turns ? { demonstrationTurns: guard('demonstrationTurns', turns, (item: TaskItem) => `item ${JSON.stringify(item.id)}`) } : {}),
-    ...(task.transcript ? { transcript: guard('transcript', task.transcript, (item) => `item ${JSON.stringify(item.id)}`) } : {}),
+    ...(turns
+      ? {
+          demonstrationTurns: guard('demonstrationTurns', turns, (item: TaskItem) => `item ${JSON.stringify(item.id)}`),
+        }
+      : {}),
+    ...(task.transcript
+      ? { transcript: guard('transcript', task.transcript, (item) => `item ${JSON.stringify(item.id)}`) }
+      : {}),
   };
 }
 
@@ -228,9 +322,16 @@ function checkItems(items: unknown, file: string, split: string): TaskItem[] {
   const seen = new Set<string>();
   items.forEach((item: Record<string, unknown> | null, i) => {
     for (const field of ['id', 'prompt', 'answer']) {
-      if (typeof item?.[field] !== 'string') throw new DataError(`${where}: item ${i}: "${field}" must be a string (got ${typeof item?.[field]})`, file, undefined, field);
+      if (typeof item?.[field] !== 'string')
+        throw new DataError(
+          `${where}: item ${i}: "${field}" must be a string (got ${typeof item?.[field]})`,
+          file,
+          undefined,
+          field,
+        );
     }
-    if (seen.has(item!.id as string)) throw new DataError(`${where}: item ${i}: id ${JSON.stringify(item!.id)} is not unique`, file, undefined, 'id');
+    if (seen.has(item!.id as string))
+      throw new DataError(`${where}: item ${i}: id ${JSON.stringify(item!.id)} is not unique`, file, undefined, 'id');
     seen.add(item!.id as string);
   });
   return items as TaskItem[];

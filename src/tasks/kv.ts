@@ -32,7 +32,10 @@ const toolset = new Toolset(kvTools);
  * Replay the executed calls of an arbor transcript on the item's initial store; the final store.
  * The last turn's calls never ran (an executed turn is followed by its observation), so they are skipped.
  */
-export async function replayKv(item: TaskItem, transcript: string): Promise<{ store: Record<string, number>; calls: number }> {
+export async function replayKv(
+  item: TaskItem,
+  transcript: string,
+): Promise<{ store: Record<string, number>; calls: number }> {
   const state: KvState = { store: { ...kvMeta(item).store } };
   let calls = 0;
   for (const turn of arborPolicyTurns(transcript).slice(0, -1)) {
@@ -48,7 +51,8 @@ function kvDemonstration(item: TaskItem): DemoSegment[] {
   const { store, goal } = kvMeta(item);
   if (!goal) return [];
   const value = kvGoalValue(store, goal);
-  const obs = (...contents: string[]) => arborObservationText(contents.map((content) => ({ name: 'get', content, isError: false })));
+  const obs = (...contents: string[]) =>
+    arborObservationText(contents.map((content) => ({ name: 'get', content, isError: false })));
   return [
     { text: `@get(${goal.left})@get(${goal.right})`, role: 'policy' },
     { text: obs(String(store[goal.left]), String(store[goal.right])), role: 'env' },
@@ -66,7 +70,9 @@ function makeKvItem(rng: Rng, storeSize: number, maxValue: number, ops: KvOp[]):
   const [left, right] = keys;
   const goal: KvGoal = { target, left, op: ops[rng.int(ops.length)], right };
   const prompt = `${target}=${left}${goal.op}${right}\n`;
-  const id = `${prompt.trim()}|${Object.entries(store).map(([k, v]) => `${k}${v}`).join(',')}`;
+  const id = `${prompt.trim()}|${Object.entries(store)
+    .map(([k, v]) => `${k}${v}`)
+    .join(',')}`;
   return { id, prompt, answer: String(kvGoalValue(store, goal)), difficulty: storeSize, meta: { store, goal } };
 }
 
@@ -80,7 +86,11 @@ export function kvTask(options: KvTaskOptions = {}): MultiTurnTask {
       const { store, goal } = kvMeta(item);
       const final = await replayKv(item, episode?.transcript ?? response);
       const holds = goal ? kvGoalHolds(store, final.store, goal) : false;
-      return { reward: holds ? 1 : 0, components: { goal: holds ? 1 : 0 }, info: { toolCalls: final.calls, final: final.store[goal?.target ?? ''] } };
+      return {
+        reward: holds ? 1 : 0,
+        components: { goal: holds ? 1 : 0 },
+        info: { toolCalls: final.calls, final: final.store[goal?.target ?? ''] },
+      };
     },
   };
   return {

@@ -16,15 +16,29 @@ import type { Split, Task } from './types.js';
 
 export const mixComponentSchema = z
   .object({
-    name: z.string().min(1).describe('the component\'s built-in task (arith, countdown, ...)'),
-    options: z.record(z.unknown()).default({}).describe('the component task\'s options'),
-    weight: z.number().gt(0).max(1e6).default(1).describe('the component\'s share of the train and test items (relative to the other components)'),
-    label: z.string().regex(/^[A-Za-z0-9_.-]+$/).max(64).optional().describe('the component\'s name in item ids and metrics (default: the task name, with _2, _3... for repeats)'),
+    name: z.string().min(1).describe("the component's built-in task (arith, countdown, ...)"),
+    options: z.record(z.unknown()).default({}).describe("the component task's options"),
+    weight: z
+      .number()
+      .gt(0)
+      .max(1e6)
+      .default(1)
+      .describe("the component's share of the train and test items (relative to the other components)"),
+    label: z
+      .string()
+      .regex(/^[A-Za-z0-9_.-]+$/)
+      .max(64)
+      .optional()
+      .describe("the component's name in item ids and metrics (default: the task name, with _2, _3... for repeats)"),
   })
   .strict();
 export type MixComponentOptions = z.infer<typeof mixComponentSchema>;
 
-export const mixSchema = z.array(mixComponentSchema).min(1).max(64).describe('a task mixture: the union of the components\' items, ids prefixed by the component');
+export const mixSchema = z
+  .array(mixComponentSchema)
+  .min(1)
+  .max(64)
+  .describe("a task mixture: the union of the components' items, ids prefixed by the component");
 
 export interface MixComponent {
   label: string;
@@ -55,7 +69,11 @@ export function mixLabels(components: Array<{ name: string; label?: string }>): 
       seen.set(c.name, n);
       label = n === 1 ? c.name : `${c.name}_${n}`;
     }
-    if (labels.includes(label)) throw new ConfigError(`task.mix.${i}.label: "${label}" names two components (give each a distinct label)`, `task.mix.${i}.label`);
+    if (labels.includes(label))
+      throw new ConfigError(
+        `task.mix.${i}.label: "${label}" names two components (give each a distinct label)`,
+        `task.mix.${i}.label`,
+      );
     labels.push(label);
   });
   return labels;
@@ -77,7 +95,11 @@ export function mixTask(components: MixComponent[]): Task {
   const owner = (item: TaskItem): MixComponent => {
     const label = componentOf(item);
     const c = label === undefined ? undefined : byLabel.get(label);
-    if (!c) throw new ConfigError(`task.mix: item ${item.id} names no component of the mix (meta.component ${JSON.stringify(label)}; components: ${[...byLabel.keys()].join(', ')})`, 'task.mix');
+    if (!c)
+      throw new ConfigError(
+        `task.mix: item ${item.id} names no component of the mix (meta.component ${JSON.stringify(label)}; components: ${[...byLabel.keys()].join(', ')})`,
+        'task.mix',
+      );
     return c;
   };
   const reward: RewardFunction = {
@@ -105,8 +127,13 @@ export function mixTask(components: MixComponent[]): Task {
       for (const c of components) await c.task.prepare?.();
     },
     makeItems(split: Split, count: number, seed: number): TaskItem[] {
-      const counts = largestRemainder(components.map((c) => (count * c.weight) / total), count);
-      return components.flatMap((c, i) => (counts[i] > 0 ? c.task.makeItems(split, counts[i], seed).map((item) => wrapItem(item, c.label)) : []));
+      const counts = largestRemainder(
+        components.map((c) => (count * c.weight) / total),
+        count,
+      );
+      return components.flatMap((c, i) =>
+        counts[i] > 0 ? c.task.makeItems(split, counts[i], seed).map((item) => wrapItem(item, c.label)) : [],
+      );
     },
   };
 }

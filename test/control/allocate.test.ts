@@ -1,9 +1,23 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { allocatorFromConfig, allocateOptionsSchema, darsExtra, knapsackValue, solveKnapsack, studentTQuantile, usefulRollouts, xrpoPriority, type AllocationPrompt } from '../../src/control/allocate/index.js';
+import {
+  allocatorFromConfig,
+  allocateOptionsSchema,
+  darsExtra,
+  knapsackValue,
+  solveKnapsack,
+  studentTQuantile,
+  usefulRollouts,
+  xrpoPriority,
+  type AllocationPrompt,
+} from '../../src/control/allocate/index.js';
 
 const close = (a: number, b: number, tol = 1e-9) => assert.ok(Math.abs(a - b) <= tol, `${a} vs ${b}`);
-const prompt = (recent: number[], mean = 0.5, firstRound = recent): AllocationPrompt => ({ firstRound, recent, posterior: { a: 1, b: 1, mean, variance: 0 } });
+const prompt = (recent: number[], mean = 0.5, firstRound = recent): AllocationPrompt => ({
+  firstRound,
+  recent,
+  posterior: { a: 1, b: 1, mean, variance: 0 },
+});
 const build = (o: Record<string, unknown>, G = 8) => allocatorFromConfig(allocateOptionsSchema.parse(o), G);
 
 test('knapsack value V(n,p) = (1 - p^n - (1-p)^n) p (1-p)^2 and the useful-rollout cap', () => {
@@ -19,7 +33,10 @@ test('knapsack value V(n,p) = (1 - p^n - (1-p)^n) p (1-p)^2 and the useful-rollo
 });
 
 test('solveKnapsack: the multiple-choice DP picks the best split under the budget', () => {
-  const table = [[0, 5, 6], [0, 4, 8]];
+  const table = [
+    [0, 5, 6],
+    [0, 4, 8],
+  ];
   const value = (i: number, k: number) => table[i][k];
   assert.deepEqual(solveKnapsack([2, 2], value, 2), [1, 1]); // 9 beats 6 (2,0) and 8 (0,2)
   assert.deepEqual(solveKnapsack([2, 2], value, 3), [1, 2]); // 13 beats 10

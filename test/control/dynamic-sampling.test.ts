@@ -29,10 +29,17 @@ test('dynamicSampling refills until the target and asks only for what is missing
     asked.push([needed, round]);
     return script[round];
   });
-  assert.deepEqual(asked, [[4, 0], [2, 1], [1, 2]]);
+  assert.deepEqual(asked, [
+    [4, 0],
+    [2, 1],
+    [1, 2],
+  ]);
   assert.equal(out.rounds, 3);
   assert.equal(out.dropped, 3);
-  assert.deepEqual(out.trees.map((t) => t.id), ['r0a', 'r0d', 'r1b', 'r2a']);
+  assert.deepEqual(
+    out.trees.map((t) => t.id),
+    ['r0a', 'r0d', 'r1b', 'r2a'],
+  );
 });
 
 test('dynamicSampling stops after maxRounds with a short batch', async () => {
@@ -44,5 +51,8 @@ test('dynamicSampling stops after maxRounds with a short batch', async () => {
   assert.equal(calls, 2);
   assert.equal(out.rounds, 2);
   assert.equal(out.dropped, 2);
-  assert.deepEqual(out.trees.map((t) => t.id), ['y1', 'y2']);
+  assert.deepEqual(
+    out.trees.map((t) => t.id),
+    ['y1', 'y2'],
+  );
 });

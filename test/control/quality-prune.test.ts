@@ -32,7 +32,10 @@ test('the quality head learns a separable problem and its state round-trips thro
   assert.ok(auc(p, ys.slice(300))! > 0.95, `held-out AUC ${auc(p, ys.slice(300))}`);
   assert.ok(brier(p, ys.slice(300))! < 0.12);
   const copy = JSON.parse(JSON.stringify(head));
-  assert.deepEqual(xs.slice(300).map((x) => predict(copy, x)), p);
+  assert.deepEqual(
+    xs.slice(300).map((x) => predict(copy, x)),
+    p,
+  );
 });
 
 test('node labels: the share of correct leaves below each node', () => {
@@ -49,7 +52,9 @@ test('ARRoL keep probabilities: clip(κ + δ + λ(ρ − q), 0.1, 0.9) with mean
   keepProbabilities([0.9, 0.1], o).forEach((p, i) => close(p, [0.3, 0.7][i]));
   keepProbabilities([1, 1], o).forEach((p) => close(p, 0.5));
   // λ = 2: three clear failures and one success; the success is clipped at 0.1, δ = −0.8667
-  keepProbabilities([0, 0, 0, 1], { ...o, strength: 2 }).forEach((p, i) => close(p, [0.6333333, 0.6333333, 0.6333333, 0.1][i]));
+  keepProbabilities([0, 0, 0, 1], { ...o, strength: 2 }).forEach((p, i) =>
+    close(p, [0.6333333, 0.6333333, 0.6333333, 0.1][i]),
+  );
 });
 
 test('choosePruned keeps at least minKeep paths, restoring the likeliest-kept ones', () => {
@@ -71,10 +76,24 @@ test('value allocation: branch budget by exp(−|p − 0.5| / τ), largest remai
 });
 
 test('treepo with a pruning hook: pruned paths leave the tree, their slots are freed, the tree stays complete', async () => {
-  const g = generatorFromConfig({ kind: 'treepo', groupSize: 8, segmentLength: 3, branchingFactor: 2, initialDivergence: 4 });
+  const g = generatorFromConfig({
+    kind: 'treepo',
+    groupSize: 8,
+    segmentLength: 3,
+    branchingFactor: 2,
+    initialDivergence: 4,
+  });
   const calls: Array<{ round: number; n: number }> = [];
   const { trees, stats } = await g.grow([{ item: { id: 'q', prompt: 'q', answer: '' }, promptTokens: [1, 2] }], {
-    sampler: new ScriptedTreeSampler(0.02), rng: new Rng(5), step: 1, stopTokens: [2], maxResponseTokens: 30, temperature: 1, topP: 1, topK: 0, treeIdPrefix: 't',
+    sampler: new ScriptedTreeSampler(0.02),
+    rng: new Rng(5),
+    step: 1,
+    stopTokens: [2],
+    maxResponseTokens: 30,
+    temperature: 1,
+    topP: 1,
+    topK: 0,
+    treeIdPrefix: 't',
     quality: {
       predict: () => undefined,
       prune: (_tree, ids, round) => {

@@ -33,7 +33,10 @@ test('prompt stats: Beta posterior with per-step decay, recent window and visit 
 test('GRESO: keep probability p^k over trailing zero-variance visits, with the floor', () => {
   const o = gresoSchema.parse({ kind: 'greso', floor: 0.2 });
   const rec = (visits: number[]) => ({ s: 0, f: 0, step: 0, recent: [], visits });
-  assert.equal(trailingVisits([1, 0.5, 1, 1], (m) => m >= 0.98), 2);
+  assert.equal(
+    trailingVisits([1, 0.5, 1, 1], (m) => m >= 0.98),
+    2,
+  );
   assert.equal(keepProbability(undefined, o, { pEasy: 0.5, pHard: 0.5 }), 1);
   assert.equal(keepProbability(rec([0.5, 1, 1]), o, { pEasy: 0.5, pHard: 0.9 }), 0.25);
   assert.equal(keepProbability(rec([0, 0, 0]), o, { pEasy: 0.5, pHard: 0.5 }), 0.2, 'max(0.125, floor 0.2)');
@@ -43,16 +46,30 @@ test('GRESO: keep probability p^k over trailing zero-variance visits, with the f
 test('GRESO: skipped prompts are replaced; after maxDrawFactor draws per slot every prompt is kept', () => {
   const o = gresoSchema.parse({ kind: 'greso', floor: 0, maxDrawFactor: 4 });
   let next = 0;
-  const take = (n: number): TaskItem[] => Array.from({ length: n }, () => ({ id: `q${next++}`, prompt: '', answer: '' }));
+  const take = (n: number): TaskItem[] =>
+    Array.from({ length: n }, () => ({ id: `q${next++}`, prompt: '', answer: '' }));
   // every prompt was solved twice in a row and pEasy = 0: keep probability 0
-  const out = selectSkipping(take, 2, o, { pEasy: 0, pHard: 0.5 }, () => ({ s: 2, f: 0, step: 1, recent: [], visits: [1, 1] }), new Rng(1));
+  const out = selectSkipping(
+    take,
+    2,
+    o,
+    { pEasy: 0, pHard: 0.5 },
+    () => ({ s: 2, f: 0, step: 1, recent: [], visits: [1, 1] }),
+    new Rng(1),
+  );
   assert.equal(out.skipped, 8);
-  assert.deepEqual(out.items.map((i) => i.id), ['q8', 'q9']);
+  assert.deepEqual(
+    out.items.map((i) => i.id),
+    ['q8', 'q9'],
+  );
   // unseen prompts are always kept
   next = 0;
   const fresh = selectSkipping(take, 3, o, { pEasy: 0, pHard: 0 }, () => undefined, new Rng(1));
   assert.equal(fresh.skipped, 0);
-  assert.deepEqual(fresh.items.map((i) => i.id), ['q0', 'q1', 'q2']);
+  assert.deepEqual(
+    fresh.items.map((i) => i.id),
+    ['q0', 'q1', 'q2'],
+  );
 });
 
 test('GRESO: p moves by ±adjust toward the zero-variance targets, within bounds', () => {
@@ -68,10 +85,23 @@ test('GRESO: p moves by ±adjust toward the zero-variance targets, within bounds
 
 test('hints: a prefix of the gold demonstration, or a solved example of the batch', () => {
   const item: TaskItem = { id: 'x', prompt: '12+34=', answer: '46', demonstration: '4+2+0=06,3+1+0=04;46' };
-  assert.deepEqual(makeHint(item, hintOptionsSchema.parse({ kind: 'gold_prefix', fraction: 0.5 }) as never, undefined), { kind: 'response', text: '4+2+0=06,3' });
-  assert.equal(makeHint({ ...item, demonstration: undefined }, hintOptionsSchema.parse({ kind: 'gold_prefix' }) as never, undefined), undefined);
+  assert.deepEqual(
+    makeHint(item, hintOptionsSchema.parse({ kind: 'gold_prefix', fraction: 0.5 }) as never, undefined),
+    { kind: 'response', text: '4+2+0=06,3' },
+  );
+  assert.equal(
+    makeHint(
+      { ...item, demonstration: undefined },
+      hintOptionsSchema.parse({ kind: 'gold_prefix' }) as never,
+      undefined,
+    ),
+    undefined,
+  );
   const solved: TaskItem = { id: 'y', prompt: '1+1=', answer: '2', demonstration: '1+1+0=02;2' };
-  assert.deepEqual(makeHint(item, hintOptionsSchema.parse({ kind: 'example' }) as never, solved), { kind: 'context', text: '1+1=1+1+0=02;2\n' });
+  assert.deepEqual(makeHint(item, hintOptionsSchema.parse({ kind: 'example' }) as never, solved), {
+    kind: 'context',
+    text: '1+1=1+1+0=02;2\n',
+  });
   assert.equal(makeHint(item, hintOptionsSchema.parse({ kind: 'example' }) as never, undefined), undefined);
 });
 
@@ -83,8 +113,16 @@ function star(id: string, rewards: number[], meta?: Record<string, unknown>): Ro
 }
 
 test('hint rescue regrows exactly the all-fail groups (up to maxPerStep) and swaps them into the batch', async () => {
-  const items: TaskItem[] = ['a', 'b', 'c', 'd'].map((id) => ({ id, prompt: `${id}?`, answer: '1', demonstration: 'abcd;1' }));
-  const batch = [star('a', [0, 0]), star('b', [1, 0]), star('c', [0, 0]), star('d', [0, 0])].map((tree, i) => ({ tree, item: items[i] }));
+  const items: TaskItem[] = ['a', 'b', 'c', 'd'].map((id) => ({
+    id,
+    prompt: `${id}?`,
+    answer: '1',
+    demonstration: 'abcd;1',
+  }));
+  const batch = [star('a', [0, 0]), star('b', [1, 0]), star('c', [0, 0]), star('d', [0, 0])].map((tree, i) => ({
+    tree,
+    item: items[i],
+  }));
   const hintedIds: string[] = [];
   const io = {
     select: () => [],
@@ -92,11 +130,24 @@ test('hint rescue regrows exactly the all-fail groups (up to maxPerStep) and swa
       hintedIds.push(`${item.id}:${hint.text}:${index}`);
       return createTree(`h${index}`, item.id, [1, 2, 9], { hint: { kind: 'response', text: hint.text, tokens: 1 } });
     },
-    grow: async (entries: GrowEntry[]) => entries.map((e, i) => star(e.tree!.id, i === 0 ? [1, 0] : [0, 0], e.tree!.meta)),
+    grow: async (entries: GrowEntry[]) =>
+      entries.map((e, i) => star(e.tree!.id, i === 0 ? [1, 0] : [0, 0], e.tree!.meta)),
   } as unknown as ControlIO;
-  const out = await rescue(batch, io, hintOptionsSchema.parse({ kind: 'gold_prefix', fraction: 0.5, maxPerStep: 2 }), 1);
-  assert.deepEqual(hintedIds, ['a:abc:0', 'c:abc:1'], 'the first two all-fail prompts, hinted with half the demonstration');
-  assert.deepEqual(out.batch.map((b) => b.tree.id), ['h0', 'b', 'h1', 'd']);
+  const out = await rescue(
+    batch,
+    io,
+    hintOptionsSchema.parse({ kind: 'gold_prefix', fraction: 0.5, maxPerStep: 2 }),
+    1,
+  );
+  assert.deepEqual(
+    hintedIds,
+    ['a:abc:0', 'c:abc:1'],
+    'the first two all-fail prompts, hinted with half the demonstration',
+  );
+  assert.deepEqual(
+    out.batch.map((b) => b.tree.id),
+    ['h0', 'b', 'h1', 'd'],
+  );
   assert.deepEqual(out.info, { hint_candidates: 3, hint_trees: 2, hint_rescued: 1, hint_replaced_leaves: 4 });
   const none = await rescue(batch, io, hintOptionsSchema.parse({ kind: 'none' }), 1);
   assert.equal(none.batch, batch);

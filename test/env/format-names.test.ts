@@ -42,7 +42,11 @@ for (const format of ['arbor', 'qwen3'] as const) {
       const turn = `let me add. ${writeCall(format, { name, arguments: { a: 34, b: 40 } })}`;
       const { calls, errors } = f.parseCalls(turn);
       assert.deepEqual(errors, [], name);
-      assert.deepEqual(calls.map((c) => [c.name, c.arguments]), [[name, { a: 34, b: 40 }]], name);
+      assert.deepEqual(
+        calls.map((c) => [c.name, c.arguments]),
+        [[name, { a: 34, b: 40 }]],
+        name,
+      );
       assert.equal(f.finalAnswer(`${writeCall(format, { name, arguments: {} })} 74`), '74');
     }
   });
@@ -52,11 +56,14 @@ test('arbor: hyphenated positional calls (the issue: "@get-sum(34,40)" parsed as
   const f = arborFormat();
   const { calls, errors } = f.parseCalls('@get-sum(34,40) and @a.b_c-1(x) @echo (hi)');
   assert.deepEqual(errors, []);
-  assert.deepEqual(calls.map((c) => [c.name, c.arguments, c.raw]), [
-    ['get-sum', { [POSITIONAL_ARGS]: '34,40' }, '@get-sum(34,40)'],
-    ['a.b_c-1', { [POSITIONAL_ARGS]: 'x' }, '@a.b_c-1(x)'],
-    ['echo', { [POSITIONAL_ARGS]: 'hi' }, '@echo (hi)'],
-  ]);
+  assert.deepEqual(
+    calls.map((c) => [c.name, c.arguments, c.raw]),
+    [
+      ['get-sum', { [POSITIONAL_ARGS]: '34,40' }, '@get-sum(34,40)'],
+      ['a.b_c-1', { [POSITIONAL_ARGS]: 'x' }, '@a.b_c-1(x)'],
+      ['echo', { [POSITIONAL_ARGS]: 'hi' }, '@echo (hi)'],
+    ],
+  );
   assert.deepEqual(resolvePositionalArguments(calls[0].arguments, sum.inputSchema), { args: { a: 34, b: 40 } });
   assert.equal(f.renderTools([sum, spec('echo')]), 'tools: get-sum(a,b) echo(a,b)\n');
 });
@@ -86,7 +93,8 @@ test('arbor: garbage is still rejected, saying why', () => {
 test('arbor: a tool it cannot name bare fails the offer (ConfigError on env.tools); qwen3 quotes it', () => {
   assert.throws(
     () => arborFormat().renderTools([sum, spec('get sum')]),
-    (e: unknown) => e instanceof ConfigError && e.path === 'env.tools' && /cannot offer tool "get sum".*found " "/.test(e.message),
+    (e: unknown) =>
+      e instanceof ConfigError && e.path === 'env.tools' && /cannot offer tool "get sum".*found " "/.test(e.message),
   );
   const q = qwen3Format();
   assert.ok(q.renderTools([spec('get sum')]).includes('"name": "get sum"'));
@@ -124,13 +132,20 @@ test('server-everything: its real tool list round-trips through both formats', {
       const offer = f.renderTools(tools);
       for (const t of tools) {
         assert.equal(toolNameProblem(t.name), undefined, t.name);
-        assert.ok(offer.includes(format === 'arbor' ? ` ${t.name}(` : `"name": "${t.name}"`), `${format} offers ${t.name}`);
+        assert.ok(
+          offer.includes(format === 'arbor' ? ` ${t.name}(` : `"name": "${t.name}"`),
+          `${format} offers ${t.name}`,
+        );
       }
       // one turn calling every tool, each with its own name as an argument
       const turn = tools.map((t) => writeCall(format, { name: t.name, arguments: { k: t.name } })).join('\n');
       const { calls, errors } = f.parseCalls(turn);
       assert.deepEqual(errors, []);
-      assert.deepEqual(calls.map((c) => [c.name, c.arguments.k]), names.map((n) => [n, n]), format);
+      assert.deepEqual(
+        calls.map((c) => [c.name, c.arguments.k]),
+        names.map((n) => [n, n]),
+        format,
+      );
     }
   } finally {
     await factory.close();

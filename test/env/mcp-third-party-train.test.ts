@@ -1,6 +1,6 @@
 /**
  * Issue 26, end to end: `arbor train` on an agent config whose MCP server (the pinned server-everything,
- * wrapped to exit on its own 0.3 s after each start) keeps dying. Each exit is logged on Arbor's stderr
+ * wrapped to exit on its own 0.3 s after each tool listing) keeps dying. Each exit is logged on Arbor's stderr
  * and in <run dir>/logs/mcp.stderr.log and the server is restarted, until the restart bound is spent:
  * then the run fails with exit code 1 and an error naming the server command, and no server is left.
  */

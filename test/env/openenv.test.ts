@@ -6,7 +6,12 @@ import { Rng } from '../../src/core/rng.js';
 import { openenvEnvironmentFactory, openenvOptionsSchema, renderObservation } from '../../src/env/openenv.js';
 import type { EnvironmentFactory, ToolCall } from '../../src/env/types.js';
 import type { TaskItem } from '../../src/core/types.js';
-import { startGuessServer, startReplayServer, type ExchangeFixture, type TestServer } from '../../testkit/env/openenv-server.js';
+import {
+  startGuessServer,
+  startReplayServer,
+  type ExchangeFixture,
+  type TestServer,
+} from '../../testkit/env/openenv-server.js';
 
 const cleanup: Array<TestServer | EnvironmentFactory> = [];
 after(async () => {
@@ -14,7 +19,11 @@ after(async () => {
 });
 const item: TaskItem = { id: 'g1', prompt: 'guess', answer: '' };
 const opts = { timeoutMs: 5000 };
-const call = (name: string, args: Record<string, unknown>): ToolCall => ({ name, arguments: args, raw: JSON.stringify({ name, args }) });
+const call = (name: string, args: Record<string, unknown>): ToolCall => ({
+  name,
+  arguments: args,
+  raw: JSON.stringify({ name, args }),
+});
 const turn = (text: string) => ({ text, calls: [] });
 
 async function guessServer(options: { maxSessions?: number; ignoreSeed?: boolean } = {}) {
@@ -35,7 +44,9 @@ test('openenv ws: a text episode plays to done with rewards; close sends {"type"
   const f = factory({ url: s.url, observationField: 'feedback' });
   const env = await f.create();
   assert.deepEqual(env.tools, []);
-  assert.deepEqual(await env.reset(item, { seed: 11, timeoutMs: 5000 }), { observation: 'Guess a number from 1 to 100.' });
+  assert.deepEqual(await env.reset(item, { seed: 11, timeoutMs: 5000 }), {
+    observation: 'Guess a number from 1 to 100.',
+  });
   const target = targetFor(11);
   const wrong = await env.step(turn(`I guess ${target === 1 ? 2 : target - 1}`), opts);
   assert.deepEqual(wrong.results, [{ name: '', content: target === 1 ? 'lower' : 'higher', isError: false }]);
@@ -46,7 +57,10 @@ test('openenv ws: a text episode plays to done with rewards; close sends {"type"
   assert.equal(right.reward, 1);
   assert.equal(right.done, true);
   assert.deepEqual(right.metrics, { toolCalls: 0, toolErrors: 0, toolTimeouts: 0 });
-  assert.deepEqual(await (env as unknown as { serverState(): Promise<unknown> }).serverState(), { episode_id: 'g1', step_count: 2 });
+  assert.deepEqual(await (env as unknown as { serverState(): Promise<unknown> }).serverState(), {
+    episode_id: 'g1',
+    step_count: 2,
+  });
   await env.close();
   assert.equal(s.stats.closeMessages, 1);
   assert.equal(s.stats.sessionsOpened, 1);
@@ -60,16 +74,28 @@ test('openenv: the default observation is compact JSON unless it is one string f
 });
 
 test('openenv: the recorded echo_env exchange replays byte for byte (episode and its fork)', async () => {
-  const fixture = JSON.parse(readFileSync(new URL('../../testkit/env/fixtures/openenv-exchange.json', import.meta.url), 'utf8')) as ExchangeFixture;
+  const fixture = JSON.parse(
+    readFileSync(new URL('../../testkit/env/fixtures/openenv-exchange.json', import.meta.url), 'utf8'),
+  ) as ExchangeFixture;
   const server = await startReplayServer(fixture);
   cleanup.push(server);
   const f = factory({ ...fixture.client, url: server.url });
   const env = await f.create();
-  assert.deepEqual(env.tools.map((t) => t.name), ['echo_message', 'echo_with_length']);
-  assert.deepEqual(env.tools[0].inputSchema, { properties: { message: { type: 'string' } }, required: ['message'], type: 'object' });
+  assert.deepEqual(
+    env.tools.map((t) => t.name),
+    ['echo_message', 'echo_with_length'],
+  );
+  assert.deepEqual(env.tools[0].inputSchema, {
+    properties: { message: { type: 'string' } },
+    required: ['message'],
+    type: 'object',
+  });
   assert.match(env.tools[0].description, /^Echo back the provided message\./);
   assert.deepEqual(await env.reset(fixture.item, { seed: fixture.seed, timeoutMs: 5000 }), { observation: '' });
-  const r1 = await env.step({ text: '', calls: [call('echo_message', { message: 'Hi!' }), call('echo_with_length', { message: 'Hi!' })] }, opts);
+  const r1 = await env.step(
+    { text: '', calls: [call('echo_message', { message: 'Hi!' }), call('echo_with_length', { message: 'Hi!' })] },
+    opts,
+  );
   assert.deepEqual(r1.results, [
     { name: 'echo_message', content: 'Hi!', isError: false },
     { name: 'echo_with_length', content: '{"message":"Hi!","length":3}', isError: false },
@@ -84,16 +110,25 @@ test('openenv: the recorded echo_env exchange replays byte for byte (episode and
   await env.close();
   await settle();
   assert.deepEqual(server.mismatches, []);
-  assert.deepEqual(server.consumed, fixture.sessions.map((s) => s.length));
+  assert.deepEqual(
+    server.consumed,
+    fixture.sessions.map((s) => s.length),
+  );
 });
 
 test('openenv mcp mode: tools from list_tools, call_tool per call, unknown tools answered locally', async () => {
   const s = await guessServer();
   const env = await factory({ url: s.url, action: { mode: 'mcp' } }).create();
-  assert.deepEqual(env.tools.map((t) => t.name), ['guess']);
+  assert.deepEqual(
+    env.tools.map((t) => t.name),
+    ['guess'],
+  );
   await env.reset(item, { seed: 5, timeoutMs: 5000 });
   const t = targetFor(5);
-  const r = await env.step({ text: '', calls: [call('guess', { n: t }), call('guess', { n: t }), call('peek', {})] }, opts);
+  const r = await env.step(
+    { text: '', calls: [call('guess', { n: t }), call('guess', { n: t }), call('peek', {})] },
+    opts,
+  );
   assert.deepEqual(r.results[0], { name: 'guess', content: 'correct', isError: false });
   assert.match(r.results[1].content, /not called: the environment ended the episode/);
   assert.match(r.results[2].content, /not called|unknown tool/);
@@ -104,8 +139,16 @@ test('openenv mcp mode: tools from list_tools, call_tool per call, unknown tools
   await env2.reset(item, { seed: 5, timeoutMs: 5000 });
   const r2 = await env2.step({ text: '', calls: [call('peek', {}), call('guess', { n: 'x' })] }, opts);
   assert.match(r2.results[0].content, /unknown tool "peek"; available tools: guess/);
-  assert.deepEqual(r2.results[1], { name: 'guess', content: 'invalid_args: invalid argument n: an integer is required', isError: true });
-  const malformed = { text: '<tool_call>{', calls: [], parseErrors: [{ name: '', content: 'bad JSON', isError: true }] };
+  assert.deepEqual(r2.results[1], {
+    name: 'guess',
+    content: 'invalid_args: invalid argument n: an integer is required',
+    isError: true,
+  });
+  const malformed = {
+    text: '<tool_call>{',
+    calls: [],
+    parseErrors: [{ name: '', content: 'bad JSON', isError: true }],
+  };
   assert.equal((await env2.step(malformed as never, opts)).done, false);
   assert.equal((await env2.step({ text: 'done', calls: [] }, opts)).done, true);
 });
@@ -116,7 +159,10 @@ test('openenv ws: server error messages become error results; the session surviv
   await env.reset(item, { seed: 1, timeoutMs: 5000 });
   const boom = await env.step(turn('boom'), opts);
   assert.equal(boom.results[0].isError, true);
-  assert.match(boom.results[0].content, /^http:\/\/127\.0\.0\.1:\d+: server error \(EXECUTION_ERROR\): the environment raised: boom$/);
+  assert.match(
+    boom.results[0].content,
+    /^http:\/\/127\.0\.0\.1:\d+: server error \(EXECUTION_ERROR\): the environment raised: boom$/,
+  );
   assert.equal(boom.done, false);
   assert.deepEqual(boom.metrics, { toolCalls: 0, toolErrors: 1, toolTimeouts: 0 });
   const bad = await factory({ url: s.url, action: { mode: 'text', field: 'text' } }).create();
@@ -145,15 +191,25 @@ test('openenv ws: capacity refusal, a closed server and a bad URL are DataErrors
   const f = factory({ url: s.url });
   const first = await f.create();
   const second = await f.create();
-  await assert.rejects(second.reset(item, { seed: 1, timeoutMs: 2000 }), (e: unknown) => e instanceof DataError && e.message.includes(s.url) && /CAPACITY_REACHED/.test(e.message));
+  await assert.rejects(
+    second.reset(item, { seed: 1, timeoutMs: 2000 }),
+    (e: unknown) => e instanceof DataError && e.message.includes(s.url) && /CAPACITY_REACHED/.test(e.message),
+  );
   await first.reset(item, { seed: 1, timeoutMs: 2000 });
   await s.close();
   const r = await first.step(turn('3'), { timeoutMs: 2000 });
   assert.equal(r.results[0].isError, true);
   assert.match(r.results[0].content, /closed|socket/);
   assert.equal(r.done, true);
-  await assert.rejects(factory({ url: s.url }).create(), (e: unknown) => e instanceof DataError && e.message.startsWith(s.url) && /cannot open an OpenEnv session/.test(e.message));
-  assert.throws(() => openenvEnvironmentFactory({ kind: 'openenv', url: 'ftp://x' }), (e: unknown) => e instanceof ConfigError && e.path === 'env.url');
+  await assert.rejects(
+    factory({ url: s.url }).create(),
+    (e: unknown) =>
+      e instanceof DataError && e.message.startsWith(s.url) && /cannot open an OpenEnv session/.test(e.message),
+  );
+  assert.throws(
+    () => openenvEnvironmentFactory({ kind: 'openenv', url: 'ftp://x' }),
+    (e: unknown) => e instanceof ConfigError && e.path === 'env.url',
+  );
   assert.deepEqual(openenvOptionsSchema.parse({ kind: 'openenv' }).action, { mode: 'text', field: 'message' });
 });
 
@@ -180,19 +236,28 @@ test('openenv ws: fork opens a new session and replays the log; branches diverge
   const e2 = await factory({ url: n.url, observationField: 'feedback' }).create();
   await e2.reset(item, { seed: 9, timeoutMs: 5000 });
   assert.equal((await e2.step(turn('50'), opts)).results[0].content, 'lower');
-  await assert.rejects(e2.fork(), (e: unknown) => e instanceof DataError && /answer 1 differs.*not deterministic under its seed/.test(e.message));
+  await assert.rejects(
+    e2.fork(),
+    (e: unknown) => e instanceof DataError && /answer 1 differs.*not deterministic under its seed/.test(e.message),
+  );
   await settle();
   assert.equal(n.stats.sessionsActive, 1, 'the failed fork closed its session');
   const lax = await factory({ url: n.url, observationField: 'feedback', verifyReplay: false }).create();
   await lax.reset(item, { seed: 9, timeoutMs: 5000 });
   await lax.step(turn('50'), opts);
-  assert.equal((await (await lax.fork()).step(turn('50'), opts)).results[0].content, 'higher', 'the unverified fork holds another target');
+  assert.equal(
+    (await (await lax.fork()).step(turn('50'), opts)).results[0].content,
+    'higher',
+    'the unverified fork holds another target',
+  );
 });
 
 test('openenv http mode: POST /reset and /step (stateless, single-step)', async () => {
   const s = await guessServer();
   const env = await factory({ url: s.url, transport: 'http', observationField: 'feedback' }).create();
-  assert.deepEqual(await env.reset(item, { seed: 3, timeoutMs: 5000 }), { observation: 'Guess a number from 1 to 100.' });
+  assert.deepEqual(await env.reset(item, { seed: 3, timeoutMs: 5000 }), {
+    observation: 'Guess a number from 1 to 100.',
+  });
   const target0 = targetFor(0); // each /step runs on a fresh environment (OpenEnv's stateless HTTP)
   const r = await env.step(turn(String(target0)), opts);
   assert.deepEqual(r.results, [{ name: '', content: 'correct', isError: false }]);

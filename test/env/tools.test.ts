@@ -50,22 +50,45 @@ test('zod schemas become JSON schema (object, string, number, int, boolean, enum
 test('Toolset: validation names the field, unknown tools, throwing tools, timeouts, truncation', async () => {
   let aborted = false;
   const tools = {
-    add: tool({ description: 'add', inputSchema: z.object({ a: z.number().int(), b: z.number().int() }), execute: async ({ a, b }) => a + b }),
-    boom: tool({ description: 'throws', inputSchema: z.object({}), execute: async () => { throw new Error('kaput'); } }),
+    add: tool({
+      description: 'add',
+      inputSchema: z.object({ a: z.number().int(), b: z.number().int() }),
+      execute: async ({ a, b }) => a + b,
+    }),
+    boom: tool({
+      description: 'throws',
+      inputSchema: z.object({}),
+      execute: async () => {
+        throw new Error('kaput');
+      },
+    }),
     slow: tool({
       description: 'never ends',
       inputSchema: z.object({}),
-      execute: (_input, { abortSignal }) => new Promise((_resolve, reject) => abortSignal.addEventListener('abort', () => { aborted = true; reject(new Error('aborted')); })),
+      execute: (_input, { abortSignal }) =>
+        new Promise((_resolve, reject) =>
+          abortSignal.addEventListener('abort', () => {
+            aborted = true;
+            reject(new Error('aborted'));
+          }),
+        ),
     }),
     big: tool({ description: 'long output', inputSchema: z.object({}), execute: () => 'x'.repeat(100) }),
     obj: tool({ description: 'object output', inputSchema: z.object({}), execute: () => ({ ok: true }) }),
   };
   const set = new Toolset(tools, { maxObservationChars: 10 });
-  assert.deepEqual(set.specs.map((s) => s.name), ['add', 'boom', 'slow', 'big', 'obj']);
+  assert.deepEqual(
+    set.specs.map((s) => s.name),
+    ['add', 'boom', 'slow', 'big', 'obj'],
+  );
   const ctx = { state: undefined, timeoutMs: 50 };
-  assert.deepEqual((await set.call(call('add', { a: 2, b: 3 }), ctx)).result, { name: 'add', content: '5', isError: false });
+  assert.deepEqual((await set.call(call('add', { a: 2, b: 3 }), ctx)).result, {
+    name: 'add',
+    content: '5',
+    isError: false,
+  });
   assert.deepEqual((await set.call(call('add', { [POSITIONAL_ARGS]: '2, 40' }), ctx)).result.content, '42');
-  const bad = (await set.call(call('add', { a: 2, b: 'x' }), { ...ctx }));
+  const bad = await set.call(call('add', { a: 2, b: 'x' }), { ...ctx });
   assert.equal(bad.result.isError, true);
   assert.match(bad.result.content, /add: bad argument "b"/);
   assert.match((await set.call(call('add', { a: 1.5, b: 1 }), ctx)).result.content, /bad argument "a"/);
@@ -83,13 +106,30 @@ test('Toolset: validation names the field, unknown tools, throwing tools, timeou
   assert.equal(truncateObservation('abc', 3), 'abc');
 });
 
-interface Counter { n: number; log: string[] }
+interface Counter {
+  n: number;
+  log: string[];
+}
 
 test('tool environment: state per episode, forks isolated, metrics, a turn without calls ends it, value rewards', async () => {
   const factory = toolEnvironmentFactory<Counter>({
     tools: {
-      inc: tool({ description: 'increment', inputSchema: z.object({ by: z.number().int() }), execute: async ({ by }, { state }: { state: Counter }) => { state.n += by; state.log.push(`+${by}`); return String(state.n); } }),
-      fail: tool({ description: 'fails', inputSchema: z.object({}), execute: async () => { throw new Error('no'); } }),
+      inc: tool({
+        description: 'increment',
+        inputSchema: z.object({ by: z.number().int() }),
+        execute: async ({ by }, { state }: { state: Counter }) => {
+          state.n += by;
+          state.log.push(`+${by}`);
+          return String(state.n);
+        },
+      }),
+      fail: tool({
+        description: 'fails',
+        inputSchema: z.object({}),
+        execute: async () => {
+          throw new Error('no');
+        },
+      }),
     },
     state: { init: (it) => ({ n: Number(it.answer), log: [] }), clone: (s) => ({ n: s.n, log: [...s.log] }) },
     reward: ({ state }) => (state.n >= 10 ? 1 : 0),
@@ -97,10 +137,20 @@ test('tool environment: state per episode, forks isolated, metrics, a turn witho
   });
   const env = await factory.create();
   await env.reset({ ...item, answer: '5' }, { seed: 1, timeoutMs: 100 });
-  assert.deepEqual(env.tools.map((t) => t.name), ['inc', 'fail']);
+  assert.deepEqual(
+    env.tools.map((t) => t.name),
+    ['inc', 'fail'],
+  );
   const parsed = arborFormat().parseCalls('@inc(2) @fail() @inc{"by":"x"}');
   const s1 = await env.step({ text: '', calls: parsed.calls }, { timeoutMs: 100 });
-  assert.deepEqual(s1.results.map((r) => [r.content, r.isError]), [['7', false], ['fail: no', true], ['inc: bad argument "by": Expected number, received string', true]]);
+  assert.deepEqual(
+    s1.results.map((r) => [r.content, r.isError]),
+    [
+      ['7', false],
+      ['fail: no', true],
+      ['inc: bad argument "by": Expected number, received string', true],
+    ],
+  );
   assert.deepEqual(s1.metrics, { toolCalls: 3, toolErrors: 2, toolTimeouts: 0 });
   assert.deepEqual([s1.done, s1.reward], [false, 0]);
   const child = await env.fork();
@@ -121,23 +171,50 @@ test('tool environment: state per episode, forks isolated, metrics, a turn witho
 test('env config: the union over kind, unknown kinds and keys, tools modules relative to baseDir', async () => {
   assert.deepEqual(knownEnvKinds(), ['calculator', 'kv', 'code', 'tools', 'module', 'mcp', 'openenv']);
   assert.equal(envOptionsSchema.parse({ kind: 'calculator' }).kind, 'calculator');
-  await assert.rejects(envFactoryFromConfig({ kind: 'nope' }, { baseDir: '.' }), (e: unknown) => e instanceof ConfigError && e.path === 'env.kind');
-  await assert.rejects(envFactoryFromConfig({ kind: 'kv', maxObservationChars: 0 }, { baseDir: '.' }), (e: unknown) => e instanceof ConfigError && e.path === 'env.maxObservationChars');
-  await assert.rejects(envFactoryFromConfig({ kind: 'kv', typo: 1 }, { baseDir: '.' }), (e: unknown) => e instanceof ConfigError && e.path === 'env.typo');
+  await assert.rejects(
+    envFactoryFromConfig({ kind: 'nope' }, { baseDir: '.' }),
+    (e: unknown) => e instanceof ConfigError && e.path === 'env.kind',
+  );
+  await assert.rejects(
+    envFactoryFromConfig({ kind: 'kv', maxObservationChars: 0 }, { baseDir: '.' }),
+    (e: unknown) => e instanceof ConfigError && e.path === 'env.maxObservationChars',
+  );
+  await assert.rejects(
+    envFactoryFromConfig({ kind: 'kv', typo: 1 }, { baseDir: '.' }),
+    (e: unknown) => e instanceof ConfigError && e.path === 'env.typo',
+  );
   const dir = mkdtempSync(join(tmpdir(), 'arbor-tools-'));
   try {
     const toolsUrl = new URL('../../src/env/tools.ts', import.meta.url).href;
     const zodUrl = import.meta.resolve('zod');
-    writeFileSync(join(dir, 'my-tools.ts'), `import { z } from '${zodUrl}';\nimport { tool } from '${toolsUrl}';\nexport const shout = tool({ description: 'Upper-case text.', inputSchema: z.object({ text: z.string() }), execute: async ({ text }) => text.toUpperCase() });\nexport const notATool = 3;\n`);
+    writeFileSync(
+      join(dir, 'my-tools.ts'),
+      `import { z } from '${zodUrl}';\nimport { tool } from '${toolsUrl}';\nexport const shout = tool({ description: 'Upper-case text.', inputSchema: z.object({ text: z.string() }), execute: async ({ text }) => text.toUpperCase() });\nexport const notATool = 3;\n`,
+    );
     writeFileSync(join(dir, 'empty.ts'), 'export const x = 1;\n');
     const factory = await envFactoryFromConfig({ kind: 'tools', module: './my-tools.ts' }, { baseDir: dir });
     const env = await factory.create();
     await env.reset(item, { seed: 0, timeoutMs: 100 });
-    assert.deepEqual(env.tools, [{ name: 'shout', description: 'Upper-case text.', inputSchema: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] } }]);
-    const r = await env.step({ text: '', calls: [call('shout', { [POSITIONAL_ARGS]: 'hi there' })] }, { timeoutMs: 100 });
+    assert.deepEqual(env.tools, [
+      {
+        name: 'shout',
+        description: 'Upper-case text.',
+        inputSchema: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] },
+      },
+    ]);
+    const r = await env.step(
+      { text: '', calls: [call('shout', { [POSITIONAL_ARGS]: 'hi there' })] },
+      { timeoutMs: 100 },
+    );
     assert.equal(r.results[0].content, 'HI THERE');
-    await assert.rejects(envFactoryFromConfig({ kind: 'tools', module: './empty.ts' }, { baseDir: dir }), (e: unknown) => e instanceof ConfigError && /exports no tools/.test(e.message));
-    await assert.rejects(envFactoryFromConfig({ kind: 'tools', module: './missing.ts' }, { baseDir: dir }), (e: unknown) => e instanceof ConfigError && /cannot load/.test(e.message));
+    await assert.rejects(
+      envFactoryFromConfig({ kind: 'tools', module: './empty.ts' }, { baseDir: dir }),
+      (e: unknown) => e instanceof ConfigError && /exports no tools/.test(e.message),
+    );
+    await assert.rejects(
+      envFactoryFromConfig({ kind: 'tools', module: './missing.ts' }, { baseDir: dir }),
+      (e: unknown) => e instanceof ConfigError && /cannot load/.test(e.message),
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -16,8 +16,14 @@ import {
 } from '../../src/filter/math/index.js';
 
 const ROWS = [
-  { answer: 'Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 duck eggs a day.\nShe makes 9 * 2 = $<<9*2=18>>18 every day.\n#### 18' },
-  { answer: 'So the new value is 120,000+80,000=$<<120000+80000=200000>>200,000\nSo he made a profit of $70,000\n#### 70000' },
+  {
+    answer:
+      'Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 duck eggs a day.\nShe makes 9 * 2 = $<<9*2=18>>18 every day.\n#### 18',
+  },
+  {
+    answer:
+      'So the new value is 120,000+80,000=$<<120000+80000=200000>>200,000\nSo he made a profit of $70,000\n#### 70000',
+  },
   { answer: 'He sprints 3*3=<<3*3=9>>9 times\nSo he runs 9*60=<<9*60=540>>540 meters\n#### 540' },
   { answer: 'The temperature fell by 3+4=<<3+4=7>>7 degrees, so it is now 0-7 = -7 degrees.\n#### -7' },
   { answer: 'Each razor costs $2.00/8 = $<<2/8=0.25>>0.25\n#### 0.25' },
@@ -25,7 +31,10 @@ const ROWS = [
 ];
 
 test('stripFinalAnswerLine drops the #### line and calculator annotations', () => {
-  assert.equal(stripFinalAnswerLine(ROWS[0].answer), 'Janet sells 16 - 3 - 4 = 9 duck eggs a day.\nShe makes 9 * 2 = $18 every day.');
+  assert.equal(
+    stripFinalAnswerLine(ROWS[0].answer),
+    'Janet sells 16 - 3 - 4 = 9 duck eggs a day.\nShe makes 9 * 2 = $18 every day.',
+  );
   assert.ok(!stripFinalAnswerLine(ROWS[3].answer).includes('####'));
 });
 
@@ -54,9 +63,18 @@ test('mutatedValues: N+1, N·10, sign flip (none of the last two for 0)', () => 
     { kind: 'times_ten', value: 180 },
     { kind: 'sign_flip', value: -18 },
   ]);
-  assert.deepEqual(mutatedValues('-7').map((m) => m.value), [-6, -70, 7]);
-  assert.deepEqual(mutatedValues('0.25').map((m) => m.value), [1.25, 2.5, -0.25]);
-  assert.deepEqual(mutatedValues('0').map((m) => m.kind), ['plus_one']);
+  assert.deepEqual(
+    mutatedValues('-7').map((m) => m.value),
+    [-6, -70, 7],
+  );
+  assert.deepEqual(
+    mutatedValues('0.25').map((m) => m.value),
+    [1.25, 2.5, -0.25],
+  );
+  assert.deepEqual(
+    mutatedValues('0').map((m) => m.kind),
+    ['plus_one'],
+  );
 });
 
 test('mutants rewrite the #### line and the last stated number, with and without another unit word', () => {

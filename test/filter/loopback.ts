@@ -18,7 +18,8 @@ export async function loopbackListener(): Promise<LoopbackListener> {
   await new Promise<void>((res) => server.listen(0, '127.0.0.1', res));
   return {
     port: (server.address() as AddressInfo).port,
-    assertNoConnections: (context) => assert.equal(connections, 0, `${context}: ${connections} connection(s) reached the loopback listener`),
+    assertNoConnections: (context) =>
+      assert.equal(connections, 0, `${context}: ${connections} connection(s) reached the loopback listener`),
     close: () => void server.close(),
   };
 }

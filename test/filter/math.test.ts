@@ -27,7 +27,10 @@ const report = (): SelfVerifyReport => (cached ??= selfVerifyRates(dataDir));
 
 test('extractAnswer: boxed with nested braces, last boxed wins', () => {
   assert.equal(extractAnswer('so $\\boxed{\\frac{1}{2}}$.'), '\\frac{1}{2}');
-  assert.equal(extractAnswer('first \\boxed{3} then finally \\boxed{\\sqrt{\\frac{a}{b}}} done'), '\\sqrt{\\frac{a}{b}}');
+  assert.equal(
+    extractAnswer('first \\boxed{3} then finally \\boxed{\\sqrt{\\frac{a}{b}}} done'),
+    '\\sqrt{\\frac{a}{b}}',
+  );
   assert.equal(extractAnswer('\\fbox{42}'), '42');
   assert.equal(extractAnswer('\\boxed{\\{1, 2\\}}'), '\\{1, 2\\}');
   assert.equal(extractAnswer('\\boxed 5'), '5');
@@ -103,7 +106,10 @@ test('mathReward: extraction, short fallback, info', async () => {
   assert.equal(r2.info.extracted, null);
   // Gold given as a full solution is reduced to its answer.
   const gsm = { id: '2', prompt: 'q', answer: 'work\n#### 1,234' };
-  assert.equal((await mathReward({ name: 'correct' }).score({ response: 'The answer is 1234.', item: gsm })).components.correct, 1);
+  assert.equal(
+    (await mathReward({ name: 'correct' }).score({ response: 'The answer is 1234.', item: gsm })).components.correct,
+    1,
+  );
 });
 
 test('self-verification on MATH-500 and GSM8K (shared data)', async (t) => {
@@ -140,7 +146,10 @@ test('GSM8K solutions verify through the async mathReward (sample)', async (t) =
     const res = await reward.score({ response: row.answer, item: { id: String(i), prompt: '', answer: gold } });
     ok += res.reward;
     // A wrong gold must fail.
-    const wrong = await reward.score({ response: row.answer, item: { id: String(i), prompt: '', answer: String(Number(gold.replace(/,/g, '')) + 1) } });
+    const wrong = await reward.score({
+      response: row.answer,
+      item: { id: String(i), prompt: '', answer: String(Number(gold.replace(/,/g, '')) + 1) },
+    });
     assert.equal(wrong.reward, 0, `row ${i}`);
   }
   assert.equal(ok, rows.length);
@@ -157,7 +166,9 @@ test('agreement with Math-Verify regression cases (shared data)', (t) => {
     t.diagnostic(`  ${group}: ${g.agree}/${g.total} (${(g.rate * 100).toFixed(1)}%)`);
   }
   for (const f of r.failures.peer.slice(0, 10)) {
-    t.diagnostic(`disagree [${f.source}] expected=${f.expected} gold=${JSON.stringify(f.gold.slice(0, 80))} pred=${JSON.stringify((f.pred ?? '').slice(-80))}`);
+    t.diagnostic(
+      `disagree [${f.source}] expected=${f.expected} gold=${JSON.stringify(f.gold.slice(0, 80))} pred=${JSON.stringify((f.pred ?? '').slice(-80))}`,
+    );
   }
   assert.equal(r.counts.peer, 254);
   assert.ok(r.peerAgreement >= PEER_FLOOR, `peer agreement ${r.peerAgreement} below ${PEER_FLOOR}`);
@@ -168,7 +179,8 @@ test('matrix arithmetic: sums, differences, products and scalar multiples of wri
   const I = '\\begin{pmatrix}1 & 0 \\\\ 0 & 1\\end{pmatrix}';
   const A = '\\begin{pmatrix}1 & 2 \\\\ 3 & 4\\end{pmatrix}';
   const B = '\\begin{bmatrix}5 & 6 \\\\ 7 & 8\\end{bmatrix}';
-  const m = (a: number, b: number, c: number, d: number) => `\\begin{pmatrix}${a} & ${b} \\\\ ${c} & ${d}\\end{pmatrix}`;
+  const m = (a: number, b: number, c: number, d: number) =>
+    `\\begin{pmatrix}${a} & ${b} \\\\ ${c} & ${d}\\end{pmatrix}`;
   const cases: Array<[string, string, boolean]> = [
     [m(6, 8, 10, 12), `${A} + ${B}`, true],
     [m(6, 8, 10, 13), `${A} + ${B}`, false],
@@ -182,7 +194,11 @@ test('matrix arithmetic: sums, differences, products and scalar multiples of wri
     [A, `${I} ${A}`, true],
     [m(1, 0, 0, 1), `${I}${I}`, true],
     [m(7, 10, 15, 22), `${A}^2`, false], // powers are not evaluated
-    ['\\begin{pmatrix}x+1 \\\\ 2x\\end{pmatrix}', '\\begin{pmatrix}1 \\\\ x\\end{pmatrix} + \\begin{pmatrix}x \\\\ x\\end{pmatrix}', true],
+    [
+      '\\begin{pmatrix}x+1 \\\\ 2x\\end{pmatrix}',
+      '\\begin{pmatrix}1 \\\\ x\\end{pmatrix} + \\begin{pmatrix}x \\\\ x\\end{pmatrix}',
+      true,
+    ],
     [m(1, 2, 3, 4), `${A} + \\begin{pmatrix}1 & 2\\end{pmatrix}`, false], // shapes differ
   ];
   for (const [gold, pred, want] of cases) assert.equal(mathEquivalent(gold, pred), want, `${gold} vs ${pred}`);
@@ -202,13 +218,28 @@ test('an equation against its solved form; an equation between constants against
 
 test('units, currency codes and words around a lone amount', () => {
   const equal: Array<[string, string]> = [
-    ['1000.99', '1,000.99€'], ['1000.99', '1,000.99m²'], ['12', 'USD 12'], ['12', '12 USD'], ['12', 'Rs. 12'],
-    ['12', '12 rupees'], ['30', '30 km/h'], ['12', '12 sq. ft'], ['2.5', '2.5 hrs'], ['25', '25ml'], ['12', '12 apples'],
-    ['5', '5 more cookies'], ['2.74', '2,74 €'],
+    ['1000.99', '1,000.99€'],
+    ['1000.99', '1,000.99m²'],
+    ['12', 'USD 12'],
+    ['12', '12 USD'],
+    ['12', 'Rs. 12'],
+    ['12', '12 rupees'],
+    ['30', '30 km/h'],
+    ['12', '12 sq. ft'],
+    ['2.5', '2.5 hrs'],
+    ['25', '25ml'],
+    ['12', '12 apples'],
+    ['5', '5 more cookies'],
+    ['2.74', '2,74 €'],
   ];
   for (const [g, p] of equal) assert.equal(mathEquivalent(g, p), true, `${g} vs ${p}`);
   const different: Array<[string, string]> = [
-    ['13', '12 apples'], ['1000.99', '1,001.99€'], ['12', 'USD 120'], ['-12', '12 USD'], ['2m', '2'], ['4s', '4'],
+    ['13', '12 apples'],
+    ['1000.99', '1,001.99€'],
+    ['12', 'USD 120'],
+    ['-12', '12 USD'],
+    ['2m', '2'],
+    ['4s', '4'],
   ];
   for (const [g, p] of different) assert.equal(mathEquivalent(g, p), false, `${g} vs ${p}`);
   assert.equal(normalizeAnswer('3m'), '3m'); // a glued one-letter unit only with a written square/cube
@@ -236,9 +267,17 @@ test('several answers: same-line boxes, adjacent math spans, ;-separated solutio
 });
 
 test('"The final answer is X" after the last box wins; prose around one number', () => {
-  assert.equal(extractAnswer('so $\\boxed{255}$. Then $10,200 + $255. Final Answer: The final answer is $10,455$. I hope it is correct.'), '10,455');
+  assert.equal(
+    extractAnswer(
+      'so $\\boxed{255}$. Then $10,200 + $255. Final Answer: The final answer is $10,455$. I hope it is correct.',
+    ),
+    '10,455',
+  );
   assert.equal(extractAnswer('The final answer is $\\boxed{5}$.'), '5');
-  assert.equal(extractAnswer('\\boxed{12 $ and $13 }. Final Answer: The final answer is \\"$12 $ and $13 $\\".'), '12, 13');
+  assert.equal(
+    extractAnswer('\\boxed{12 $ and $13 }. Final Answer: The final answer is \\"$12 $ and $13 $\\".'),
+    '12, 13',
+  );
   assert.equal(extractAnswer('Final Answer: Jane started growing Sphere 3 hours ago. I hope it is correct.'), '3');
   assert.equal(extractAnswer('Final Answer: it took 3 hours and 20 minutes.'), 'it took 3 hours and 20 minutes');
 });
@@ -248,7 +287,54 @@ const PEER_FLOOR = 0.95;
 
 test('random garbage never throws; results are deterministic', () => {
   const rng = new Rng(1234);
-  const alphabet = ['\\frac', '\\sqrt', '{', '}', '(', ')', '[', ']', '\\{', '\\}', '^', '_', '=', '<', '>', ',', '$', '\\boxed{', '####', 'x', 'y', 'e', '\\pi', '1', '2', '0.5', '-', '+', '*', '/', '|', '!', '\\', ' ', '\\text{', 'cm', '%', '\\left(', '\\right)', '\\begin{pmatrix}', '\\end{pmatrix}', '&', '\\\\', '\\cup', 'The answer is', '\n'];
+  const alphabet = [
+    '\\frac',
+    '\\sqrt',
+    '{',
+    '}',
+    '(',
+    ')',
+    '[',
+    ']',
+    '\\{',
+    '\\}',
+    '^',
+    '_',
+    '=',
+    '<',
+    '>',
+    ',',
+    '$',
+    '\\boxed{',
+    '####',
+    'x',
+    'y',
+    'e',
+    '\\pi',
+    '1',
+    '2',
+    '0.5',
+    '-',
+    '+',
+    '*',
+    '/',
+    '|',
+    '!',
+    '\\',
+    ' ',
+    '\\text{',
+    'cm',
+    '%',
+    '\\left(',
+    '\\right)',
+    '\\begin{pmatrix}',
+    '\\end{pmatrix}',
+    '&',
+    '\\\\',
+    '\\cup',
+    'The answer is',
+    '\n',
+  ];
   for (let i = 0; i < 1500; i++) {
     const n = rng.intRange(0, 30);
     let a = '';

@@ -28,21 +28,41 @@ test('a program reward computes a score (number, components, async, CommonJS, fr
   assert.deepEqual(r.components, { greet: 1.5, 'greet.exact': 1, 'greet.promptLength': 16 });
   assert.equal((await fn.score({ response: 'bye', item })).reward, 0.5);
 
-  const asyncFn = programReward({ source: 'export default async ({ response }) => { await new Promise((r) => setTimeout(r, 10)); return response.length; }', limits });
+  const asyncFn = programReward({
+    source:
+      'export default async ({ response }) => { await new Promise((r) => setTimeout(r, 10)); return response.length; }',
+    limits,
+  });
   assert.equal((await asyncFn.score({ response: 'abcd', item })).reward, 4);
 
-  const cjs = programReward({ source: 'module.exports = ({ answer, response }) => (answer === response ? 1 : -1);', limits });
+  const cjs = programReward({
+    source: 'module.exports = ({ answer, response }) => (answer === response ? 1 : -1);',
+    limits,
+  });
   assert.equal((await cjs.score({ response: 'no', item })).reward, -1);
 
   const dir = await mkdtemp(join(tmpdir(), 'arbor-prog-test-'));
   try {
     await writeFile(join(dir, 'r.mjs'), 'export default () => 0.25;\n');
-    assert.equal((await programReward({ path: join(dir, 'r.mjs'), limits }).score({ response: '', item })).reward, 0.25);
+    assert.equal(
+      (await programReward({ path: join(dir, 'r.mjs'), limits }).score({ response: '', item })).reward,
+      0.25,
+    );
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
-  assert.throws(() => programReward({}), (e: unknown) => e instanceof ConfigError && e.path === 'source' && /exactly one of "source" and "path"/.test(e.message));
-  assert.throws(() => programReward({ path: '/nonexistent/reward.mjs' }), (e: unknown) => e instanceof ConfigError && e.path === 'path' && /cannot read \/nonexistent\/reward\.mjs \(ENOENT\)/.test(e.message));
+  assert.throws(
+    () => programReward({}),
+    (e: unknown) =>
+      e instanceof ConfigError && e.path === 'source' && /exactly one of "source" and "path"/.test(e.message),
+  );
+  assert.throws(
+    () => programReward({ path: '/nonexistent/reward.mjs' }),
+    (e: unknown) =>
+      e instanceof ConfigError &&
+      e.path === 'path' &&
+      /cannot read \/nonexistent\/reward\.mjs \(ENOENT\)/.test(e.message),
+  );
 });
 
 test('a malicious program reward cannot escape and yields a failure', async () => {
@@ -51,7 +71,10 @@ test('a malicious program reward cannot escape and yields a failure', async () =
   const listener = await loopbackListener();
   const port = listener.port;
   try {
-    const writer = programReward({ source: `import { writeFileSync } from 'node:fs';\nexport default () => { writeFileSync(${JSON.stringify(target)}, 'x'); return 1; };`, limits });
+    const writer = programReward({
+      source: `import { writeFileSync } from 'node:fs';\nexport default () => { writeFileSync(${JSON.stringify(target)}, 'x'); return 1; };`,
+      limits,
+    });
     await assert.rejects(writer.score({ response: '', item }), /threw: \[ERR_ACCESS_DENIED\]/);
     assert.equal(existsSync(target), false);
 
@@ -59,11 +82,17 @@ test('a malicious program reward cannot escape and yields a failure', async () =
       source: `import net from 'node:net';\nexport default () => new Promise((resolve, reject) => { const s = net.connect(${port}, '127.0.0.1', () => resolve(1)); s.on('error', reject); });`,
       limits,
     });
-    await assert.rejects(socket.score({ response: '', item }), /threw: \[ERR_SANDBOX_DENIED\] Error: sandbox: network connection is not allowed/);
+    await assert.rejects(
+      socket.score({ response: '', item }),
+      /threw: \[ERR_SANDBOX_DENIED\] Error: sandbox: network connection is not allowed/,
+    );
     await new Promise((res) => setTimeout(res, 50));
     listener.assertNoConnections('sandboxed program');
 
-    const spawner = programReward({ source: `import { execSync } from 'node:child_process';\nexport default () => Number(execSync('echo 1').toString());`, limits });
+    const spawner = programReward({
+      source: `import { execSync } from 'node:child_process';\nexport default () => Number(execSync('echo 1').toString());`,
+      limits,
+    });
     await assert.rejects(spawner.score({ response: '', item }), /threw: \[ERR_ACCESS_DENIED\]/);
 
     const looper = programReward({ source: 'export default () => { for (;;) {} };', limits });
@@ -98,5 +127,9 @@ test('bad return values are errors', async () => {
       await assert.rejects(programReward({ source, limits }).score({ response: '', item }), message, source);
     }),
   );
-  assert.equal((await programReward({ source: 'export default () => 42', range: [0, 100], limits }).score({ response: '', item })).reward, 42);
+  assert.equal(
+    (await programReward({ source: 'export default () => 42', range: [0, 100], limits }).score({ response: '', item }))
+      .reward,
+    42,
+  );
 });

@@ -24,7 +24,17 @@ import { buildDatums } from '../../src/optimize/datums.js';
 import { tokenExactReport } from '../../src/optimize/token-exact.js';
 
 const tokenizer = new CharTokenizer();
-const config = { vocabSize: tokenizer.vocabSize, dModel: 16, nLayers: 2, nHeads: 2, dFF: 32, contextLength: 160, tieEmbeddings: false, ropeTheta: 10000, normEps: 1e-5 };
+const config = {
+  vocabSize: tokenizer.vocabSize,
+  dModel: 16,
+  nLayers: 2,
+  nHeads: 2,
+  dFF: 32,
+  contextLength: 160,
+  tieEmbeddings: false,
+  ropeTheta: 10000,
+  normEps: 1e-5,
+};
 
 /** Every turn is "a call"; the observation names the turn and the text's length (so it depends on what was sampled). */
 const everyTurnFormat: ToolCallFormat = {
@@ -49,7 +59,12 @@ class ScriptedEnv implements Environment {
     this.turn++;
     const content = `t${this.turn} n${action.text.length}`;
     said.push(content);
-    return { results: [{ name: 'note', content, isError: false }], done: this.turn >= 3, reward: this.turn >= 3 ? 1 : undefined, metrics: { toolCalls: 1, toolErrors: 0 } };
+    return {
+      results: [{ name: 'note', content, isError: false }],
+      done: this.turn >= 3,
+      reward: this.turn >= 3 ? 1 : undefined,
+      metrics: { toolCalls: 1, toolErrors: 0 },
+    };
   }
   async fork(): Promise<Environment> {
     return new ScriptedEnv(this.turn);
@@ -69,7 +84,15 @@ class RecordingSampler implements Sampler {
   }
   async sample(requests: SampleRequest[]): Promise<SampleResult[]> {
     const out = await this.inner.sample(requests);
-    out.forEach((r, i) => r.completions.forEach((c) => this.returned.push({ context: requests[i].tokens.slice(), tokens: c.tokens.slice(), logprobs: c.logprobs.slice() })));
+    out.forEach((r, i) =>
+      r.completions.forEach((c) =>
+        this.returned.push({
+          context: requests[i].tokens.slice(),
+          tokens: c.tokens.slice(),
+          logprobs: c.logprobs.slice(),
+        }),
+      ),
+    );
     return out;
   }
   release(handles: string[]): void {
@@ -82,22 +105,53 @@ class RecordingSampler implements Sampler {
 
 function runtime(): AgentRuntime {
   return {
-    factory, format: everyTurnFormat, tools: [], contextLength: config.contextLength,
+    factory,
+    format: everyTurnFormat,
+    tools: [],
+    contextLength: config.contextLength,
     encodePrompt: (item) => [tokenizer.bos, ...tokenizer.encode(everyTurnFormat.renderPrompt(item.prompt, []))],
     encodePieces: (pieces) => pieces.flatMap((p) => tokenizer.encode(p.text)),
     decodeTurn: (tokens) => tokenizer.decode(tokens),
   };
 }
 
-async function grow(branching: 'iid' | 'uniform'): Promise<{ trees: RolloutTree[]; sampler: RecordingSampler; model: NanoModel }> {
+async function grow(
+  branching: 'iid' | 'uniform',
+): Promise<{ trees: RolloutTree[]; sampler: RecordingSampler; model: NanoModel }> {
   const model = NanoModel.createSync(config, referenceKernels, 11);
   for (let i = 0; i < model.params.data.length; i++) model.params.data[i] *= 2;
   const sampler = new RecordingSampler(new NanoSampler(model));
-  const items: TaskItem[] = [{ id: 'a', prompt: 'hello', answer: '' }, { id: 'b', prompt: 'abc', answer: '' }];
-  const generator = agentGenerator({ kind: 'agent', groupSize: 4, format: 'arbor', branching, rootCopies: 0, branchFactor: 2, maxTurns: 6, maxTurnTokens: 10, toolTimeoutMs: 1000, episodeTimeoutMs: 10_000 });
-  const { trees } = await generator.grow(items.map((item) => ({ item, promptTokens: [] })), {
-    sampler, rng: new Rng(3), step: 1, stopTokens: [tokenizer.eos, ...tokenizer.encode('abcdefghijklmnopqrstuvwxyz')], maxResponseTokens: 120, temperature: 1, topP: 1, topK: 0, treeIdPrefix: 't', agent: runtime(),
+  const items: TaskItem[] = [
+    { id: 'a', prompt: 'hello', answer: '' },
+    { id: 'b', prompt: 'abc', answer: '' },
+  ];
+  const generator = agentGenerator({
+    kind: 'agent',
+    groupSize: 4,
+    format: 'arbor',
+    branching,
+    rootCopies: 0,
+    branchFactor: 2,
+    maxTurns: 6,
+    maxTurnTokens: 10,
+    toolTimeoutMs: 1000,
+    episodeTimeoutMs: 10_000,
   });
+  const { trees } = await generator.grow(
+    items.map((item) => ({ item, promptTokens: [] })),
+    {
+      sampler,
+      rng: new Rng(3),
+      step: 1,
+      stopTokens: [tokenizer.eos, ...tokenizer.encode('abcdefghijklmnopqrstuvwxyz')],
+      maxResponseTokens: 120,
+      temperature: 1,
+      topP: 1,
+      topK: 0,
+      treeIdPrefix: 't',
+      agent: runtime(),
+    },
+  );
   return { trees, sampler, model };
 }
 
@@ -116,26 +170,42 @@ for (const branching of ['iid', 'uniform'] as const) {
         let expected = tree.nodes[ROOT_ID].tokens.slice();
         const sampledAt = new Map<number, number>();
         for (const node of path.slice(1)) {
-          const rec = sampler.returned.find((r) => r.context.length === expected.length && r.context.every((t, i) => t === expected[i]) && r.tokens.every((t, i) => node.tokens[i] === t));
+          const rec = sampler.returned.find(
+            (r) =>
+              r.context.length === expected.length &&
+              r.context.every((t, i) => t === expected[i]) &&
+              r.tokens.every((t, i) => node.tokens[i] === t),
+          );
           assert.ok(rec, `${tree.id}/${node.id}: a completion the sampler returned for this context starts the turn`);
           rec!.tokens.forEach((_, i) => sampledAt.set(expected.length + i, rec!.logprobs[i]));
           const rest = node.tokens.slice(rec!.tokens.length);
           if (rest.length) {
             const text = tokenizer.decode(rest);
             const m = /^\n<(t\d n\d+)>\n$/.exec(text);
-            assert.ok(m && said.includes(m[1]), `${tree.id}/${node.id}: what follows the turn is an observation the environment gave (${JSON.stringify(text)})`);
+            assert.ok(
+              m && said.includes(m[1]),
+              `${tree.id}/${node.id}: what follows the turn is an observation the environment gave (${JSON.stringify(text)})`,
+            );
           }
           expected = expected.concat(node.tokens);
         }
         if (path.length > 2) multiTurn++;
         const tr = trajectory(tree, leaf.id);
-        const [d] = buildDatums([{ trajectory: tr, advantage: 1, excluded: false }], { aggregation: 'token_mean', maxResponseTokens: 120 });
-        assert.deepEqual([...d.inputTokens, d.targetTokens.at(-1)!], expected, 'trainer input = the path, token for token');
+        const [d] = buildDatums([{ trajectory: tr, advantage: 1, excluded: false }], {
+          aggregation: 'token_mean',
+          maxResponseTokens: 120,
+        });
+        assert.deepEqual(
+          [...d.inputTokens, d.targetTokens.at(-1)!],
+          expected,
+          'trainer input = the path, token for token',
+        );
         const lp = (await trainer.logprobs([d]))[0];
         for (let j = 1; j < expected.length; j++) {
           const s = sampledAt.get(j);
           assert.equal(d.weights[j - 1] > 0, s !== undefined, `position ${j}: trained exactly when sampled`);
-          if (s !== undefined) assert.ok(Math.abs(lp[j - 1] - s) < 1e-5, `position ${j}: trainer ${lp[j - 1]} vs sampler ${s}`);
+          if (s !== undefined)
+            assert.ok(Math.abs(lp[j - 1] - s) < 1e-5, `position ${j}: trainer ${lp[j - 1]} vs sampler ${s}`);
         }
       }
     }
@@ -161,5 +231,8 @@ test('tokenExactReport fails when a sampled log-prob is off or an observation to
   turn.mask[turn.mask.indexOf(0)] = 1;
   const masked = await tokenExactReport(trees, trainer);
   assert.equal(masked.exact, 0);
-  assert.ok(masked.maxLogprobDiff > 0.1, `an observation token has no sampled log-prob to match (${masked.maxLogprobDiff})`);
+  assert.ok(
+    masked.maxLogprobDiff > 0.1,
+    `an observation token has no sampled log-prob to match (${masked.maxLogprobDiff})`,
+  );
 });

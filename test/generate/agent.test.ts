@@ -24,9 +24,18 @@ const format = arborFormat();
 /** Turn k of an episode (k = EOS tokens in the response so far) is `script(k, seed)`; n continuations per request. */
 class TextSampler implements Sampler {
   readonly specificationVersion = 'arbor.sampler.v1' as const;
-  readonly capabilities = { entropy: false, topLogprobs: false, forcedTokens: false, cacheHandles: false, prefixCaching: false };
+  readonly capabilities = {
+    entropy: false,
+    topLogprobs: false,
+    forcedTokens: false,
+    cacheHandles: false,
+    prefixCaching: false,
+  };
   requests: SampleRequest[] = [];
-  constructor(private readonly promptLength: (context: number[]) => number, private readonly script: (turn: number, seed: number) => string) {}
+  constructor(
+    private readonly promptLength: (context: number[]) => number,
+    private readonly script: (turn: number, seed: number) => string,
+  ) {}
   async sample(requests: SampleRequest[]): Promise<SampleResult[]> {
     this.requests.push(...requests);
     return requests.map((r) => {
@@ -38,7 +47,15 @@ class TextSampler implements Sampler {
         if (tokens.length > r.maxTokens) [tokens, finishReason] = [tokens.slice(0, r.maxTokens), 'length'];
         return { tokens, logprobs: tokens.map(() => -0.5), finishReason };
       });
-      return { completions, usage: { promptTokensComputed: r.tokens.length, prefixTokensReused: 0, tokensDecoded: completions.reduce((a, c) => a + c.tokens.length, 0) }, weightVersion: 0 };
+      return {
+        completions,
+        usage: {
+          promptTokensComputed: r.tokens.length,
+          prefixTokensReused: 0,
+          tokensDecoded: completions.reduce((a, c) => a + c.tokens.length, 0),
+        },
+        weightVersion: 0,
+      };
     });
   }
   release(): void {}
@@ -48,25 +65,59 @@ class TextSampler implements Sampler {
 }
 
 const factory = calculatorEnvironmentFactory();
-const tools = [{ name: 'calc', description: 'evaluate an arithmetic expression', inputSchema: { type: 'object', properties: { expr: { type: 'string' } }, required: ['expr'] } }];
+const tools = [
+  {
+    name: 'calc',
+    description: 'evaluate an arithmetic expression',
+    inputSchema: { type: 'object', properties: { expr: { type: 'string' } }, required: ['expr'] },
+  },
+];
 
 function runtime(contextLength?: number): AgentRuntime {
   return {
-    factory, format, tools, contextLength,
+    factory,
+    format,
+    tools,
+    contextLength,
     encodePrompt: (item) => [tok.bos, ...tok.encode(format.renderPrompt(item.prompt, tools))],
     encodePieces: (pieces) => encodePieces(pieces, (text) => tok.encode(text)),
     decodeTurn: (tokens) => tok.decode(tokens),
   };
 }
 
-const options: AgentOptions = { kind: 'agent', groupSize: 1, format: 'arbor', branching: 'iid', rootCopies: 0, branchFactor: 2, maxTurns: 4, maxTurnTokens: 0, toolTimeoutMs: 2000, episodeTimeoutMs: 20_000 };
+const options: AgentOptions = {
+  kind: 'agent',
+  groupSize: 1,
+  format: 'arbor',
+  branching: 'iid',
+  rootCopies: 0,
+  branchFactor: 2,
+  maxTurns: 4,
+  maxTurnTokens: 0,
+  toolTimeoutMs: 2000,
+  episodeTimeoutMs: 20_000,
+};
 const item: TaskItem = { id: '12*3=', prompt: '12*3=', answer: '36', meta: { a: 12, b: 3, useTool: true } };
 const promptLength = runtime().encodePrompt(item, '').length;
 
-async function grow(script: (turn: number, seed: number) => string, o: Partial<AgentOptions> = {}, extra: { maxResponseTokens?: number; contextLength?: number; quality?: QualityHook } = {}): Promise<{ tree: RolloutTree; sampler: TextSampler }> {
+async function grow(
+  script: (turn: number, seed: number) => string,
+  o: Partial<AgentOptions> = {},
+  extra: { maxResponseTokens?: number; contextLength?: number; quality?: QualityHook } = {},
+): Promise<{ tree: RolloutTree; sampler: TextSampler }> {
   const sampler = new TextSampler(() => promptLength, script);
   const { trees } = await agentGenerator({ ...options, ...o }).grow([{ item, promptTokens: [] }], {
-    sampler, rng: new Rng(1), step: 1, stopTokens: [tok.eos], maxResponseTokens: extra.maxResponseTokens ?? 64, temperature: 1, topP: 1, topK: 0, treeIdPrefix: 't', agent: runtime(extra.contextLength), quality: extra.quality,
+    sampler,
+    rng: new Rng(1),
+    step: 1,
+    stopTokens: [tok.eos],
+    maxResponseTokens: extra.maxResponseTokens ?? 64,
+    temperature: 1,
+    topP: 1,
+    topK: 0,
+    treeIdPrefix: 't',
+    agent: runtime(extra.contextLength),
+    quality: extra.quality,
   });
   return { tree: trees[0], sampler };
 }
@@ -86,7 +137,12 @@ test('a tool call and an answer: two turn nodes, the observation masked, the epi
   assert.deepEqual(leaf.episode, { finalAnswer: '36', turns: 2, toolCalls: 1, toolErrors: 0, end: 'answer' });
   assert.equal(tree.meta?.agent && (tree.meta.agent as { toolCalls: number }).toolCalls, 1);
   const task = calculatorTask();
-  await scoreTrees([tree], new Map([[item.id, item]]), task.reward, { decode: (t) => tok.decode(t), concurrency: 1, timeoutMs: 5000, failureReward: 0 });
+  await scoreTrees([tree], new Map([[item.id, item]]), task.reward, {
+    decode: (t) => tok.decode(t),
+    concurrency: 1,
+    timeoutMs: 5000,
+    failureReward: 0,
+  });
   assert.equal(leaf.reward, 1, 'the verifier reads the final answer');
 });
 
@@ -94,7 +150,12 @@ test('a wrong answer after the right observation scores 0; a direct answer is on
   const wrong = (await grow((turn) => (turn === 0 ? '@calc(12*3)' : '35'))).tree;
   const direct = (await grow(() => '36')).tree;
   const task = calculatorTask();
-  await scoreTrees([wrong, direct], new Map([[item.id, item]]), task.reward, { decode: (t) => tok.decode(t), concurrency: 1, timeoutMs: 5000, failureReward: 0 });
+  await scoreTrees([wrong, direct], new Map([[item.id, item]]), task.reward, {
+    decode: (t) => tok.decode(t),
+    concurrency: 1,
+    timeoutMs: 5000,
+    failureReward: 0,
+  });
   assert.equal(leaves(wrong)[0].reward, 0);
   assert.equal(leaves(direct)[0].reward, 1);
   assert.equal(leaves(direct)[0].episode?.turns, 1);
@@ -121,8 +182,16 @@ test('limits: max turns, an observation that would overflow the episode budget, 
   const tight = (await grow(() => '@calc(12*3)', {}, { maxResponseTokens: 16 })).tree;
   const [b] = leaves(tight);
   assert.equal(b.episode?.end, 'max_tokens');
-  assert.ok(pathTo(tight, b.id).slice(1).reduce((n, x) => n + x.tokens.length, 0) <= 16, 'the episode stays within its budget');
-  assert.ok(b.mask.every((m) => m === 1), 'no observation was appended');
+  assert.ok(
+    pathTo(tight, b.id)
+      .slice(1)
+      .reduce((n, x) => n + x.tokens.length, 0) <= 16,
+    'the episode stays within its budget',
+  );
+  assert.ok(
+    b.mask.every((m) => m === 1),
+    'no observation was appended',
+  );
   const long = (await grow(() => 'x'.repeat(30), { maxTurnTokens: 8 })).tree;
   const [c] = leaves(long);
   assert.equal(c.tokens.length, 8);
@@ -131,12 +200,22 @@ test('limits: max turns, an observation that would overflow the episode budget, 
 
 test('uniform branching: root copies, then every anchor branches within the budget of G leaves', async () => {
   const script = (turn: number, seed: number) => (turn < 2 ? `@calc(${seed % 7}+1)` : 'done');
-  const { tree, sampler } = await grow(script, { groupSize: 8, branching: 'uniform', branchFactor: 2, rootCopies: 2, maxTurns: 5 });
+  const { tree, sampler } = await grow(script, {
+    groupSize: 8,
+    branching: 'uniform',
+    branchFactor: 2,
+    rootCopies: 2,
+    maxTurns: 5,
+  });
   assert.equal(leaves(tree).length, 8);
   // the continuations of one node share one request (their context is computed once)
-  assert.deepEqual(sampler.requests.map((r) => r.n), [2, 2, 2, 2, 2, 2, 2]);
+  assert.deepEqual(
+    sampler.requests.map((r) => r.n),
+    [2, 2, 2, 2, 2, 2, 2],
+  );
   assert.equal(tree.nodes[ROOT_ID].children.length, 2, 'two episodes from the prompt');
-  for (const id of tree.nodes[ROOT_ID].children) assert.equal(tree.nodes[id].children.length, 2, `anchor ${id} branches in two`);
+  for (const id of tree.nodes[ROOT_ID].children)
+    assert.equal(tree.nodes[id].children.length, 2, `anchor ${id} branches in two`);
   assert.equal((tree.meta!.agent as { forks: number }).forks, 1 + 2 + 4, 'one fork per extra child');
   for (const l of leaves(tree)) assert.equal(l.episode?.turns, 3);
 });
@@ -154,23 +233,44 @@ test('trace: the extra children go to the anchors predicted nearest p = 0.5', as
   const script = (turn: number, seed: number) => (turn === 0 ? `@calc(${seed % 5}*1)` : 'ok');
   const predicted = new Map<string, number>();
   const quality: QualityHook = {
-    predict: (tree, ids) => ids.map((id) => {
-      const p = [0.02, 0.5, 0.97, 0.45][Number(id.split('.')[1])];
-      predicted.set(id, p);
-      return p;
-    }),
+    predict: (tree, ids) =>
+      ids.map((id) => {
+        const p = [0.02, 0.5, 0.97, 0.45][Number(id.split('.')[1])];
+        predicted.set(id, p);
+        return p;
+      }),
   };
-  const { tree } = await grow(script, { groupSize: 8, branching: 'trace', branchFactor: 2, rootCopies: 4, maxTurns: 3 }, { quality });
+  const { tree } = await grow(
+    script,
+    { groupSize: 8, branching: 'trace', branchFactor: 2, rootCopies: 4, maxTurns: 3 },
+    { quality },
+  );
   const children = (k: number) => tree.nodes[`0.${k}`].children.length;
   assert.equal(leaves(tree).length, 8);
   assert.ok(children(1) >= 2 && children(3) >= 2, 'uncertain anchors branch');
-  assert.ok(children(1) + children(3) > children(0) + children(2), `more continuations where p ≈ 0.5 (${[0, 1, 2, 3].map(children)})`);
+  assert.ok(
+    children(1) + children(3) > children(0) + children(2),
+    `more continuations where p ≈ 0.5 (${[0, 1, 2, 3].map(children)})`,
+  );
   assert.ok(predicted.size >= 4, 'the predictor was asked about every anchor');
 });
 
 test('without an environment the agent generator is a configuration error naming env', async () => {
   await assert.rejects(
-    agentGenerator(options).grow([{ item, promptTokens: [] }], { sampler: new TextSampler(() => 0, () => ''), rng: new Rng(1), step: 1, stopTokens: [2], maxResponseTokens: 8, temperature: 1, topP: 1, topK: 0, treeIdPrefix: 't' }),
+    agentGenerator(options).grow([{ item, promptTokens: [] }], {
+      sampler: new TextSampler(
+        () => 0,
+        () => '',
+      ),
+      rng: new Rng(1),
+      step: 1,
+      stopTokens: [2],
+      maxResponseTokens: 8,
+      temperature: 1,
+      topP: 1,
+      topK: 0,
+      treeIdPrefix: 't',
+    }),
     (e: Error & { key?: string }) => /needs an environment/.test(e.message),
   );
 });

@@ -34,15 +34,36 @@ class PickySampler implements Sampler {
   }
 }
 
-const inputs = [5, 6, 30, 7, 8].map((t, i) => ({ item: { id: `q${i}`, prompt: '', answer: '' }, promptTokens: [1, t] }));
-const ctx = (sampler: Sampler, signal?: AbortSignal) => ({ sampler, rng: new Rng(1), step: 1, stopTokens: [2], maxResponseTokens: 12, temperature: 1, topP: 1, topK: 0, treeIdPrefix: 't', signal });
+const inputs = [5, 6, 30, 7, 8].map((t, i) => ({
+  item: { id: `q${i}`, prompt: '', answer: '' },
+  promptTokens: [1, t],
+}));
+const ctx = (sampler: Sampler, signal?: AbortSignal) => ({
+  sampler,
+  rng: new Rng(1),
+  step: 1,
+  stopTokens: [2],
+  maxResponseTokens: 12,
+  temperature: 1,
+  topP: 1,
+  topK: 0,
+  treeIdPrefix: 't',
+  signal,
+});
 
-for (const spec of [{ kind: 'iid', groupSize: 4 }, { kind: 'treepo', groupSize: 4, segmentLength: 3, branchingFactor: 2, initialDivergence: 2 }]) {
+for (const spec of [
+  { kind: 'iid', groupSize: 4 },
+  { kind: 'treepo', groupSize: 4, segmentLength: 3, branchingFactor: 2, initialDivergence: 2 },
+]) {
   test(`${spec.kind}: one bad prompt costs only its own tree`, async () => {
     const sampler = new PickySampler();
     const out = await growSafely(generatorFromConfig(spec), inputs, ctx(sampler));
     assert.equal(out.trees.length, 5);
-    assert.deepEqual(out.trees.map((t) => t.itemId), ['q0', 'q1', 'q2', 'q3', 'q4'], 'trees stay in input order');
+    assert.deepEqual(
+      out.trees.map((t) => t.itemId),
+      ['q0', 'q1', 'q2', 'q3', 'q4'],
+      'trees stay in input order',
+    );
     assert.equal(out.errors, 1);
     const bad = out.trees[2];
     assert.ok(hasError(bad));
@@ -59,5 +80,12 @@ for (const spec of [{ kind: 'iid', groupSize: 4 }, { kind: 'treepo', groupSize: 
 test('an aborted call is not turned into error trees', async () => {
   const controller = new AbortController();
   controller.abort(new Error('shutdown'));
-  await assert.rejects(growSafely(generatorFromConfig({ kind: 'iid', groupSize: 2 }), [inputs[0], inputs[1]], ctx(new PickySampler(), controller.signal)), /shutdown/);
+  await assert.rejects(
+    growSafely(
+      generatorFromConfig({ kind: 'iid', groupSize: 2 }),
+      [inputs[0], inputs[1]],
+      ctx(new PickySampler(), controller.signal),
+    ),
+    /shutdown/,
+  );
 });

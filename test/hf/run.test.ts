@@ -24,12 +24,25 @@ import type { TaskItem } from '../../src/core/types.js';
 
 const root = mkdtempSync(join(tmpdir(), 'arbor-hf-run-'));
 process.on('exit', () => rmSync(root, { recursive: true, force: true }));
-const example = YAML.parse(readFileSync('examples/hf-qwen3-lora.yaml', 'utf8')) as Record<string, Record<string, unknown>>;
+const example = YAML.parse(readFileSync('examples/hf-qwen3-lora.yaml', 'utf8')) as Record<
+  string,
+  Record<string, unknown>
+>;
 
 function config(name: string, steps = 2): ArborConfig {
   return parseConfig({
     ...example,
-    run: { ...example.run, name, outDir: join(root, name), steps, promptsPerStep: 4, evalEvery: 0, evalCount: 6, checkpointEvery: 1, logTreesEvery: 1 },
+    run: {
+      ...example.run,
+      name,
+      outDir: join(root, name),
+      steps,
+      promptsPerStep: 4,
+      evalEvery: 0,
+      evalCount: 6,
+      checkpointEvery: 1,
+      logTreesEvery: 1,
+    },
     model: { ...example.model, hf: join(root, 'tiny-qwen3') },
     sft: { ...example.sft, steps: 3, batchSize: 4, examples: 24, checkpoint: join(root, 'warm') },
     generate: { kind: 'iid', groupSize: 4 },
@@ -40,29 +53,42 @@ function config(name: string, steps = 2): ArborConfig {
 
 const adapterOf = (run: string, step: number) => join(root, run, 'checkpoints', `step-${step}`, 'engine');
 
-test('the example: SFT of every weight through the chat template, then LoRA RL on the frozen model', { timeout: 300_000 }, async () => {
-  const summary = await train(config('full'), { quiet: true });
-  assert.equal(summary.steps, 2);
-  // the warm-start is a whole model directory
-  const warm = join(root, 'warm');
-  const { model: warmModel } = await loadHfModel(warm);
-  const { model: base } = await loadHfModel(join(root, 'tiny-qwen3'));
-  const moved = warmModel.params.data.some((x, i) => x !== base.params.data[i]);
-  assert.ok(moved, 'SFT changed the weights of the warm-start');
-  // checkpoints are PEFT adapters over the warm-start
-  const dir = adapterOf('full', 2);
-  const peft = readPeftConfig(dir);
-  assert.equal(peft.baseModel, resolve(warm));
-  assert.deepEqual(peft.settings.targets.slice().sort(), ['down_proj', 'gate_proj', 'k_proj', 'o_proj', 'q_proj', 'up_proj', 'v_proj']);
-  assert.equal(peft.settings.rank, 8);
-  const adapter = loadPeftAdapter(dir, warmModel);
-  let bNorm = 0;
-  for (const s of adapter.params.specs) if (s.name.endsWith('lora_B.weight')) for (const x of adapter.params.get(s.name)) bNorm += x * x;
-  assert.ok(bNorm > 0, 'RL trained the adapter (B was 0 at the start)');
-  // RL never wrote the base: the warm-start files are as SFT left them
-  const again = await loadHfModel(warm);
-  assert.deepEqual(again.model.params.data, warmModel.params.data);
-});
+test(
+  'the example: SFT of every weight through the chat template, then LoRA RL on the frozen model',
+  { timeout: 300_000 },
+  async () => {
+    const summary = await train(config('full'), { quiet: true });
+    assert.equal(summary.steps, 2);
+    // the warm-start is a whole model directory
+    const warm = join(root, 'warm');
+    const { model: warmModel } = await loadHfModel(warm);
+    const { model: base } = await loadHfModel(join(root, 'tiny-qwen3'));
+    const moved = warmModel.params.data.some((x, i) => x !== base.params.data[i]);
+    assert.ok(moved, 'SFT changed the weights of the warm-start');
+    // checkpoints are PEFT adapters over the warm-start
+    const dir = adapterOf('full', 2);
+    const peft = readPeftConfig(dir);
+    assert.equal(peft.baseModel, resolve(warm));
+    assert.deepEqual(peft.settings.targets.slice().sort(), [
+      'down_proj',
+      'gate_proj',
+      'k_proj',
+      'o_proj',
+      'q_proj',
+      'up_proj',
+      'v_proj',
+    ]);
+    assert.equal(peft.settings.rank, 8);
+    const adapter = loadPeftAdapter(dir, warmModel);
+    let bNorm = 0;
+    for (const s of adapter.params.specs)
+      if (s.name.endsWith('lora_B.weight')) for (const x of adapter.params.get(s.name)) bNorm += x * x;
+    assert.ok(bNorm > 0, 'RL trained the adapter (B was 0 at the start)');
+    // RL never wrote the base: the warm-start files are as SFT left them
+    const again = await loadHfModel(warm);
+    assert.deepEqual(again.model.params.data, warmModel.params.data);
+  },
+);
 
 test('SFT and RL see the same prompt token ids: the chat template of the model directory', async () => {
   const tokenizer = HFTokenizer.fromDirectory(join(root, 'tiny-qwen3'));
@@ -81,10 +107,17 @@ test('SFT and RL see the same prompt token ids: the chat template of the model d
   const line = readFileSync(join(root, 'full', 'trees', 'step-1.jsonl'), 'utf8').split('\n')[0];
   const tree = JSON.parse(line) as { itemId: string; nodes: Record<string, { tokens: number[] }> };
   const root0 = tree.nodes['0'].tokens;
-  assert.deepEqual(root0, encode({ id: tree.itemId, prompt: tree.itemId } as TaskItem), 'the arith item id is its prompt');
+  assert.deepEqual(
+    root0,
+    encode({ id: tree.itemId, prompt: tree.itemId } as TaskItem),
+    'the arith item id is its prompt',
+  );
   const text = tokenizer.decode(root0, true);
   assert.match(text, /^<\|im_start\|>user\n\d+\+\d+=<\|im_end\|>\n<\|im_start\|>assistant\n$/);
-  assert.deepEqual(root0, encode({ id: 'y', prompt: text.slice('<|im_start|>user\n'.length, text.indexOf('<|im_end|>')) } as TaskItem));
+  assert.deepEqual(
+    root0,
+    encode({ id: 'y', prompt: text.slice('<|im_start|>user\n'.length, text.indexOf('<|im_end|>')) } as TaskItem),
+  );
 });
 
 test('arbor eval loads a checkpoint adapter over its base (base_model_name_or_path) and its LoRA changes the outputs', async () => {
@@ -97,10 +130,14 @@ test('arbor eval loads a checkpoint adapter over its base (base_model_name_or_pa
   assert.notDeepEqual(a.logprobs, b.logprobs, 'the adapter changes the model');
 });
 
-test('a LoRA run resumed from a checkpoint equals the uninterrupted run (adapter and moments restored)', { timeout: 300_000 }, async () => {
-  await train(config('parts', 1), { quiet: true });
-  await train(undefined, { quiet: true, resume: join(root, 'parts'), steps: 2 });
-  const full = readFileSync(join(adapterOf('full', 2), 'adapter_model.safetensors'));
-  const resumed = readFileSync(join(adapterOf('parts', 2), 'adapter_model.safetensors'));
-  assert.ok(full.equals(resumed), 'the adapters after step 2 are identical');
-});
+test(
+  'a LoRA run resumed from a checkpoint equals the uninterrupted run (adapter and moments restored)',
+  { timeout: 300_000 },
+  async () => {
+    await train(config('parts', 1), { quiet: true });
+    await train(undefined, { quiet: true, resume: join(root, 'parts'), steps: 2 });
+    const full = readFileSync(join(adapterOf('full', 2), 'adapter_model.safetensors'));
+    const resumed = readFileSync(join(adapterOf('parts', 2), 'adapter_model.safetensors'));
+    assert.ok(full.equals(resumed), 'the adapters after step 2 are identical');
+  },
+);

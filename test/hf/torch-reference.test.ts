@@ -63,17 +63,34 @@ if (!skip) {
       // head_dim 8, θ 500: wavelengths 2π·θ^(2i/8) = 6.3, 30, 140, 660 against L0/4 = 8 and L0 = 32, so the
       // rule keeps one frequency, smooths one and divides two
       const shape = {
-        architecture: 'LlamaForCausalLM', hiddenSize: 32, layers: 2, heads: 4, kvHeads: 2, intermediateSize: 48,
-        vocabSize: 64, tieWordEmbeddings: false, ropeTheta: 500, maxPositionEmbeddings: 128, initStd: 0.4, seed: 3,
+        architecture: 'LlamaForCausalLM',
+        hiddenSize: 32,
+        layers: 2,
+        heads: 4,
+        kvHeads: 2,
+        intermediateSize: 48,
+        vocabSize: 64,
+        tieWordEmbeddings: false,
+        ropeTheta: 500,
+        maxPositionEmbeddings: 128,
+        initStd: 0.4,
+        seed: 3,
       } as const;
       const llama3 = {
-        rope_type: 'llama3', factor: 8, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 32,
+        rope_type: 'llama3',
+        factor: 8,
+        low_freq_factor: 1,
+        high_freq_factor: 4,
+        original_max_position_embeddings: 32,
       };
       makeHfModel({ ...shape, out: join(base, 'llama3'), ropeScaling: llama3 });
       makeHfModel({ ...shape, out: join(base, 'plain') });
       const seq = Array.from({ length: 60 }, (_, i) => (i * 17 + 5) % 64);
       const cases = ['llama3', 'plain'].map((d) => ({
-        model: join(base, d), dtype: 'float64', sequences: [seq], prompt_lengths: [1],
+        model: join(base, d),
+        dtype: 'float64',
+        sequences: [seq],
+        prompt_lengths: [1],
       }));
       const r = runHfTorch<{ cases: Array<{ logits: number[][] }> }>('reference', { cases });
       assert.ok(r.ok, r.ok ? '' : r.reason);

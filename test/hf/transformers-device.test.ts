@@ -20,7 +20,10 @@ import { compare } from '../../testkit/hf/fixtures.js';
 import { decodeLogits, HF_TOLERANCES } from '../../testkit/hf/parity.js';
 
 const dir = 'testkit/hf/transformers-fixtures';
-const manifest = JSON.parse(readFileSync(join(dir, 'manifest.json'), 'utf8')) as { sequences: Record<string, number[][]>; versions: Record<string, string> };
+const manifest = JSON.parse(readFileSync(join(dir, 'manifest.json'), 'utf8')) as {
+  sequences: Record<string, number[][]>;
+  versions: Record<string, string>;
+};
 
 for (const [name, sequences] of Object.entries(manifest.sequences)) {
   test(`${name}: rotary frequencies and float64 logits equal transformers ${manifest.versions.transformers}'s`, async () => {
@@ -52,6 +55,9 @@ test('the scalings are exercised: sequences run past the original context, and t
     assert.ok(Math.max(...manifest.sequences[name].map((s) => s.length)) > original, name);
     const scaled = hfRopeFrequencies(model.dims.hd, model.config.ropeTheta, scaling).invFreq;
     const plain = hfRopeFrequencies(model.dims.hd, model.config.ropeTheta).invFreq;
-    assert.ok(scaled.some((x, i) => x !== plain[i]), `${name}: scaling changes inv_freq`);
+    assert.ok(
+      scaled.some((x, i) => x !== plain[i]),
+      `${name}: scaling changes inv_freq`,
+    );
   }
 });

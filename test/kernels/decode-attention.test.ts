@@ -16,8 +16,15 @@ import { Rng } from '../../src/core/rng.js';
 
 /** [T, NH, NKV, hd]: multi-head (NKV = NH), GQA groups of 2, 3 and 8, odd and large head sizes. */
 const CASES: Array<[number, number, number, number]> = [
-  [1, 2, 2, 4], [5, 2, 2, 6], [17, 6, 6, 6], [40, 4, 4, 32], [33, 1, 1, 64],
-  [9, 4, 2, 12], [23, 6, 2, 7], [64, 16, 8, 128], [31, 8, 1, 20],
+  [1, 2, 2, 4],
+  [5, 2, 2, 6],
+  [17, 6, 6, 6],
+  [40, 4, 4, 32],
+  [33, 1, 1, 64],
+  [9, 4, 2, 12],
+  [23, 6, 2, 7],
+  [64, 16, 8, 128],
+  [31, 8, 1, 20],
 ];
 
 /** The largest |got − want| / (1 + |want|). */
@@ -60,7 +67,16 @@ test('decodeAttentionRef = the last row of causal attention over K/V heads repea
     if (T > 1) {
       // the same comparison rejects a perturbed key
       const wrong = new Float64Array(C);
-      decodeAttentionRef(wrong, q, Float32Array.from(k, (x, i) => (i === 0 ? x + 1 : x)), v, T, NH, NKV, hd);
+      decodeAttentionRef(
+        wrong,
+        q,
+        Float32Array.from(k, (x, i) => (i === 0 ? x + 1 : x)),
+        v,
+        T,
+        NH,
+        NKV,
+        hd,
+      );
       assert.ok(maxError(wrong, want) > 1e-6, `${tag}: a perturbed key changes the result`);
     }
   }

@@ -11,7 +11,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createWasmKernels, DECODE_MAX_ROWS } from '../../src/engine/kernels/wasm.js';
 import {
-  attentionLayout, decodeAttentionRef, pagedDecodeAttentionRef, referenceKernels, samplingStatsRef,
+  attentionLayout,
+  decodeAttentionRef,
+  pagedDecodeAttentionRef,
+  referenceKernels,
+  samplingStatsRef,
 } from '../../src/engine/kernels/reference.js';
 import type { Kernels } from '../../src/engine/kernels/types.js';
 import { Rng } from '../../src/core/rng.js';
@@ -48,12 +52,21 @@ for (const variant of ['fma', 'plain'] as const) {
     // [M, K, N]: every M of a 4-row tile and its 2- and 1-row tails, odd N (a last single column), K with
     // a scalar tail, and N·K large enough that the read-ahead runs off the end of B
     const shapes: Array<[number, number, number]> = [
-      [1, 576, 193], [2, 64, 3], [3, 7, 5], [5, 131, 257], [16, 576, 192], [7, 1, 9], [DECODE_MAX_ROWS, 100, 1101],
-      [DECODE_MAX_ROWS + 1, 100, 301], [13, 1536, 77],
+      [1, 576, 193],
+      [2, 64, 3],
+      [3, 7, 5],
+      [5, 131, 257],
+      [16, 576, 192],
+      [7, 1, 9],
+      [DECODE_MAX_ROWS, 100, 1101],
+      [DECODE_MAX_ROWS + 1, 100, 301],
+      [13, 1536, 77],
     ];
     for (const [M, K, N] of shapes) {
       for (const accumulate of [false, true]) {
-        const a = rand(M * K), b = rand(N * K), init = rand(M * N);
+        const a = rand(M * K),
+          b = rand(N * K),
+          init = rand(M * N);
         const want = init.slice();
         referenceKernels.matmulBT(want, a, b, M, K, N, accumulate);
         const owned = k.alloc(M * N);
@@ -79,9 +92,15 @@ for (const variant of ['fma', 'plain'] as const) {
   const blocksTitle = 'packed GEMM column blocks: N beyond one block, all layouts, causal attention past a block';
   test(`${blocksTitle} [${variant}]`, async () => {
     const k = await kernelsFor(variant);
-    for (const [M, K, N] of [[70, 300, 1100], [9, 33, 513], [130, 260, 1031]] as const) {
+    for (const [M, K, N] of [
+      [70, 300, 1100],
+      [9, 33, 513],
+      [130, 260, 1031],
+    ] as const) {
       for (const op of ['matmul', 'matmulBT', 'matmulAT'] as const) {
-        const a = rand(M * K), b = rand(K * N), init = rand(M * N);
+        const a = rand(M * K),
+          b = rand(K * N),
+          init = rand(M * N);
         const want = init.slice();
         referenceKernels[op](want, a, b, M, K, N, true);
         const got = init.slice();
@@ -91,11 +110,14 @@ for (const variant of ['fma', 'plain'] as const) {
     }
     // one sequence longer than a column block (the scores' causal tiles cross it) and a short one
     const lengths = [700, 5];
-    const C = 16, NH = 2;
+    const C = 16,
+      NH = 2;
     const { rows, attSize } = attentionLayout(lengths, NH);
     const [q, kk, v, dout] = [rand(rows * C, 0.5), rand(rows * C, 0.5), rand(rows * C, 0.5), rand(rows * C)];
-    const out = new Float32Array(rows * C), att = new Float32Array(attSize);
-    const outRef = new Float32Array(rows * C), attRef = new Float32Array(attSize);
+    const out = new Float32Array(rows * C),
+      att = new Float32Array(attSize);
+    const outRef = new Float32Array(rows * C),
+      attRef = new Float32Array(attSize);
     k.attentionForward(out, att, q, kk, v, lengths, C, NH);
     referenceKernels.attentionForward(outRef, attRef, q, kk, v, lengths, C, NH);
     close('attentionForward T=700', out, outRef, 1e-5, 1e-4);
@@ -114,7 +136,12 @@ for (const variant of ['fma', 'plain'] as const) {
 
 /** A paged cache of `rows` sequences: pages [L, P, C] in random order, some shared by two rows; returns the table. */
 function pagedCase(
-  lengthsIn: number[], L: number, P: number, NKV: number, hd: number, alloc: (n: number) => Float32Array,
+  lengthsIn: number[],
+  L: number,
+  P: number,
+  NKV: number,
+  hd: number,
+  alloc: (n: number) => Float32Array,
 ) {
   const C = NKV * hd;
   const R = lengthsIn.length;
@@ -136,7 +163,7 @@ function pagedCase(
   return { kPages, vPages, pages, W, lengths: Int32Array.from(lengthsIn), C };
 }
 
-test('pagedDecodeAttentionRef is decodeAttentionRef over each row\'s positions gathered from its pages', () => {
+test("pagedDecodeAttentionRef is decodeAttentionRef over each row's positions gathered from its pages", () => {
   const [L, P, NH, NKV, hd, layer] = [3, 4, 6, 2, 5, 2];
   const c = pagedCase([1, 9, 4, 13], L, P, NKV, hd, (n) => new Float32Array(n));
   const R = c.lengths.length;
@@ -145,7 +172,8 @@ test('pagedDecodeAttentionRef is decodeAttentionRef over each row\'s positions g
   pagedDecodeAttentionRef(got, q, c.kPages, c.vPages, c.pages, c.W, c.lengths, R, layer, P, NH, NKV, hd);
   for (let r = 0; r < R; r++) {
     const T = c.lengths[r];
-    const k = new Float32Array(T * c.C), v = new Float32Array(T * c.C);
+    const k = new Float32Array(T * c.C),
+      v = new Float32Array(T * c.C);
     for (let s = 0; s < T; s++) {
       const page = c.pages[r * c.W + Math.floor(s / P)];
       for (let i = 0; i < c.C; i++) {
@@ -210,7 +238,11 @@ for (const variant of ['fma', 'plain'] as const) {
   const statsTitle = 'samplingStats (WASM) = samplingStatsRef: temperatures, odd V, −∞ logits, out aliasing x';
   test(`${statsTitle} [${variant}]`, async () => {
     const k = await kernelsFor(variant);
-    for (const [N, V] of [[5, 1001], [2, 3], [3, 49152]]) {
+    for (const [N, V] of [
+      [5, 1001],
+      [2, 3],
+      [3, 49152],
+    ]) {
       const x = rand(N * V, 3);
       x[V + 1] = -Infinity; // a masked token in row 1
       const invT = Float32Array.from({ length: N }, (_, n) => [1, 1 / 0.7, 1 / 1.3][n % 3]);

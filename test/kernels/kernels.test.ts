@@ -44,20 +44,24 @@ for (const variant of ['fma', 'plain'] as const) {
     const k = await loadKernels({ backend: 'wasm', variant });
     const sizes = [1, 3, 5, 17, 33, 64, 67];
     let cases = 0;
-    for (const M of sizes) for (const K of [1, 5, 33, 67, 300]) for (const N of sizes) {
-      if ((M * K * N) % 3 !== 0 && M * K * N > 500) continue; // subsample the big cube
-      for (const op of ['matmul', 'matmulBT', 'matmulAT'] as const) {
-        const a = rand(M * K), b = rand(K * N), init = rand(M * N);
-        const how = cases % 4;
-        const accumulate = cases % 2 === 0;
-        const want = init.slice();
-        referenceKernels[op](want, a, b, M, K, N, accumulate);
-        const out = place(k, init, how);
-        k[op](out, place(k, a, (how + 1) % 4), place(k, b, (how + 2) % 4), M, K, N, accumulate);
-        close(`${op} ${M}x${K}x${N} acc=${accumulate} placement=${how}`, out, want, M * N, 1e-4, 1e-4);
-        cases++;
-      }
-    }
+    for (const M of sizes)
+      for (const K of [1, 5, 33, 67, 300])
+        for (const N of sizes) {
+          if ((M * K * N) % 3 !== 0 && M * K * N > 500) continue; // subsample the big cube
+          for (const op of ['matmul', 'matmulBT', 'matmulAT'] as const) {
+            const a = rand(M * K),
+              b = rand(K * N),
+              init = rand(M * N);
+            const how = cases % 4;
+            const accumulate = cases % 2 === 0;
+            const want = init.slice();
+            referenceKernels[op](want, a, b, M, K, N, accumulate);
+            const out = place(k, init, how);
+            k[op](out, place(k, a, (how + 1) % 4), place(k, b, (how + 2) % 4), M, K, N, accumulate);
+            close(`${op} ${M}x${K}x${N} acc=${accumulate} placement=${how}`, out, want, M * N, 1e-4, 1e-4);
+            cases++;
+          }
+        }
     assert.ok(cases > 200);
   });
 
@@ -65,16 +69,26 @@ for (const variant of ['fma', 'plain'] as const) {
   test(`${attentionTitle} [${variant}]`, async () => {
     const k = await loadKernels({ backend: 'wasm', variant });
     const cases: Array<[number[], number, number]> = [
-      [[1], 4, 1], [[7, 7], 12, 2], [[33], 32, 4], [[5, 5, 5], 10, 2], [[290], 8, 2],
-      [[7, 1, 33, 12], 24, 3], [[1, 300, 2], 8, 2],
+      [[1], 4, 1],
+      [[7, 7], 12, 2],
+      [[33], 32, 4],
+      [[5, 5, 5], 10, 2],
+      [[290], 8, 2],
+      [[7, 1, 33, 12], 24, 3],
+      [[1, 300, 2], 8, 2],
     ];
     for (const [lengths, C, NH] of cases) {
       const { rows, attSize } = attentionLayout(lengths, NH);
       const n = rows * C;
-      const q = rand(n), kk = rand(n), v = rand(n), dout = rand(n);
-      const outR = new Float32Array(n), attR = new Float32Array(attSize);
+      const q = rand(n),
+        kk = rand(n),
+        v = rand(n),
+        dout = rand(n);
+      const outR = new Float32Array(n),
+        attR = new Float32Array(attSize);
       referenceKernels.attentionForward(outR, attR, q, kk, v, lengths, C, NH);
-      const out = k.alloc(n), att = new Float32Array(attSize).fill(7);
+      const out = k.alloc(n),
+        att = new Float32Array(attSize).fill(7);
       k.attentionForward(out, att, place(k, q, 0), place(k, kk, 1), place(k, v, 2), lengths, C, NH);
       const tag = `[${lengths}],${C},${NH}`;
       close(`attn fwd ${tag}`, out, outR, n);
@@ -93,26 +107,38 @@ for (const variant of ['fma', 'plain'] as const) {
     for (const name of Object.keys(referenceKernels) as Array<keyof Kernels>) {
       assert.equal(typeof k[name], typeof referenceKernels[name], name);
     }
-    const N = 5, C = 13;
-    const x = rand(N * C), w = rand(C);
-    const o1 = new Float32Array(N * C), r1 = new Float32Array(N), o2 = k.alloc(N * C), r2 = k.alloc(N);
+    const N = 5,
+      C = 13;
+    const x = rand(N * C),
+      w = rand(C);
+    const o1 = new Float32Array(N * C),
+      r1 = new Float32Array(N),
+      o2 = k.alloc(N * C),
+      r2 = k.alloc(N);
     referenceKernels.rmsnormForward(o1, r1, x, w, N, C, 1e-5);
     k.rmsnormForward(o2, r2, place(k, x, 0), w, N, C, 1e-5);
     close('rmsnorm', o2, o1, N * C);
     for (const kind of ['softmax', 'logSoftmax'] as const) {
-      const y1 = new Float32Array(N * C), y2 = k.alloc(N * C);
+      const y1 = new Float32Array(N * C),
+        y2 = k.alloc(N * C);
       referenceKernels[`${kind}Forward`](y1, x, N, C);
       k[`${kind}Forward`](y2, place(k, x, 1), N, C);
       close(kind, y2, y1, N * C);
       const inplace = place(k, x, 0);
       k[`${kind}Forward`](inplace, inplace, N, C);
       close(`${kind} in place`, inplace, y1, N * C);
-      const g = rand(N * C), d1 = rand(N * C), d2 = place(k, d1, 2);
+      const g = rand(N * C),
+        d1 = rand(N * C),
+        d2 = place(k, d1, 2);
       referenceKernels[`${kind}Backward`](d1, g, y1, N, C);
       k[`${kind}Backward`](d2, g, y1, N, C);
       close(`${kind} backward`, d2, d1, N * C);
     }
-    const g = rand(N * C), dx1 = rand(N * C), dw1 = rand(C), dx2 = place(k, dx1, 0), dw2 = place(k, dw1, 1);
+    const g = rand(N * C),
+      dx1 = rand(N * C),
+      dw1 = rand(C),
+      dx2 = place(k, dx1, 0),
+      dw2 = place(k, dw1, 1);
     referenceKernels.rmsnormBackward(dx1, dw1, g, x, w, r1, N, C);
     k.rmsnormBackward(dx2, dw2, g, x, w, r1, N, C);
     close('rmsnorm backward dx', dx2, dx1, N * C);
@@ -140,8 +166,11 @@ test('reference backward kernels match finite differences in float64 (|error| â‰
     x[i] = o;
     return (a - b) / (2 * h);
   };
-  const N = 2, C = 6;
-  const x = rand64(N * C), w = rand64(C), g = rand64(N * C);
+  const N = 2,
+    C = 6;
+  const x = rand64(N * C),
+    w = rand64(C),
+    g = rand64(N * C);
   const lossOf = (fwd: (out: Float64Array) => void) => () => {
     const out = new Float64Array(N * C);
     fwd(out);
@@ -152,7 +181,8 @@ test('reference backward kernels match finite differences in float64 (|error| â‰
   const rms = lossOf((out) => k64.rmsnormForward(out, new Float64Array(N), x, w, N, C, 1e-5));
   const rstd = new Float64Array(N);
   k64.rmsnormForward(new Float64Array(N * C), rstd, x, w, N, C, 1e-5);
-  const dx = new Float64Array(N * C), dw = new Float64Array(C);
+  const dx = new Float64Array(N * C),
+    dw = new Float64Array(C);
   k64.rmsnormBackward(dx, dw, g, x, w, rstd, N, C);
   for (let i = 0; i < N * C; i++) assert.ok(near(dx[i], fd(rms, x, i)), `rmsnorm dx[${i}]`);
   for (let i = 0; i < C; i++) assert.ok(near(dw[i], fd(rms, w, i)), `rmsnorm dw[${i}]`);
@@ -165,8 +195,15 @@ test('reference backward kernels match finite differences in float64 (|error| â‰
     for (let i = 0; i < N * C; i++) assert.ok(near(d[i], fd(f, x, i)), `${kind} dx[${i}]: ${d[i]} vs ${fd(f, x, i)}`);
   }
   // attention
-  const lengths = [4, 2], NH = 2, Ca = 4, n = 6 * Ca, attSize = NH * (16 + 4);
-  const q = rand64(n), k = rand64(n), v = rand64(n), ga = rand64(n);
+  const lengths = [4, 2],
+    NH = 2,
+    Ca = 4,
+    n = 6 * Ca,
+    attSize = NH * (16 + 4);
+  const q = rand64(n),
+    k = rand64(n),
+    v = rand64(n),
+    ga = rand64(n);
   const attLoss = () => {
     const out = new Float64Array(n);
     k64.attentionForward(out, new Float64Array(attSize), q, k, v, lengths, Ca, NH);
@@ -176,20 +213,32 @@ test('reference backward kernels match finite differences in float64 (|error| â‰
   };
   const att = new Float64Array(attSize);
   k64.attentionForward(new Float64Array(n), att, q, k, v, lengths, Ca, NH);
-  const dq = new Float64Array(n), dk = new Float64Array(n), dv = new Float64Array(n);
+  const dq = new Float64Array(n),
+    dk = new Float64Array(n),
+    dv = new Float64Array(n);
   k64.attentionBackward(dq, dk, dv, ga, att, q, k, v, lengths, Ca, NH);
-  for (const [name, grad, x0] of [['q', dq, q], ['k', dk, k], ['v', dv, v]] as const) {
+  for (const [name, grad, x0] of [
+    ['q', dq, q],
+    ['k', dk, k],
+    ['v', dv, v],
+  ] as const) {
     for (let i = 0; i < n; i++) assert.ok(near(grad[i], fd(attLoss, x0, i)), `attention d${name}[${i}]`);
   }
 });
 
 test('wasm alloc returns zeros even where an earlier call used the memory as scratch', async () => {
   const k = await loadKernels({ backend: 'wasm' });
-  const M = 64, K = 256, N = 64;
+  const M = 64,
+    K = 256,
+    N = 64;
   // plain (non-WASM) inputs are copied into scratch space above the heap
   const a = new Float32Array(M * K).fill(1.5);
   const b = new Float32Array(N * K).fill(-2);
   k.matmulBT(new Float32Array(M * N), a, b, M, K, N, false);
   const fresh = k.alloc(M * K + N * K);
-  assert.equal(fresh.findIndex((x) => x !== 0), -1, 'every entry of a new allocation is 0');
+  assert.equal(
+    fresh.findIndex((x) => x !== 0),
+    -1,
+    'every entry of a new allocation is 0',
+  );
 });

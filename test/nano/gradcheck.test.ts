@@ -17,7 +17,17 @@ import { Rng } from '../../src/core/rng.js';
 import type { Datum, LossExtras, LossSpec } from '../../src/engine/types.js';
 import type { NanoConfig } from '../../src/engine/nano/config.js';
 
-const tiny: NanoConfig = { vocabSize: 11, dModel: 8, nLayers: 2, nHeads: 2, dFF: 12, contextLength: 16, tieEmbeddings: false, ropeTheta: 10000, normEps: 1e-5 };
+const tiny: NanoConfig = {
+  vocabSize: 11,
+  dModel: 8,
+  nLayers: 2,
+  nHeads: 2,
+  dFF: 12,
+  contextLength: 16,
+  tieEmbeddings: false,
+  ropeTheta: 10000,
+  normEps: 1e-5,
+};
 
 /** Central-difference step. Truncation error ~H²·f‴/6 ≈ 1e-11; rounding ~2e-16·|loss|/H ≈ 1e-10. */
 const H = 1e-5;
@@ -37,7 +47,11 @@ const kernels64 = referenceKernels64 as unknown as Kernels;
 function makeData(rng: Rng, withPolicy: boolean): Datum[] {
   return [5, 3].map((T) => {
     const seq = Array.from({ length: T + 1 }, () => rng.int(11));
-    const d: Datum = { inputTokens: seq.slice(0, -1), targetTokens: seq.slice(1), weights: Array.from({ length: T }, (_, t) => (t === 0 ? 0 : 0.5 + rng.next())) };
+    const d: Datum = {
+      inputTokens: seq.slice(0, -1),
+      targetTokens: seq.slice(1),
+      weights: Array.from({ length: T }, (_, t) => (t === 0 ? 0 : 0.5 + rng.next())),
+    };
     if (withPolicy) {
       d.samplingLogprobs = Array.from({ length: T }, () => -2.4 + 0.6 * rng.normal());
       d.advantages = Array.from({ length: T }, () => rng.normal());
@@ -64,7 +78,12 @@ function float64Model(tied: boolean): NanoModel {
 }
 
 /** Analytic gradient of the total loss (a copy of model.grads after one forwardBackward). */
-async function analyticGradient(model: NanoModel, data: Datum[], loss: LossSpec, extras: LossExtras): Promise<Float64Array> {
+async function analyticGradient(
+  model: NanoModel,
+  data: Datum[],
+  loss: LossSpec,
+  extras: LossExtras,
+): Promise<Float64Array> {
   model.grads.data.fill(0);
   await new NanoTrainer(model).forwardBackward(data, loss, extras);
   return Float64Array.from(model.grads.data);
@@ -103,12 +122,18 @@ async function check(name: string, loss: LossSpec, extras: LossExtras, tied: boo
       if (ratio > 1) failures.push(`d/d${spec.name}[${i}]: analytic ${a} vs numeric ${numeric}`);
     }
   }
-  assert.deepEqual(failures.slice(0, 8), [], `${name}: ${failures.length} of ${model.params.size} gradients off (worst at ${worst.toFixed(2)}× tolerance)`);
+  assert.deepEqual(
+    failures.slice(0, 8),
+    [],
+    `${name}: ${failures.length} of ${model.params.size} gradients off (worst at ${worst.toFixed(2)}× tolerance)`,
+  );
 }
 
-test('gradient check: cross-entropy, untied head (every parameter entry)', () => check('ce', { kind: 'cross_entropy' }, {}, false));
+test('gradient check: cross-entropy, untied head (every parameter entry)', () =>
+  check('ce', { kind: 'cross_entropy' }, {}, false));
 test('gradient check: cross-entropy, tied head', () => check('ce-tied', { kind: 'cross_entropy' }, {}, true));
-test('gradient check: ppo clip + KL + entropy bonus', () => check('ppo', { kind: 'ppo', clipLow: 0.2, clipHigh: 0.28 }, { klCoef: 0.1, entropyCoef: 0.01 }, false));
+test('gradient check: ppo clip + KL + entropy bonus', () =>
+  check('ppo', { kind: 'ppo', clipLow: 0.2, clipHigh: 0.28 }, { klCoef: 0.1, entropyCoef: 0.01 }, false));
 test('gradient check: importance sampling', () => check('is', { kind: 'importance_sampling' }, {}, true));
 test('gradient check: gspo', () => check('gspo', { kind: 'gspo', clipLow: 0.2, clipHigh: 0.2 }, {}, false));
 
@@ -129,7 +154,10 @@ test('WASM kernel gradients match the float64 reference: ppo untied, cross-entro
     for (const g of g64) scale = Math.max(scale, Math.abs(g));
     for (let i = 0; i < g64.length; i++) {
       const tolerance = WASM_ATOL * scale + WASM_RTOL * Math.abs(g64[i]);
-      assert.ok(Math.abs(g32[i] - g64[i]) <= tolerance, `${loss.kind}${tied ? ' tied' : ''}: grad[${i}] wasm ${g32[i]} vs float64 ${g64[i]}`);
+      assert.ok(
+        Math.abs(g32[i] - g64[i]) <= tolerance,
+        `${loss.kind}${tied ? ' tied' : ''}: grad[${i}] wasm ${g32[i]} vs float64 ${g64[i]}`,
+      );
     }
   }
 });

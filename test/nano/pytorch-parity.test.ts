@@ -11,7 +11,13 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { collectParity, evaluateParity, LOSS_CASES, MODEL_CASES, type Comparison } from '../../testkit/reference/parity.js';
+import {
+  collectParity,
+  evaluateParity,
+  LOSS_CASES,
+  MODEL_CASES,
+  type Comparison,
+} from '../../testkit/reference/parity.js';
 
 const run = await collectParity();
 
@@ -19,7 +25,8 @@ if (!run.available) {
   test('PyTorch parity', { skip: `PyTorch parity skipped: ${run.reason}` }, () => {});
 } else {
   const comparisons = evaluateParity(run);
-  const show = (c: Comparison) => `${c.name}: max |Δ| ${c.maxAbs.toExponential(2)}, worst ${c.worstRatio.toFixed(3)} of the tolerance${c.detail ? `; ${c.detail}` : ''}`;
+  const show = (c: Comparison) =>
+    `${c.name}: max |Δ| ${c.maxAbs.toExponential(2)}, worst ${c.worstRatio.toFixed(3)} of the tolerance${c.detail ? `; ${c.detail}` : ''}`;
 
   test(`PyTorch ${run.torch} via ${run.python}: every comparison is present`, () => {
     // 2 precisions × (log-probs + per loss: loss and gradients) + AdamW + 3 sampler checks
@@ -49,7 +56,10 @@ if (!run.available) {
     });
     for (const [k, v] of Object.entries(count)) assert.ok(v >= 3, `only ${v} tokens ${k}: ${JSON.stringify(count)}`);
     const truncated = run.sampleArbor.flat().filter((s) => (s.request.topP ?? 1) < 1);
-    assert.ok(truncated.some((s) => s.logprobs.some((lp) => lp < -0.05)), 'top-p requests sampled something other than a near-certain token');
+    assert.ok(
+      truncated.some((s) => s.logprobs.some((lp) => lp < -0.05)),
+      'top-p requests sampled something other than a near-certain token',
+    );
   });
 
   test('each comparison can fail: perturbing one Arbor number by a little more than its tolerance fails exactly that comparison', () => {
@@ -59,7 +69,11 @@ if (!run.available) {
       ['float64:logprobs', 'fp64 reference: per-token log-probs', 1e-9],
       ['float64:loss:gspo', 'fp64 reference: loss gspo', 1e-8],
       ['float32:grad:ppo dual clip + truncateAt:layers.0.wq', 'fp32 WASM: gradients ppo dual clip + truncateAt', 1e-2],
-      ['float64:grad:cross_entropy + entropy bonus:final_norm', 'fp64 reference: gradients cross_entropy + entropy bonus', 1e-6],
+      [
+        'float64:grad:cross_entropy + entropy bonus:final_norm',
+        'fp64 reference: gradients cross_entropy + entropy bonus',
+        1e-6,
+      ],
       ['adam:layers.0.w_up', 'fp32 WASM: AdamW (torch.optim.AdamW, 2 steps, decay on matrices only, clipping)', 1e-4],
       ['sampler:logprobs', 'sampler: log-probs under temperature/top-p/top-k vs PyTorch', 1e-3],
     ];

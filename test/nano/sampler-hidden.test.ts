@@ -14,7 +14,17 @@ import { referenceKernels } from '../../src/engine/kernels/reference.js';
 import type { NanoConfig } from '../../src/engine/nano/config.js';
 import type { SampleCompletion } from '../../src/engine/types.js';
 
-const config: NanoConfig = { vocabSize: 23, dModel: 16, nLayers: 2, nHeads: 2, dFF: 24, contextLength: 96, tieEmbeddings: false, ropeTheta: 10000, normEps: 1e-5 };
+const config: NanoConfig = {
+  vocabSize: 23,
+  dModel: 16,
+  nLayers: 2,
+  nHeads: 2,
+  dFF: 24,
+  contextLength: 96,
+  tieEmbeddings: false,
+  ropeTheta: 10000,
+  normEps: 1e-5,
+};
 
 function model(): NanoModel {
   const m = NanoModel.createSync(config, referenceKernels, 7);
@@ -37,7 +47,10 @@ function checkLast(m: NanoModel, c: SampleCompletion, what: string): void {
   assert.equal(c.hidden!.length, m.config.dModel, `${what}: one entry per model dimension`);
   const last = c.tokens.length - 1;
   const expected = logprobFromHidden(m, c.hidden!, c.tokens[last]);
-  assert.ok(Math.abs(expected - c.logprobs[last]) < 1e-4, `${what}: log-prob from the hidden state ${expected} vs recorded ${c.logprobs[last]}`);
+  assert.ok(
+    Math.abs(expected - c.logprobs[last]) < 1e-4,
+    `${what}: log-prob from the hidden state ${expected} vs recorded ${c.logprobs[last]}`,
+  );
 }
 
 test('returnHidden: the state the last token was sampled from (prefill and decode, shared and unshared prefixes)', async () => {
@@ -52,7 +65,11 @@ test('returnHidden: the state the last token was sampled from (prefill and decod
     ]);
     one.completions.forEach((c, i) => checkLast(m, c, `sharing ${prefixSharing}, one-token continuation ${i}`));
     many.completions.forEach((c, i) => checkLast(m, c, `sharing ${prefixSharing}, six-token continuation ${i}`));
-    assert.deepEqual(one.completions[0].hidden, one.completions[1].hidden, 'continuations of one context share its prefill state');
+    assert.deepEqual(
+      one.completions[0].hidden,
+      one.completions[1].hidden,
+      'continuations of one context share its prefill state',
+    );
     assert.notDeepEqual(many.completions[0].hidden, one.completions[0].hidden, 'different positions, different states');
   }
 });
@@ -64,8 +81,12 @@ test('returnHidden from a retained handle equals the state computed from scratch
   const [a] = await sampler.sample([{ tokens: prompt, maxTokens: 5, seed: 3, retain: true }]);
   assert.equal(a.completions[0].hidden, undefined, 'not returned unless requested');
   const ctx = prompt.concat(a.completions[0].tokens);
-  const [b] = await sampler.sample([{ tokens: ctx, cacheHandle: a.completions[0].cacheHandle, maxTokens: 4, seed: 9, returnHidden: true }]);
-  const [c] = await new NanoSampler(m, { pageSize: 4 }).sample([{ tokens: ctx, maxTokens: 4, seed: 9, returnHidden: true }]);
+  const [b] = await sampler.sample([
+    { tokens: ctx, cacheHandle: a.completions[0].cacheHandle, maxTokens: 4, seed: 9, returnHidden: true },
+  ]);
+  const [c] = await new NanoSampler(m, { pageSize: 4 }).sample([
+    { tokens: ctx, maxTokens: 4, seed: 9, returnHidden: true },
+  ]);
   assert.deepEqual(b.completions[0].tokens, c.completions[0].tokens);
   const diff = Math.max(...b.completions[0].hidden!.map((h, i) => Math.abs(h - c.completions[0].hidden![i])));
   assert.ok(diff < 1e-5, `cached-prefix and recomputed states differ by ${diff}`);

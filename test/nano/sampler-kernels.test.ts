@@ -22,8 +22,17 @@ import { Rng } from '../../src/core/rng.js';
 
 // GQA (6 query heads over 2 kv heads), a head size of 6 (not a multiple of 4), pages of 4 tokens
 const config: NanoConfig = {
-  vocabSize: 301, dModel: 30, nLayers: 2, nHeads: 6, nKVHeads: 2, headDim: 6, dFF: 40, contextLength: 80,
-  tieEmbeddings: true, ropeTheta: 10000, normEps: 1e-5,
+  vocabSize: 301,
+  dModel: 30,
+  nLayers: 2,
+  nHeads: 6,
+  nKVHeads: 2,
+  headDim: 6,
+  dFF: 40,
+  contextLength: 80,
+  tieEmbeddings: true,
+  ropeTheta: 10000,
+  normEps: 1e-5,
 };
 
 async function model(kernels?: Kernels): Promise<NanoModel> {
@@ -36,9 +45,23 @@ async function model(kernels?: Kernels): Promise<NanoModel> {
 function decodeAll(m: NanoModel, cache: PagedKVCache, batch: number[][]): Float32Array[] {
   const ws = new DecodeWorkspace(m);
   const seqs = batch.map(() => cache.createSequence());
-  const out = [forwardRows(m, cache, ws, batch.map((t, b) => ({ seq: seqs[b], token: t[0], wantLogits: true })))];
+  const out = [
+    forwardRows(
+      m,
+      cache,
+      ws,
+      batch.map((t, b) => ({ seq: seqs[b], token: t[0], wantLogits: true })),
+    ),
+  ];
   for (let i = 1; i < batch[0].length; i++) {
-    out.push(forwardRows(m, cache, ws, batch.map((t, b) => ({ seq: seqs[b], token: t[i], wantLogits: true }))).slice());
+    out.push(
+      forwardRows(
+        m,
+        cache,
+        ws,
+        batch.map((t, b) => ({ seq: seqs[b], token: t[i], wantLogits: true })),
+      ).slice(),
+    );
   }
   return out;
 }
@@ -91,7 +114,14 @@ test('a kernel-path token choice = the float64 path: token, log-prob, entropy; o
   }
   assert.ok(worst < 1e-5, `log-prob / entropy difference ${worst}`);
   // a distribution from other logits is visible in the log-probs
-  const other = rowDistributions(m.kernels, logits.map((x) => x * 1.01), R, V, temperatures, m.kernels.alloc(R * V))!;
+  const other = rowDistributions(
+    m.kernels,
+    logits.map((x) => x * 1.01),
+    R,
+    V,
+    temperatures,
+    m.kernels.alloc(R * V),
+  )!;
   const o = { temperature: 1, topP: 1, topK: 0, topLogprobs: 0, forced: 3 };
   const logprob = (d?: (typeof other)[number]) => chooseToken(logits, 0, V, new Rng(1), o, d).logprob;
   const moved = Math.abs(logprob(other[0]) - logprob());
@@ -109,7 +139,7 @@ test('kernel-path sampler: log-probs agree with the trainer, same seed same toke
   assert.deepEqual(tokens(r2), tokens(r1));
   const s3 = new NanoSampler(m, { pageSize: 4 });
   await s3.sample(requests);
-  assert.equal(s3.cache.kPages, s1.cache.kPages, 'one page pool for the model\'s kernels');
+  assert.equal(s3.cache.kPages, s1.cache.kPages, "one page pool for the model's kernels");
   assert.equal(s3.cache.kPages.length, capacity, 'the pool did not grow: freed pages were reused');
   assert.equal(s3.cache.pagesInUse, 0);
   // teacher-forced log-probs (temperature 1)

@@ -7,7 +7,17 @@ import { PagedKVCache } from '../../src/engine/nano/kvcache.js';
 import { referenceKernels } from '../../src/engine/kernels/reference.js';
 import type { NanoConfig } from '../../src/engine/nano/config.js';
 
-const config: NanoConfig = { vocabSize: 23, dModel: 16, nLayers: 2, nHeads: 2, dFF: 24, contextLength: 96, tieEmbeddings: true, ropeTheta: 10000, normEps: 1e-5 };
+const config: NanoConfig = {
+  vocabSize: 23,
+  dModel: 16,
+  nLayers: 2,
+  nHeads: 2,
+  dFF: 24,
+  contextLength: 96,
+  tieEmbeddings: true,
+  ropeTheta: 10000,
+  normEps: 1e-5,
+};
 
 function model(seed = 1, scale = 20): NanoModel {
   const m = NanoModel.createSync(config, referenceKernels, seed);
@@ -50,15 +60,21 @@ test('log-probs agree: incremental decode, decode after fork from a cached prefi
   // teacher-forced log-probs of the whole response
   const full = ctx.concat(b.completions[0].tokens);
   const trainer = new NanoTrainer(m);
-  const [lp] = await trainer.logprobs([{ inputTokens: full.slice(0, -1), targetTokens: full.slice(1), weights: full.slice(1).map(() => 1) }]);
+  const [lp] = await trainer.logprobs([
+    { inputTokens: full.slice(0, -1), targetTokens: full.slice(1), weights: full.slice(1).map(() => 1) },
+  ]);
   const sampled = first.logprobs.concat(b.completions[0].logprobs);
   const tf = lp.slice(prompt.length - 1);
   assert.equal(tf.length, sampled.length);
   let maxDiff = 0;
   for (let i = 0; i < tf.length; i++) maxDiff = Math.max(maxDiff, Math.abs(tf[i] - sampled[i]));
-  for (let i = 0; i < c.completions[0].logprobs.length; i++) maxDiff = Math.max(maxDiff, Math.abs(c.completions[0].logprobs[i] - b.completions[0].logprobs[i]));
+  for (let i = 0; i < c.completions[0].logprobs.length; i++)
+    maxDiff = Math.max(maxDiff, Math.abs(c.completions[0].logprobs[i] - b.completions[0].logprobs[i]));
   assert.ok(maxDiff < 1e-5, `max log-prob difference ${maxDiff}`);
-  assert.ok(sampled.some((x) => x < -0.01), 'sampling was not degenerate');
+  assert.ok(
+    sampled.some((x) => x < -0.01),
+    'sampling was not degenerate',
+  );
 });
 
 test('seeds: same seed same samples (also batched with others), different seeds differ', async () => {
@@ -68,9 +84,15 @@ test('seeds: same seed same samples (also batched with others), different seeds 
   const req = { tokens: [1, 2, 3], n: 4, maxTokens: 12, seed: 99, temperature: 1.5 };
   const [a] = await s1.sample([req]);
   const [, b] = await s2.sample([{ tokens: [4, 4, 4, 4, 4], n: 2, maxTokens: 5, seed: 1 }, req]);
-  assert.deepEqual(a.completions.map((c) => c.tokens), b.completions.map((c) => c.tokens));
+  assert.deepEqual(
+    a.completions.map((c) => c.tokens),
+    b.completions.map((c) => c.tokens),
+  );
   const [c] = await s1.sample([{ ...req, seed: 100 }]);
-  assert.notDeepEqual(a.completions.map((x) => x.tokens), c.completions.map((x) => x.tokens));
+  assert.notDeepEqual(
+    a.completions.map((x) => x.tokens),
+    c.completions.map((x) => x.tokens),
+  );
   // continuations of one request differ from each other
   assert.ok(new Set(a.completions.map((x) => x.tokens.join(','))).size > 1);
 });
@@ -81,13 +103,21 @@ test('greedy = top-k 1; forced tokens; stop tokens; usage accounting', async () 
   const [g] = await s.sample([{ tokens: [1, 2], maxTokens: 8, temperature: 0 }]);
   const [k1] = await s.sample([{ tokens: [1, 2], maxTokens: 8, topK: 1, seed: 5 }]);
   assert.deepEqual(g.completions[0].tokens, k1.completions[0].tokens);
-  const [f] = await s.sample([{ tokens: [1, 2], n: 3, maxTokens: 4, forcedTokens: [7, 8, 9], seed: 1, returnEntropy: true, topLogprobs: 3 }]);
-  assert.deepEqual(f.completions.map((c) => c.tokens[0]), [7, 8, 9]);
+  const [f] = await s.sample([
+    { tokens: [1, 2], n: 3, maxTokens: 4, forcedTokens: [7, 8, 9], seed: 1, returnEntropy: true, topLogprobs: 3 },
+  ]);
+  assert.deepEqual(
+    f.completions.map((c) => c.tokens[0]),
+    [7, 8, 9],
+  );
   assert.equal(f.completions[0].entropies!.length, f.completions[0].tokens.length);
   assert.equal(f.completions[0].topLogprobs![0].length, 3);
   assert.equal(f.usage.promptTokensComputed, 2);
   assert.equal(f.usage.prefixTokensReused, 4, 'two extra continuations reuse the 2-token prompt');
-  assert.equal(f.usage.tokensDecoded, f.completions.reduce((a, c) => a + c.tokens.length, 0));
+  assert.equal(
+    f.usage.tokensDecoded,
+    f.completions.reduce((a, c) => a + c.tokens.length, 0),
+  );
   // stop token: force it
   const [st] = await s.sample([{ tokens: [1], maxTokens: 10, forcedTokens: [6], stopTokens: [6] }]);
   assert.deepEqual(st.completions[0].tokens, [6]);

@@ -1,7 +1,19 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { addNode, createTree, type RolloutTree } from '../../src/core/tree.js';
-import { advantagesFromConfig, buildDatums, computeAdvantages, drGrpoAdvantages, grpoAdvantages, mcGrpoAdvantages, rlooAdvantages, treeLeafAdvantages, whitenTokenWeighted, lossFromConfig, policyLossReference } from '../../src/optimize/index.js';
+import {
+  advantagesFromConfig,
+  buildDatums,
+  computeAdvantages,
+  drGrpoAdvantages,
+  grpoAdvantages,
+  mcGrpoAdvantages,
+  rlooAdvantages,
+  treeLeafAdvantages,
+  whitenTokenWeighted,
+  lossFromConfig,
+  policyLossReference,
+} from '../../src/optimize/index.js';
 import { policyTokenLoss } from '../../src/engine/nano/losses.js';
 import { ConfigError } from '../../src/core/errors.js';
 
@@ -37,8 +49,11 @@ function workedExample(): RolloutTree {
   const c = addNode(t, '0', { tokens: [3] });
   const c1 = addNode(t, c.id, { tokens: [4] });
   const c2 = addNode(t, c.id, { tokens: [4] });
-  const c11 = leaf(c1.id, -1), c12 = leaf(c1.id, -1);
-  const c21 = leaf(c2.id, 1), c22 = leaf(c2.id, 1), c23 = leaf(c2.id, -1);
+  const c11 = leaf(c1.id, -1),
+    c12 = leaf(c1.id, -1);
+  const c21 = leaf(c2.id, 1),
+    c22 = leaf(c2.id, 1),
+    c23 = leaf(c2.id, -1);
   const c3 = leaf(c.id, -1);
   void [a, b, c11, c12, c21, c22, c23, c3];
   return t;
@@ -67,7 +82,10 @@ test('tree advantage is whitened over policy tokens (token-weighted, Bessel)', (
   const variance = out.reduce((s, a, i) => s + tokens[i] * (a.advantage - mean) ** 2, 0) / (n - 1);
   near(mean, 0, 1e-9);
   near(variance, 1, 1e-6);
-  assert.deepEqual(whitenTokenWeighted([1, 1], [1, 1]).map((x) => Math.round(x * 1e6)), [0, 0]);
+  assert.deepEqual(
+    whitenTokenWeighted([1, 1], [1, 1]).map((x) => Math.round(x * 1e6)),
+    [0, 0],
+  );
 });
 
 test('segment-level tree advantage: value(node) − value(parent) tiled on each segment', () => {
@@ -76,7 +94,9 @@ test('segment-level tree advantage: value(node) − value(parent) tiled on each 
   const l1 = addNode(t, x.id, { tokens: [6], finishReason: 'stop' });
   const l2 = addNode(t, x.id, { tokens: [7], finishReason: 'stop' });
   const l3 = addNode(t, '0', { tokens: [8, 8, 8], finishReason: 'stop' });
-  l1.reward = 1; l2.reward = 0; l3.reward = 0;
+  l1.reward = 1;
+  l2.reward = 0;
+  l3.reward = 0;
   const out = computeAdvantages([t], { kind: 'tree', level: 'segment', whiten: false });
   // values: x = 0.5, root = mean(x, l3) = 0.25
   assert.deepEqual(out[0].tokenAdvantages, [0.25, 0.25, 0.5]);
@@ -88,7 +108,8 @@ test('datums: alignment, masks and aggregation weights on a hand-built tree', ()
   const t = createTree('t', 'i', [1, 2]);
   const a = addNode(t, '0', { tokens: [3, 4], logprobs: [-0.1, -0.2], finishReason: 'stop' });
   const b = addNode(t, '0', { tokens: [5], logprobs: [-0.3], mask: [0], finishReason: 'stop' });
-  a.reward = 1; b.reward = 0;
+  a.reward = 1;
+  b.reward = 0;
   const adv = computeAdvantages([t], { kind: 'dr_grpo' });
   const [d1, d2] = buildDatums(adv, { aggregation: 'token_mean', maxResponseTokens: 10 });
   assert.deepEqual(d1.inputTokens, [1, 2, 3]);
@@ -104,12 +125,23 @@ test('datums: alignment, masks and aggregation weights on a hand-built tree', ()
   // mc_grpo pivot gets no datum
   const t3 = createTree('u', 'i', [1]);
   for (const r of [0, 1, 1]) addNode(t3, '0', { tokens: [2], finishReason: 'stop' }).reward = r;
-  assert.equal(buildDatums(computeAdvantages([t3], { kind: 'mc_grpo' }), { aggregation: 'token_mean', maxResponseTokens: 4 }).length, 2);
+  assert.equal(
+    buildDatums(computeAdvantages([t3], { kind: 'mc_grpo' }), { aggregation: 'token_mean', maxResponseTokens: 4 })
+      .length,
+    2,
+  );
 });
 
 test('loss config and the engine token loss agree with the reference formula', () => {
   const { loss } = lossFromConfig({ kind: 'ppo_clip', clipLow: 0.2, clipHigh: 0.28, dualClip: 3 });
-  for (const [lp, b, A] of [[-1, -1.5, 1], [-1, -0.5, 1], [-1, -1.5, -2], [-1, -0.5, -2], [-2, -0.1, -1], [-0.1, -3, -1]]) {
+  for (const [lp, b, A] of [
+    [-1, -1.5, 1],
+    [-1, -0.5, 1],
+    [-1, -1.5, -2],
+    [-1, -0.5, -2],
+    [-2, -0.1, -1],
+    [-0.1, -3, -1],
+  ]) {
     const [engine] = policyTokenLoss(loss, lp, b, A);
     near(engine, policyLossReference('ppo_clip', lp, b, A, 0.2, 0.28, 3), 1e-12);
   }
@@ -117,11 +149,30 @@ test('loss config and the engine token loss agree with the reference formula', (
   near(policyLossReference('ppo_clip', -1, -1.5, 1), -1.28, 1e-12);
   // dual clip: A = -1, ratio e^1.9 = 6.69 → min(-6.69, -1.28) = -6.69, max with 3·(-1) = -3 → loss 3
   near(policyLossReference('ppo_clip', -2 + 1.9 + 0.1 - 0.1, -2 + 0.1 - 0.1, -1, 0.2, 0.28, 3), 3, 1e-12);
-  assert.throws(() => lossFromConfig({ kind: 'ppo', clipLow: 0.2 }), (e: unknown) => e instanceof ConfigError && e.path === 'optimize.loss.kind' && /received 'ppo'/.test(e.message));
-  assert.throws(() => lossFromConfig({ kind: 'ppo_clip', clipLo: 0.2 }), (e: unknown) => e instanceof ConfigError && e.path === 'optimize.loss.clipLo' && /^optimize\.loss\.clipLo: .*'clipLo'/.test(e.message));
+  assert.throws(
+    () => lossFromConfig({ kind: 'ppo', clipLow: 0.2 }),
+    (e: unknown) => e instanceof ConfigError && e.path === 'optimize.loss.kind' && /received 'ppo'/.test(e.message),
+  );
+  assert.throws(
+    () => lossFromConfig({ kind: 'ppo_clip', clipLo: 0.2 }),
+    (e: unknown) =>
+      e instanceof ConfigError &&
+      e.path === 'optimize.loss.clipLo' &&
+      /^optimize\.loss\.clipLo: .*'clipLo'/.test(e.message),
+  );
 });
 
 test('advantage config errors name the key', () => {
-  assert.throws(() => advantagesFromConfig({ kind: 'tree', levle: 'segment' }), (e: unknown) => e instanceof ConfigError && e.path === 'optimize.advantage.levle' && /^optimize\.advantage\.levle: .*'levle'/.test(e.message));
-  assert.throws(() => advantagesFromConfig({ kind: 'treee' }), (e: unknown) => e instanceof ConfigError && e.path === 'optimize.advantage.kind' && /received 'treee'/.test(e.message));
+  assert.throws(
+    () => advantagesFromConfig({ kind: 'tree', levle: 'segment' }),
+    (e: unknown) =>
+      e instanceof ConfigError &&
+      e.path === 'optimize.advantage.levle' &&
+      /^optimize\.advantage\.levle: .*'levle'/.test(e.message),
+  );
+  assert.throws(
+    () => advantagesFromConfig({ kind: 'treee' }),
+    (e: unknown) =>
+      e instanceof ConfigError && e.path === 'optimize.advantage.kind' && /received 'treee'/.test(e.message),
+  );
 });

@@ -13,10 +13,27 @@ import type { NanoConfig } from '../../src/engine/nano/config.js';
 import { NanoModel } from '../../src/engine/nano/model.js';
 import { NanoTrainer } from '../../src/engine/nano/trainer.js';
 import type { Datum } from '../../src/engine/types.js';
-import { applyCorrection, correctionSchema, logprobGap, lossFromConfig, type Correction } from '../../src/optimize/index.js';
+import {
+  applyCorrection,
+  correctionSchema,
+  logprobGap,
+  lossFromConfig,
+  type Correction,
+} from '../../src/optimize/index.js';
 
-const close = (a: number, b: number, tol = 1e-12) => assert.ok(Math.abs(a - b) <= tol * Math.max(1, Math.abs(b)), `${a} vs ${b}`);
-const tiny: NanoConfig = { vocabSize: 11, dModel: 8, nLayers: 2, nHeads: 2, dFF: 12, contextLength: 16, tieEmbeddings: false, ropeTheta: 10000, normEps: 1e-5 };
+const close = (a: number, b: number, tol = 1e-12) =>
+  assert.ok(Math.abs(a - b) <= tol * Math.max(1, Math.abs(b)), `${a} vs ${b}`);
+const tiny: NanoConfig = {
+  vocabSize: 11,
+  dModel: 8,
+  nLayers: 2,
+  nHeads: 2,
+  dFF: 12,
+  contextLength: 16,
+  tieEmbeddings: false,
+  ropeTheta: 10000,
+  normEps: 1e-5,
+};
 const PPO = { kind: 'ppo' as const, clipLow: 0.2, clipHigh: 0.28 };
 // target ratios u = π_θ/π_prox (in and out of [0.8, 1.28], away from the edges) and behaviour weights w
 const U = [1.1, 1.5, 0.6, 0.95, 1.45, 0.65, 1.05];
@@ -79,7 +96,10 @@ function handObjective(data: Datum[], current: number[][], prox: number[][], cor
   return total;
 }
 
-for (const correction of [{ kind: 'decoupled', maxWeight: 5 }, { kind: 'tis', cap: 2 }] as Correction[]) {
+for (const correction of [
+  { kind: 'decoupled', maxWeight: 5 },
+  { kind: 'tis', cap: 2 },
+] as Correction[]) {
   test(`${correction.kind}: ppo on the rewritten datums = the hand objective (value and gradient)`, async () => {
     const m = model();
     const trainer = new NanoTrainer(m);
@@ -89,12 +109,14 @@ for (const correction of [{ kind: 'decoupled', maxWeight: 5 }, { kind: 'tis', ca
     // the example covers clipped and unclipped tokens, and (decoupled) a masked and a capped one
     let clipped = 0;
     let unclipped = 0;
-    data.forEach((d, i) => d.weights.forEach((x, t) => {
-      if (x === 0) return;
-      const A = d.advantages![t];
-      if ((u[i][t] > 1 + PPO.clipHigh && A > 0) || (u[i][t] < 1 - PPO.clipLow && A < 0)) clipped++;
-      else unclipped++;
-    }));
+    data.forEach((d, i) =>
+      d.weights.forEach((x, t) => {
+        if (x === 0) return;
+        const A = d.advantages![t];
+        if ((u[i][t] > 1 + PPO.clipHigh && A > 0) || (u[i][t] < 1 - PPO.clipLow && A < 0)) clipped++;
+        else unclipped++;
+      }),
+    );
     assert.ok(clipped >= 3 && unclipped >= 3, `clipped ${clipped}, unclipped ${unclipped}`);
     assert.ok(w.flat().some((x) => x > 5) && w.flat().some((x) => x > 2 && x <= 5));
 
@@ -126,7 +148,10 @@ for (const correction of [{ kind: 'decoupled', maxWeight: 5 }, { kind: 'tis', ca
         view[i] = orig;
         const numeric = (lp - lm) / (2 * h);
         const a = analytic[offset + i];
-        assert.ok(Math.abs(a - numeric) <= 2e-4 + 3e-2 * Math.abs(numeric), `${correction.kind}: d/d${spec.name}[${i}] analytic ${a} vs numeric ${numeric}`);
+        assert.ok(
+          Math.abs(a - numeric) <= 2e-4 + 3e-2 * Math.abs(numeric),
+          `${correction.kind}: d/d${spec.name}[${i}] analytic ${a} vs numeric ${numeric}`,
+        );
         checked++;
         if (Math.abs(numeric) > 1e-2) large++;
       }
@@ -216,7 +241,12 @@ test('metrics and rewrite are exact on a hand example; non-policy tokens are ign
   close(a[2], -1);
   assert.equal(a[3], 0);
   const tis = applyCorrection([d], prox, { kind: 'tis', cap: 2 });
-  assert.deepEqual(tis.metrics, { is_weight_mean: tis.metrics.is_weight_mean, is_weight_max: tis.metrics.is_weight_max, is_filtered_fraction: 0, logprob_gap: tis.metrics.logprob_gap });
+  assert.deepEqual(tis.metrics, {
+    is_weight_mean: tis.metrics.is_weight_mean,
+    is_weight_max: tis.metrics.is_weight_max,
+    is_filtered_fraction: 0,
+    logprob_gap: tis.metrics.logprob_gap,
+  });
   close(tis.metrics.is_weight_mean, 3.5);
   close(tis.metrics.is_weight_max, 8);
   assert.deepEqual(tis.datums[0].weights, d.weights);
@@ -232,10 +262,19 @@ test('metrics and rewrite are exact on a hand example; non-policy tokens are ign
 });
 
 test('shape and field errors', () => {
-  const d: Datum = { inputTokens: [1, 2], targetTokens: [2, 3], weights: [1, 1], samplingLogprobs: [-1, -1], advantages: [1, 1] };
+  const d: Datum = {
+    inputTokens: [1, 2],
+    targetTokens: [2, 3],
+    weights: [1, 1],
+    samplingLogprobs: [-1, -1],
+    advantages: [1, 1],
+  };
   assert.throws(() => applyCorrection([d], [[-1]], { kind: 'tis', cap: 2 }), NumericsError);
   assert.throws(() => applyCorrection([d], [], { kind: 'none' }), NumericsError);
-  assert.throws(() => applyCorrection([{ ...d, advantages: undefined }], [[-1, -1]], { kind: 'decoupled', maxWeight: 5 }), NumericsError);
+  assert.throws(
+    () => applyCorrection([{ ...d, advantages: undefined }], [[-1, -1]], { kind: 'decoupled', maxWeight: 5 }),
+    NumericsError,
+  );
   assert.throws(() => logprobGap([{ ...d, samplingLogprobs: undefined }], [[-1, -1]]), NumericsError);
 });
 

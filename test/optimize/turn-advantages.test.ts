@@ -1,14 +1,24 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { addNode, createTree, type RolloutTree } from '../../src/core/tree.js';
-import { advantagesFromConfig, computeAdvantages, forkAdvantages, grpoAdvantages, leafMeanValues } from '../../src/optimize/index.js';
+import {
+  advantagesFromConfig,
+  computeAdvantages,
+  forkAdvantages,
+  grpoAdvantages,
+  leafMeanValues,
+} from '../../src/optimize/index.js';
 import { ConfigError } from '../../src/core/errors.js';
 
 const near = (a: number, b: number, eps = 1e-9) => assert.ok(Math.abs(a - b) < eps, `${a} vs ${b}`);
 
 /** A turn: 2 policy tokens (mask 1) then 1 observation token (mask 0). */
 const turn = (t: RolloutTree, parent: string, reward?: number) => {
-  const n = addNode(t, parent, { tokens: [5, 6, 7], mask: [1, 1, 0], finishReason: reward === undefined ? null : 'stop' });
+  const n = addNode(t, parent, {
+    tokens: [5, 6, 7],
+    mask: [1, 1, 0],
+    finishReason: reward === undefined ? null : 'stop',
+  });
   if (reward !== undefined) n.reward = reward;
   return n.id;
 };
@@ -55,7 +65,9 @@ test('fork (PORTool): hand-computed two-level fork, default w = 0.5', () => {
   near(f.get('0.0.0.1')!, -0.5);
   const out = computeAdvantages([t], { kind: 'fork' });
   const byLeaf = new Map(out.map((a) => [a.trajectory.leafId, a]));
-  const leafIds = Object.values(t.nodes).filter((n) => n.parent !== null && n.children.length === 0).map((n) => n.id);
+  const leafIds = Object.values(t.nodes)
+    .filter((n) => n.parent !== null && n.children.length === 0)
+    .map((n) => n.id);
   const g = grpoAdvantages(leafIds.map((id) => t.nodes[id].reward!));
   const trajAdv = new Map(leafIds.map((id, i) => [id, g[i]]));
   // leaf 0.0.0.0 (reward 1): turns A, A1, leaf
@@ -64,7 +76,10 @@ test('fork (PORTool): hand-computed two-level fork, default w = 0.5', () => {
   assert.equal(a.tokenAdvantages!.length, 9);
   const ta = trajAdv.get('0.0.0.0')!;
   near(ta, 0.5 / (Math.sqrt(1 / 3) + 1e-6));
-  assert.deepEqual(perTurn(a.tokenAdvantages!).map((x) => +x.toFixed(9)), [0.5 * (-1 / 3) + 0.5 * ta, 0.5 * 0.25 + 0.5 * ta, 0.5 * 0.5 + 0.5 * ta].map((x) => +x.toFixed(9)));
+  assert.deepEqual(
+    perTurn(a.tokenAdvantages!).map((x) => +x.toFixed(9)),
+    [0.5 * (-1 / 3) + 0.5 * ta, 0.5 * 0.25 + 0.5 * ta, 0.5 * 0.5 + 0.5 * ta].map((x) => +x.toFixed(9)),
+  );
   // every token of a turn (policy and observation) carries the turn's value
   assert.equal(a.tokenAdvantages![0], a.tokenAdvantages![2]);
   // B: one turn, fork +1/3
@@ -90,8 +105,8 @@ test('fork: forkStd divides a fork by its std; ties at a fork give 0', () => {
   near(f.get('0.0.1')!, 0);
   // root fork values [1, 0, 1]: mean 2/3, unbiased std sqrt(1/3)
   const s = Math.sqrt(1 / 3) + 1e-6;
-  near(f.get('0.0')!, (1 / 3) / s);
-  near(f.get('0.1')!, (-2 / 3) / s);
+  near(f.get('0.0')!, 1 / 3 / s);
+  near(f.get('0.1')!, -2 / 3 / s);
   const plain = forkAdvantages(t, false, 'inherit');
   near(plain.get('0.1')!, -2 / 3);
 });
@@ -162,7 +177,10 @@ test('single leaf: both estimators give 0; whitening is optional and token-weigh
   for (const a of white) a.tokenAdvantages!.forEach((v, i) => a.trajectory.mask[i] && ((sum += v), n++));
   near(sum / n, 0, 1e-9);
   const raw = computeAdvantages([twoLevel()], { kind: 'fork' });
-  assert.notDeepEqual(white.map((a) => a.tokenAdvantages), raw.map((a) => a.tokenAdvantages));
+  assert.notDeepEqual(
+    white.map((a) => a.tokenAdvantages),
+    raw.map((a) => a.tokenAdvantages),
+  );
 });
 
 test('fork options are validated, defaulted and bounded', () => {
@@ -171,12 +189,22 @@ test('fork options are validated, defaulted and bounded', () => {
   assert.equal(o.forkStd, false);
   assert.equal(o.onlyChild, 'inherit');
   assert.equal(o.turnWhiten, false);
-  assert.throws(() => advantagesFromConfig({ kind: 'fork', forkWeight: 1.5 }), (e: unknown) => e instanceof ConfigError && /forkWeight/.test((e as Error).message));
-  assert.throws(() => advantagesFromConfig({ kind: 'fork', onlyChild: 'parent' }), (e: unknown) => e instanceof ConfigError && /onlyChild/.test((e as Error).message));
+  assert.throws(
+    () => advantagesFromConfig({ kind: 'fork', forkWeight: 1.5 }),
+    (e: unknown) => e instanceof ConfigError && /forkWeight/.test((e as Error).message),
+  );
+  assert.throws(
+    () => advantagesFromConfig({ kind: 'fork', onlyChild: 'parent' }),
+    (e: unknown) => e instanceof ConfigError && /onlyChild/.test((e as Error).message),
+  );
 });
 
 test('negativeScale applies to turn token advantages', () => {
   const out = computeAdvantages([twoLevel()], { kind: 'fork', negativeScale: 0.5 });
   const ref = computeAdvantages([twoLevel()], { kind: 'fork' });
-  out.forEach((a, i) => a.tokenAdvantages!.forEach((v, t) => near(v, ref[i].tokenAdvantages![t] < 0 ? ref[i].tokenAdvantages![t] * 0.5 : ref[i].tokenAdvantages![t])));
+  out.forEach((a, i) =>
+    a.tokenAdvantages!.forEach((v, t) =>
+      near(v, ref[i].tokenAdvantages![t] < 0 ? ref[i].tokenAdvantages![t] * 0.5 : ref[i].tokenAdvantages![t]),
+    ),
+  );
 });

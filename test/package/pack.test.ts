@@ -24,9 +24,19 @@ interface PackCheck {
 const packCheck = (await import(pathToFileURL(script).href)) as PackCheck;
 
 const COMPLETE = [
-  'package.json', 'bin/arbor.mjs', 'src/index.ts', 'src/cli/main.ts', 'src/run/rollout-worker.mjs',
-  'build/kernels.wasm', 'build/kernels-fma.wasm', 'build/ui/app.js', 'build/ui/report.js', 'build/ui/app.css',
-  'dist/types/index.d.ts', 'src/run/loop.ts', 'README.md',
+  'package.json',
+  'bin/arbor.mjs',
+  'src/index.ts',
+  'src/cli/main.ts',
+  'src/run/rollout-worker.mjs',
+  'build/kernels.wasm',
+  'build/kernels-fma.wasm',
+  'build/ui/app.js',
+  'build/ui/report.js',
+  'build/ui/app.css',
+  'dist/types/index.d.ts',
+  'src/run/loop.ts',
+  'README.md',
 ];
 
 function contentsError(paths: string[], scripts: Record<string, string> = { prepare: 'npm run build' }): string {
@@ -73,22 +83,26 @@ test('pack-check types: only wrong-types.ts may fail, and it must fail with TS23
   rejects("wrong-types.ts(9,1): error TS2307: Cannot find module 'arbor'", 2, /no TS2322/);
 });
 
-test('npm pack → npm install into an empty project → npx arbor train on its own TS task → tsc on its files', {
-  timeout: 480_000,
-}, (t) => {
-  const out = mkdtempSync(join(tmpdir(), 'arbor-pack-test-'));
-  try {
-    const reportFile = join(out, 'report.json');
-    const result = spawnSync(process.execPath, [script, '--json', reportFile], { cwd: repo, encoding: 'utf8' });
-    assert.equal(result.status, 0, `pack-check failed:\n${result.stderr}\n${result.stdout.slice(-4000)}`);
-    const report = JSON.parse(readFileSync(reportFile, 'utf8'));
-    t.diagnostic(`pack-check ms: ${JSON.stringify(report.ms)}; tarball ${JSON.stringify(report.tarball)}`);
-    assert.equal(report.ok, true);
-    assert.equal(report.train.steps, 2);
-    assert.equal(report.train.mode, 'async');
-    assert.ok(report.typeErrors >= 1, `expected wrong-types.ts to fail, report ${JSON.stringify(report)}`);
-    assert.equal(existsSync(report.work), false, `pack-check left ${report.work} behind`);
-  } finally {
-    rmSync(out, { recursive: true, force: true });
-  }
-});
+test(
+  'npm pack → npm install into an empty project → npx arbor train on its own TS task → tsc on its files',
+  {
+    timeout: 480_000,
+  },
+  (t) => {
+    const out = mkdtempSync(join(tmpdir(), 'arbor-pack-test-'));
+    try {
+      const reportFile = join(out, 'report.json');
+      const result = spawnSync(process.execPath, [script, '--json', reportFile], { cwd: repo, encoding: 'utf8' });
+      assert.equal(result.status, 0, `pack-check failed:\n${result.stderr}\n${result.stdout.slice(-4000)}`);
+      const report = JSON.parse(readFileSync(reportFile, 'utf8'));
+      t.diagnostic(`pack-check ms: ${JSON.stringify(report.ms)}; tarball ${JSON.stringify(report.tarball)}`);
+      assert.equal(report.ok, true);
+      assert.equal(report.train.steps, 2);
+      assert.equal(report.train.mode, 'async');
+      assert.ok(report.typeErrors >= 1, `expected wrong-types.ts to fail, report ${JSON.stringify(report)}`);
+      assert.equal(existsSync(report.work), false, `pack-check left ${report.work} behind`);
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
+  },
+);

@@ -23,10 +23,12 @@ function numbers(schema: z.ZodTypeAny, path: string, out: Array<{ path: string; 
       out.push({ path, schema: schema as z.ZodNumber });
       return;
     case 'ZodObject':
-      for (const [k, v] of Object.entries((schema as z.ZodObject<z.ZodRawShape>).shape)) numbers(v as z.ZodTypeAny, path ? `${path}.${k}` : k, out);
+      for (const [k, v] of Object.entries((schema as z.ZodObject<z.ZodRawShape>).shape))
+        numbers(v as z.ZodTypeAny, path ? `${path}.${k}` : k, out);
       return;
     case 'ZodDiscriminatedUnion':
-      for (const o of (def.options as z.ZodObject<z.ZodRawShape>[])) numbers(o, `${path}<${(o.shape.kind as z.ZodLiteral<string>)?._def.value ?? '?'}>`, out);
+      for (const o of def.options as z.ZodObject<z.ZodRawShape>[])
+        numbers(o, `${path}<${(o.shape.kind as z.ZodLiteral<string>)?._def.value ?? '?'}>`, out);
       return;
     case 'ZodUnion':
       (def.options as z.ZodTypeAny[]).forEach((o, i) => numbers(o, `${path}|${i}`, out));
@@ -60,9 +62,14 @@ test('every numeric option has a finite maximum and a minimum', () => {
   const found: Array<{ path: string; schema: z.ZodNumber }> = [];
   numbers(configSchema, '', found);
   for (const [name, schema] of Object.entries(taskOptionSchemas())) numbers(schema, `task<${name}>.options`, found);
-  assert.ok(found.some((f) => f.path.startsWith('task<arith>.options.')), 'task options are walked too');
+  assert.ok(
+    found.some((f) => f.path.startsWith('task<arith>.options.')),
+    'task options are walked too',
+  );
   assert.ok(found.length > 100, `the walk reaches the registries' options (${found.length} numbers found)`);
-  const unbounded = found.filter((f) => !(Number.isFinite(f.schema.maxValue) && Number.isFinite(f.schema.minValue))).map((f) => f.path);
+  const unbounded = found
+    .filter((f) => !(Number.isFinite(f.schema.maxValue) && Number.isFinite(f.schema.minValue)))
+    .map((f) => f.path);
   assert.deepEqual(unbounded, [], `numbers without both bounds:\n${unbounded.join('\n')}`);
 });
 
@@ -75,11 +82,16 @@ test('values far out of range are errors naming the key (no V8 crash, no hang, n
     [{ generate: { kind: 'treepo', groupSize: 1e7 } }, 'generate.groupSize'],
   ];
   for (const [raw, key] of cases) {
-    assert.throws(() => parseConfig(raw, 'x.yaml'), (e: unknown) => e instanceof ConfigError && e.path === key && e.message.includes(key), key);
+    assert.throws(
+      () => parseConfig(raw, 'x.yaml'),
+      (e: unknown) => e instanceof ConfigError && e.path === key && e.message.includes(key),
+      key,
+    );
   }
 });
 
-const cli = (args: string[]) => spawnSync(process.execPath, ['bin/arbor.mjs', ...args], { encoding: 'utf8', timeout: 60_000 });
+const cli = (args: string[]) =>
+  spawnSync(process.execPath, ['bin/arbor.mjs', ...args], { encoding: 'utf8', timeout: 60_000 });
 
 test('config --check: a top level that is not a mapping, unknown tasks and unknown task options are errors', () => {
   const dir = mkdtempSync(join(tmpdir(), 'arbor-check-'));

@@ -20,7 +20,21 @@ import { RunDir } from '../../src/run/rundir.js';
 import { tinyRun } from '../../testkit/reliability/tiny-run.js';
 
 test('a NaN gradient is never applied: weights, moments and the step count stay; the next finite step applies', async () => {
-  const m = NanoModel.createSync({ vocabSize: 11, dModel: 8, nLayers: 1, nHeads: 2, dFF: 12, contextLength: 16, tieEmbeddings: false, ropeTheta: 10000, normEps: 1e-5 }, referenceKernels, 1);
+  const m = NanoModel.createSync(
+    {
+      vocabSize: 11,
+      dModel: 8,
+      nLayers: 1,
+      nHeads: 2,
+      dFF: 12,
+      contextLength: 16,
+      tieEmbeddings: false,
+      ropeTheta: 10000,
+      normEps: 1e-5,
+    },
+    referenceKernels,
+    1,
+  );
   const trainer = new NanoTrainer(m);
   const before = m.params.data.slice();
   m.grads.data.fill(0.01);
@@ -30,7 +44,11 @@ test('a NaN gradient is never applied: weights, moments and the step count stay;
   assert.ok(Number.isNaN(r.gradNorm));
   assert.equal(r.step, 0, 'no optimiser step counted');
   assert.deepEqual(m.params.data, before, 'weights unchanged');
-  assert.equal(m.grads.data.findIndex((g) => g !== 0), -1, 'gradients discarded');
+  assert.equal(
+    m.grads.data.findIndex((g) => g !== 0),
+    -1,
+    'gradients discarded',
+  );
   m.grads.data.fill(0.01);
   m.grads.data[3] = Infinity;
   assert.equal((await trainer.optimStep({ learningRate: 0.1 })).skipped, true, 'infinite too');
@@ -42,7 +60,8 @@ test('a NaN gradient is never applied: weights, moments and the step count stay;
 });
 
 const root = mkdtempSync(join(tmpdir(), 'arbor-numerics-'));
-const config = (name: string, maxFailedSteps = 3) => parseConfig(tinyRun(root, name, { seed: 2, steps: 5, maxFailedSteps }));
+const config = (name: string, maxFailedSteps = 3) =>
+  parseConfig(tinyRun(root, name, { seed: 2, steps: 5, maxFailedSteps }));
 
 /** Make the embedded trainer's loss non-finite on the given (1-based) forward/backward calls. */
 async function withPoisonedLoss<T>(calls: (n: number) => boolean, body: () => Promise<T>): Promise<T> {
@@ -60,30 +79,67 @@ async function withPoisonedLoss<T>(calls: (n: number) => boolean, body: () => Pr
   }
 }
 
-test('a non-finite loss on one step: that update is skipped and reported, the run goes on to the end', { timeout: 300_000 }, async () => {
-  await train(config('clean'), { quiet: true });
-  await withPoisonedLoss((n) => n === 2, () => train(config('one-bad'), { quiet: true }));
-  const clean = new RunDir(join(root, 'clean')).readMetrics().filter((m) => m.step > 0);
-  const bad = new RunDir(join(root, 'one-bad')).readMetrics().filter((m) => m.step > 0);
-  assert.equal(bad.length, 5, 'every step ran');
-  assert.deepEqual(bad.map((m) => m.nonfinite_updates), [0, 1, 0, 0, 0]);
-  assert.equal(bad[0].loss, clean[0].loss, 'step 1 as in the clean run');
-  assert.ok((clean[1].grad_norm as number) > 0, 'the clean run does update at step 2 (the test can tell)');
-  assert.equal(bad[1].grad_norm, 0, 'nothing applied at step 2');
-  // step 3 samples from the weights of step 1 (the skipped update changed nothing), so it differs from the clean run's step 3
-  assert.notDeepEqual([bad[2].tokens_decoded, bad[2].loss], [clean[2].tokens_decoded, clean[2].loss]);
-});
+test(
+  'a non-finite loss on one step: that update is skipped and reported, the run goes on to the end',
+  { timeout: 300_000 },
+  async () => {
+    await train(config('clean'), { quiet: true });
+    await withPoisonedLoss(
+      (n) => n === 2,
+      () => train(config('one-bad'), { quiet: true }),
+    );
+    const clean = new RunDir(join(root, 'clean')).readMetrics().filter((m) => m.step > 0);
+    const bad = new RunDir(join(root, 'one-bad')).readMetrics().filter((m) => m.step > 0);
+    assert.equal(bad.length, 5, 'every step ran');
+    assert.deepEqual(
+      bad.map((m) => m.nonfinite_updates),
+      [0, 1, 0, 0, 0],
+    );
+    assert.equal(bad[0].loss, clean[0].loss, 'step 1 as in the clean run');
+    assert.ok((clean[1].grad_norm as number) > 0, 'the clean run does update at step 2 (the test can tell)');
+    assert.equal(bad[1].grad_norm, 0, 'nothing applied at step 2');
+    // step 3 samples from the weights of step 1 (the skipped update changed nothing), so it differs from the clean run's step 3
+    assert.notDeepEqual([bad[2].tokens_decoded, bad[2].loss], [clean[2].tokens_decoded, clean[2].loss]);
+  },
+);
 
-test('repeated non-finite losses stop the run after run.maxFailedSteps consecutive steps, saying why', { timeout: 300_000 }, async () => {
-  await assert.rejects(
-    withPoisonedLoss((n) => n >= 2, () => train(config('all-bad', 2), { quiet: true })),
-    (e: unknown) => e instanceof NumericsError && /stopping: 2 consecutive steps whose updates were all NaN or infinite \(run\.maxFailedSteps 2\)/.test(e.message),
-  );
-  assert.deepEqual(new RunDir(join(root, 'all-bad')).readMetrics().filter((m) => m.step > 0).map((m) => m.nonfinite_updates), [0, 1, 1]);
-});
+test(
+  'repeated non-finite losses stop the run after run.maxFailedSteps consecutive steps, saying why',
+  { timeout: 300_000 },
+  async () => {
+    await assert.rejects(
+      withPoisonedLoss(
+        (n) => n >= 2,
+        () => train(config('all-bad', 2), { quiet: true }),
+      ),
+      (e: unknown) =>
+        e instanceof NumericsError &&
+        /stopping: 2 consecutive steps whose updates were all NaN or infinite \(run\.maxFailedSteps 2\)/.test(
+          e.message,
+        ),
+    );
+    assert.deepEqual(
+      new RunDir(join(root, 'all-bad'))
+        .readMetrics()
+        .filter((m) => m.step > 0)
+        .map((m) => m.nonfinite_updates),
+      [0, 1, 1],
+    );
+  },
+);
 
 test('a checkpoint holding NaN is refused naming the tensor, and nothing of it is loaded', async () => {
-  const cfg = { vocabSize: 11, dModel: 8, nLayers: 1, nHeads: 2, dFF: 12, contextLength: 16, tieEmbeddings: false, ropeTheta: 10000, normEps: 1e-5 };
+  const cfg = {
+    vocabSize: 11,
+    dModel: 8,
+    nLayers: 1,
+    nHeads: 2,
+    dFF: 12,
+    contextLength: 16,
+    tieEmbeddings: false,
+    ropeTheta: 10000,
+    normEps: 1e-5,
+  };
   const source = NanoModel.createSync(cfg, referenceKernels, 3);
   const dir = mkdtempSync(join(tmpdir(), 'arbor-nan-ckpt-'));
   const w = source.params.get('layers.0.wq');
@@ -91,18 +147,39 @@ test('a checkpoint holding NaN is refused naming the tensor, and nothing of it i
   writeSafetensors(join(dir, 'model.safetensors'), arenaTensors(source.params));
   const target = NanoModel.createSync(cfg, referenceKernels, 9);
   const before = target.params.data.slice();
-  assert.throws(() => loadArena(target.params, join(dir, 'model.safetensors')), (e: unknown) => e instanceof DataError && e.field === 'layers.0.wq' && /model\.safetensors has NaN or infinite weights in 1 tensor\(s\): layers\.0\.wq \(1 of 64\); a checkpoint with NaN/.test(e.message));
+  assert.throws(
+    () => loadArena(target.params, join(dir, 'model.safetensors')),
+    (e: unknown) =>
+      e instanceof DataError &&
+      e.field === 'layers.0.wq' &&
+      /model\.safetensors has NaN or infinite weights in 1 tensor\(s\): layers\.0\.wq \(1 of 64\); a checkpoint with NaN/.test(
+        e.message,
+      ),
+  );
   assert.deepEqual(target.params.data, before, 'no tensor was copied');
 });
 
 test('loadState checks weights, moments and counters before replacing anything', async () => {
-  const cfg = { vocabSize: 11, dModel: 8, nLayers: 1, nHeads: 2, dFF: 12, contextLength: 16, tieEmbeddings: false, ropeTheta: 10000, normEps: 1e-5 };
+  const cfg = {
+    vocabSize: 11,
+    dModel: 8,
+    nLayers: 1,
+    nHeads: 2,
+    dFF: 12,
+    contextLength: 16,
+    tieEmbeddings: false,
+    ropeTheta: 10000,
+    normEps: 1e-5,
+  };
   const dir = mkdtempSync(join(tmpdir(), 'arbor-loadstate-'));
   await new NanoTrainer(NanoModel.createSync(cfg, referenceKernels, 3)).saveState(dir);
   writeSafetensors(join(dir, 'optimizer.safetensors'), { 'm.tok_emb': { shape: [1], data: new Float32Array(1) } });
   const target = new NanoTrainer(NanoModel.createSync(cfg, referenceKernels, 9));
   const model = (target as unknown as { model: NanoModel }).model;
   const before = model.params.data.slice();
-  await assert.rejects(target.loadState(dir), (e: unknown) => e instanceof DataError && /optimizer\.safetensors: m\.tok_emb has 1 values/.test(e.message));
+  await assert.rejects(
+    target.loadState(dir),
+    (e: unknown) => e instanceof DataError && /optimizer\.safetensors: m\.tok_emb has 1 values/.test(e.message),
+  );
   assert.deepEqual(model.params.data, before, 'the weights were not touched');
 });

@@ -10,12 +10,19 @@ import { DataError } from '../../src/core/errors.js';
 import { decodeSafetensors } from '../../src/engine/nano/safetensors.js';
 import { runParserFuzz } from './parser-fuzz.js';
 
-test('every parser answers 1,700 generated inputs with a value or an ArborError (10,200 cases)', { timeout: 300_000 }, async () => {
-  const report = await runParserFuzz(1700, 20261124);
-  assert.equal(Object.values(report.cases).reduce((a, b) => a + b, 0), 10_200);
-  assert.deepEqual(report.failures, []);
-  assert.ok(report.slowestMs < 2000, `slowest case ${report.slowestMs} ms`);
-});
+test(
+  'every parser answers 1,700 generated inputs with a value or an ArborError (10,200 cases)',
+  { timeout: 300_000 },
+  async () => {
+    const report = await runParserFuzz(1700, 20261124);
+    assert.equal(
+      Object.values(report.cases).reduce((a, b) => a + b, 0),
+      10_200,
+    );
+    assert.deepEqual(report.failures, []);
+    assert.ok(report.slowestMs < 2000, `slowest case ${report.slowestMs} ms`);
+  },
+);
 
 test('safetensors headers the fuzzing found: each a DataError naming the file', () => {
   const withHeader = (h: string) => {
@@ -33,6 +40,10 @@ test('safetensors headers the fuzzing found: each a DataError naming the file', 
     ['{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8,9]}}', /two data_offsets/],
     ['{"__metadata__":{"a":1}}', /__metadata__ must map names to strings/],
   ] as Array<[string, RegExp]>) {
-    assert.throws(() => decodeSafetensors(withHeader(h), 'x.safetensors'), (e: unknown) => e instanceof DataError && e.file === 'x.safetensors' && re.test(e.message), h);
+    assert.throws(
+      () => decodeSafetensors(withHeader(h), 'x.safetensors'),
+      (e: unknown) => e instanceof DataError && e.file === 'x.safetensors' && re.test(e.message),
+      h,
+    );
   }
 });

@@ -19,7 +19,8 @@ import { ScriptedSampler } from '../remote/scripted-sampler.js';
 const dir = mkdtempSync(join(tmpdir(), 'arbor-serve-cli-'));
 const tokenizer = new CharTokenizer();
 const shape = { vocabSize: tokenizer.vocabSize, dModel: 8, nLayers: 1, nHeads: 2, dFF: 16, contextLength: 32 };
-const arbor = (args: string[]) => spawnSync(process.execPath, ['bin/arbor.mjs', ...args], { encoding: 'utf8', timeout: 60_000 });
+const arbor = (args: string[]) =>
+  spawnSync(process.execPath, ['bin/arbor.mjs', ...args], { encoding: 'utf8', timeout: 60_000 });
 
 test('serve on a busy port: exit 1 with one line naming the port, no stack trace', async () => {
   const ckpt = join(dir, 'ok');
@@ -30,7 +31,10 @@ test('serve on a busy port: exit 1 with one line naming the port, no stack trace
   try {
     const r = arbor(['serve', '--checkpoint', ckpt, '--port', String(port)]);
     assert.equal(r.status, 1, r.stderr);
-    assert.equal(r.stderr, `arbor: serve: port ${port} on 127.0.0.1 is already in use (another server is listening there; pick another with --port)\n`);
+    assert.equal(
+      r.stderr,
+      `arbor: serve: port ${port} on 127.0.0.1 is already in use (another server is listening there; pick another with --port)\n`,
+    );
     assert.doesNotMatch(r.stderr + r.stdout, /\n\s+at /, 'no stack trace');
   } finally {
     blocker.close();
@@ -44,19 +48,39 @@ test('serve refuses a checkpoint with NaN or infinite weights, naming the tensor
   saveCheckpoint(ckpt, model, tokenizer);
   const r = arbor(['serve', '--checkpoint', ckpt, '--port', '0']);
   assert.equal(r.status, 1, r.stderr);
-  assert.match(r.stderr, /^arbor: .*nan\/model\.safetensors has NaN or infinite weights in 11 tensor\(s\): tok_emb \(\d+ of \d+\), layers\.0\.attn_norm \(8 of 8\), layers\.0\.wq \(64 of 64\), \.\.\.; a checkpoint with NaN or infinite values cannot be used\n$/);
+  assert.match(
+    r.stderr,
+    /^arbor: .*nan\/model\.safetensors has NaN or infinite weights in 11 tensor\(s\): tok_emb \(\d+ of \d+\), layers\.0\.attn_norm \(8 of 8\), layers\.0\.wq \(64 of 64\), \.\.\.; a checkpoint with NaN or infinite values cannot be used\n$/,
+  );
   const one = await NanoModel.create(shape, { seed: 1 });
   one.params.get('final_norm')[3] = Number.POSITIVE_INFINITY;
   saveCheckpoint(join(dir, 'inf'), one, tokenizer);
   const r2 = arbor(['serve', '--checkpoint', join(dir, 'inf'), '--port', '0']);
   assert.equal(r2.status, 1);
-  assert.match(r2.stderr, /has NaN or infinite weights in 1 tensor\(s\): final_norm \(1 of 8\); a checkpoint with NaN or infinite values cannot be used\n$/);
+  assert.match(
+    r2.stderr,
+    /has NaN or infinite weights in 1 tensor\(s\): final_norm \(1 of 8\); a checkpoint with NaN or infinite values cannot be used\n$/,
+  );
 });
 
 test('serve --help lists the limits; an unknown flag or a bad number is an error naming it', () => {
   const help = arbor(['serve', '--help']);
   assert.equal(help.status, 0);
-  const flags = ['--weights-root', '--max-n', '--max-batch-tokens', '--max-concurrent', '--slice-tokens', '--name', '--max-model-len', '--threads', '--skip-tokenizer-init', '--enable-lora', '--lora-modules', '--max-lora-rank', '--max-loras'];
+  const flags = [
+    '--weights-root',
+    '--max-n',
+    '--max-batch-tokens',
+    '--max-concurrent',
+    '--slice-tokens',
+    '--name',
+    '--max-model-len',
+    '--threads',
+    '--skip-tokenizer-init',
+    '--enable-lora',
+    '--lora-modules',
+    '--max-lora-rank',
+    '--max-loras',
+  ];
   for (const flag of flags) assert.match(help.stdout, new RegExp(`${flag} `));
   assert.match(help.stdout, /VLLM_ALLOW_RUNTIME_LORA_UPDATING/);
   assert.match(help.stdout, /Hugging Face model directory/);
@@ -75,23 +99,36 @@ test('completions and /generate stop at EOS by default; ignore_eos continues; ex
   const eos = probe[at];
   const server = new ArborServer({ sampler: engine, modelName: 'm', eosTokenId: eos });
   const body = { prompt: [1, 2], max_tokens: 30, seed: 4, return_token_ids: true };
-  const stopped = (await server.handleRequest('POST', '/v1/completions', JSON.stringify(body))).body as { choices: Array<{ token_ids: number[]; finish_reason: string }> };
+  const stopped = (await server.handleRequest('POST', '/v1/completions', JSON.stringify(body))).body as {
+    choices: Array<{ token_ids: number[]; finish_reason: string }>;
+  };
   assert.deepEqual(stopped.choices[0].token_ids, probe.slice(0, at + 1));
   assert.equal(stopped.choices[0].finish_reason, 'stop');
-  const full = (await server.handleRequest('POST', '/v1/completions', JSON.stringify({ ...body, ignore_eos: true }))).body as typeof stopped;
+  const full = (await server.handleRequest('POST', '/v1/completions', JSON.stringify({ ...body, ignore_eos: true })))
+    .body as typeof stopped;
   assert.deepEqual(full.choices[0].token_ids, probe);
   assert.equal(full.choices[0].finish_reason, 'length');
-  const gen = (await server.handleRequest('POST', '/generate', JSON.stringify({ input_ids: [1, 2], sampling_params: { max_new_tokens: 30, sampling_seed: 4 } }))).body as { output_ids: number[]; meta_info: { finish_reason: { type: string } } };
+  const gen = (
+    await server.handleRequest(
+      'POST',
+      '/generate',
+      JSON.stringify({ input_ids: [1, 2], sampling_params: { max_new_tokens: 30, sampling_seed: 4 } }),
+    )
+  ).body as { output_ids: number[]; meta_info: { finish_reason: { type: string } } };
   assert.deepEqual(gen.output_ids, probe.slice(0, at + 1));
   assert.equal(gen.meta_info.finish_reason.type, 'stop');
-  const earlier = (await server.handleRequest('POST', '/v1/completions', JSON.stringify({ ...body, stop_token_ids: [probe[1]] }))).body as typeof stopped;
+  const earlier = (
+    await server.handleRequest('POST', '/v1/completions', JSON.stringify({ ...body, stop_token_ids: [probe[1]] }))
+  ).body as typeof stopped;
   assert.deepEqual(earlier.choices[0].token_ids, probe.slice(0, probe.indexOf(probe[1]) + 1));
 });
 
-test('arbor serve end to end: the tokenizer\'s EOS ends completions; /health answers', { timeout: 60_000 }, async () => {
+test("arbor serve end to end: the tokenizer's EOS ends completions; /health answers", { timeout: 60_000 }, async () => {
   const ckpt = join(dir, 'e2e');
   saveCheckpoint(ckpt, await NanoModel.create(shape, { seed: 3 }), tokenizer);
-  const child = spawn(process.execPath, ['bin/arbor.mjs', 'serve', '--checkpoint', ckpt, '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['bin/arbor.mjs', 'serve', '--checkpoint', ckpt, '--port', '0'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   try {
     const url = await new Promise<string>((resolve, reject) => {
       let out = '';
@@ -107,7 +144,10 @@ test('arbor serve end to end: the tokenizer\'s EOS ends completions; /health ans
       child.on('exit', (code) => reject(new Error(`serve exited ${code}`)));
     });
     assert.equal((await fetch(`${url}/health`)).status, 200);
-    const res = await fetch(`${url}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: [1, 5], n: 64, max_tokens: 24, seed: 9, return_token_ids: true, temperature: 2 }) });
+    const res = await fetch(`${url}/v1/completions`, {
+      method: 'POST',
+      body: JSON.stringify({ prompt: [1, 5], n: 64, max_tokens: 24, seed: 9, return_token_ids: true, temperature: 2 }),
+    });
     const choices = ((await res.json()) as { choices: Array<{ token_ids: number[]; finish_reason: string }> }).choices;
     const withEos = choices.filter((c) => c.token_ids.includes(tokenizer.eos));
     assert.ok(withEos.length > 0, 'EOS was sampled somewhere');
@@ -116,8 +156,13 @@ test('arbor serve end to end: the tokenizer\'s EOS ends completions; /health ans
       assert.equal(c.finish_reason, 'stop');
     }
     // text prompts go through the checkpoint's char tokenizer (its BOS first), and text comes back
-    const text = await fetch(`${url}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: '1+2=', max_tokens: 4, seed: 1, return_token_ids: true }) });
-    const choice = ((await text.json()) as { choices: Array<{ text: string; token_ids: number[]; prompt_token_ids: number[] }> }).choices[0];
+    const text = await fetch(`${url}/v1/completions`, {
+      method: 'POST',
+      body: JSON.stringify({ prompt: '1+2=', max_tokens: 4, seed: 1, return_token_ids: true }),
+    });
+    const choice = (
+      (await text.json()) as { choices: Array<{ text: string; token_ids: number[]; prompt_token_ids: number[] }> }
+    ).choices[0];
     assert.deepEqual(choice.prompt_token_ids, [tokenizer.bos, ...tokenizer.encode('1+2=')]);
     assert.equal(choice.text, tokenizer.decode(choice.token_ids));
   } finally {

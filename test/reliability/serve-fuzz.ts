@@ -41,12 +41,18 @@ const CONTEXT = 24;
 /** A tiny served model: the fuzz exercises validation and the sampling/training paths, not speed. */
 async function fuzzServer(root: string): Promise<{ server: ArborServer; vocab: number; close: () => Promise<void> }> {
   const tokenizer = new CharTokenizer();
-  const model = await NanoModel.create({ vocabSize: tokenizer.vocabSize, dModel: 8, nLayers: 1, nHeads: 2, dFF: 16, contextLength: CONTEXT }, { seed: 1 });
+  const model = await NanoModel.create(
+    { vocabSize: tokenizer.vocabSize, dModel: 8, nLayers: 1, nHeads: 2, dFF: 16, contextLength: CONTEXT },
+    { seed: 1 },
+  );
   const weights = join(root, 'weights');
   saveCheckpoint(join(weights, 'good'), model, tokenizer);
   mkdirSync(join(weights, 'empty'), { recursive: true });
   mkdirSync(join(weights, 'garbage'), { recursive: true });
-  writeFileSync(join(weights, 'garbage', 'model.safetensors'), Buffer.from('\x10\x00\x00\x00\x00\x00\x00\x00{"a":1}         '));
+  writeFileSync(
+    join(weights, 'garbage', 'model.safetensors'),
+    Buffer.from('\x10\x00\x00\x00\x00\x00\x00\x00{"a":1}         '),
+  );
   const server = new ArborServer({
     sampler: new NanoSampler(model),
     trainer: new NanoTrainer(model),
@@ -78,81 +84,290 @@ const hostile = fc.oneof(
 );
 
 /** A mostly well-formed value, sometimes replaced by a hostile one. */
-const field = <T>(good: fc.Arbitrary<T>): fc.Arbitrary<unknown> => fc.oneof({ arbitrary: good, weight: 10 }, { arbitrary: hostile, weight: 1 });
+const field = <T>(good: fc.Arbitrary<T>): fc.Arbitrary<unknown> =>
+  fc.oneof({ arbitrary: good, weight: 10 }, { arbitrary: hostile, weight: 1 });
 
-function bodies(vocab: number, roots: { weights: string; outside: string }): Record<string, { route: string; arb: fc.Arbitrary<unknown> }> {
+function bodies(
+  vocab: number,
+  roots: { weights: string; outside: string },
+): Record<string, { route: string; arb: fc.Arbitrary<unknown> }> {
   const id = fc.integer({ min: 0, max: vocab - 1 });
   // prompts: short ones, ones at and past the context length, ones with an id just outside the vocabulary
   const tokens = fc.oneof(
     { arbitrary: fc.array(id, { minLength: 1, maxLength: 8 }), weight: 6 },
     { arbitrary: fc.array(id, { minLength: CONTEXT - 2, maxLength: CONTEXT + 2 }), weight: 1 },
-    { arbitrary: fc.tuple(fc.array(id, { maxLength: 4 }), fc.integer({ min: vocab, max: vocab + 3 })).map(([a, x]) => [...a, x]), weight: 1 },
+    {
+      arbitrary: fc
+        .tuple(fc.array(id, { maxLength: 4 }), fc.integer({ min: vocab, max: vocab + 3 }))
+        .map(([a, x]) => [...a, x]),
+      weight: 1,
+    },
   );
-  const datum = fc.integer({ min: 1, max: CONTEXT + 1 }).chain((len) => fc.record({
-    model_input: field(fc.record({ chunks: field(fc.array(fc.record({ tokens: field(fc.array(fc.integer({ min: 0, max: vocab - 1 }), { minLength: len, maxLength: len })), type: field(fc.constant('encoded_text')) }, { requiredKeys: ['tokens'] }), { minLength: 1, maxLength: 1 })) })),
-    loss_fn_inputs: field(fc.record({
-      target_tokens: field(fc.record({ data: field(fc.array(fc.integer({ min: 0, max: vocab - 1 }), { minLength: len, maxLength: len })) })),
-      weights: field(fc.record({ data: field(fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { minLength: len, maxLength: len })) })),
-      logprobs: field(fc.record({ data: field(fc.array(fc.double({ min: -5, max: 0, noNaN: true }), { minLength: len, maxLength: len })) })),
-      advantages: field(fc.record({ data: field(fc.array(fc.double({ min: -2, max: 2, noNaN: true }), { minLength: len, maxLength: len })) })),
-    }, { requiredKeys: [] })),
-  }, { requiredKeys: [] }));
+  const datum = fc.integer({ min: 1, max: CONTEXT + 1 }).chain((len) =>
+    fc.record(
+      {
+        model_input: field(
+          fc.record({
+            chunks: field(
+              fc.array(
+                fc.record(
+                  {
+                    tokens: field(fc.array(fc.integer({ min: 0, max: vocab - 1 }), { minLength: len, maxLength: len })),
+                    type: field(fc.constant('encoded_text')),
+                  },
+                  { requiredKeys: ['tokens'] },
+                ),
+                { minLength: 1, maxLength: 1 },
+              ),
+            ),
+          }),
+        ),
+        loss_fn_inputs: field(
+          fc.record(
+            {
+              target_tokens: field(
+                fc.record({
+                  data: field(fc.array(fc.integer({ min: 0, max: vocab - 1 }), { minLength: len, maxLength: len })),
+                }),
+              ),
+              weights: field(
+                fc.record({
+                  data: field(fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { minLength: len, maxLength: len })),
+                }),
+              ),
+              logprobs: field(
+                fc.record({
+                  data: field(
+                    fc.array(fc.double({ min: -5, max: 0, noNaN: true }), { minLength: len, maxLength: len }),
+                  ),
+                }),
+              ),
+              advantages: field(
+                fc.record({
+                  data: field(
+                    fc.array(fc.double({ min: -2, max: 2, noNaN: true }), { minLength: len, maxLength: len }),
+                  ),
+                }),
+              ),
+            },
+            { requiredKeys: [] },
+          ),
+        ),
+      },
+      { requiredKeys: [] },
+    ),
+  );
   const rec = (shape: Record<string, fc.Arbitrary<unknown>>) => fc.record(shape, { requiredKeys: [] });
   return {
     completions: {
       route: '/v1/completions',
       arb: rec({
-        model: field(fc.constant('nano')), prompt: field(tokens), n: field(fc.integer({ min: 1, max: 4 })), max_tokens: field(fc.integer({ min: 1, max: 40 })),
-        temperature: field(fc.double({ min: 0, max: 2, noNaN: true })), top_p: field(fc.double({ min: 0, max: 1, noNaN: true })), top_k: field(fc.integer({ min: -1, max: 5 })),
-        logprobs: field(fc.integer({ min: 0, max: 5 })), seed: field(fc.integer({ min: 0, max: 1000 })), stop_token_ids: field(fc.array(fc.integer({ min: 0, max: vocab - 1 }), { maxLength: 3 })),
-        ignore_eos: field(fc.boolean()), return_token_ids: field(fc.boolean()), return_tokens_as_token_ids: field(fc.boolean()), stream: field(fc.constant(false)),
+        model: field(fc.constant('nano')),
+        prompt: field(tokens),
+        n: field(fc.integer({ min: 1, max: 4 })),
+        max_tokens: field(fc.integer({ min: 1, max: 40 })),
+        temperature: field(fc.double({ min: 0, max: 2, noNaN: true })),
+        top_p: field(fc.double({ min: 0, max: 1, noNaN: true })),
+        top_k: field(fc.integer({ min: -1, max: 5 })),
+        logprobs: field(fc.integer({ min: 0, max: 5 })),
+        seed: field(fc.integer({ min: 0, max: 1000 })),
+        stop_token_ids: field(fc.array(fc.integer({ min: 0, max: vocab - 1 }), { maxLength: 3 })),
+        ignore_eos: field(fc.boolean()),
+        return_token_ids: field(fc.boolean()),
+        return_tokens_as_token_ids: field(fc.boolean()),
+        stream: field(fc.constant(false)),
       }),
     },
     generate: {
       route: '/generate',
       arb: rec({
         input_ids: field(fc.oneof(tokens, fc.array(tokens, { minLength: 1, maxLength: 3 }))),
-        sampling_params: field(fc.oneof(
-          rec({ max_new_tokens: field(fc.integer({ min: 1, max: 10 })), temperature: field(fc.double({ min: 0, max: 2, noNaN: true })), top_p: field(fc.double({ min: 0, max: 1, noNaN: true })), top_k: field(fc.integer({ min: -1, max: 5 })), stop_token_ids: field(fc.array(fc.integer({ min: 0, max: vocab - 1 }), { maxLength: 3 })), sampling_seed: field(fc.nat()), ignore_eos: field(fc.boolean()) }),
-          fc.array(rec({ max_new_tokens: field(fc.integer({ min: 1, max: 6 })) }), { maxLength: 3 }),
-        )),
+        sampling_params: field(
+          fc.oneof(
+            rec({
+              max_new_tokens: field(fc.integer({ min: 1, max: 10 })),
+              temperature: field(fc.double({ min: 0, max: 2, noNaN: true })),
+              top_p: field(fc.double({ min: 0, max: 1, noNaN: true })),
+              top_k: field(fc.integer({ min: -1, max: 5 })),
+              stop_token_ids: field(fc.array(fc.integer({ min: 0, max: vocab - 1 }), { maxLength: 3 })),
+              sampling_seed: field(fc.nat()),
+              ignore_eos: field(fc.boolean()),
+            }),
+            fc.array(rec({ max_new_tokens: field(fc.integer({ min: 1, max: 6 })) }), { maxLength: 3 }),
+          ),
+        ),
         rid: field(fc.oneof(fc.string({ maxLength: 6 }), fc.array(fc.string({ maxLength: 4 }), { maxLength: 3 }))),
-        top_logprobs_num: field(fc.integer({ min: 0, max: 4 })), return_logprob: field(fc.boolean()),
+        top_logprobs_num: field(fc.integer({ min: 0, max: 4 })),
+        return_logprob: field(fc.boolean()),
       }),
     },
     abort: { route: '/abort_request', arb: rec({ rid: field(fc.string({ maxLength: 8 })) }) },
     update_weights: {
       route: '/update_weights_from_disk',
-      arb: rec({ model_path: field(fc.constantFrom(join(roots.weights, 'good'), join(roots.weights, 'empty'), join(roots.weights, 'garbage'), join(roots.weights, 'missing'), roots.weights, roots.outside, '/etc', '/', '/proc/self', '.', join(roots.weights, '..', '..'), 'relative/path')) }),
+      arb: rec({
+        model_path: field(
+          fc.constantFrom(
+            join(roots.weights, 'good'),
+            join(roots.weights, 'empty'),
+            join(roots.weights, 'garbage'),
+            join(roots.weights, 'missing'),
+            roots.weights,
+            roots.outside,
+            '/etc',
+            '/',
+            '/proc/self',
+            '.',
+            join(roots.weights, '..', '..'),
+            'relative/path',
+          ),
+        ),
+      }),
     },
-    create_session: { route: '/api/v1/create_session', arb: rec({ sdk_version: field(fc.constant('0.24.1')), tags: field(fc.array(fc.string({ maxLength: 4 }), { maxLength: 2 })), type: field(fc.constant('create_session')) }) },
-    heartbeat: { route: '/api/v1/session_heartbeat', arb: rec({ session_id: field(fc.constantFrom('session-1', 'session-999')) }) },
-    create_sampling_session: { route: '/api/v1/create_sampling_session', arb: rec({ session_id: field(fc.constant('session-1')), sampling_session_seq_id: field(fc.nat(5)), base_model: field(fc.constant('nano')), model_path: field(fc.constant('tinker://nano/sampler_weights/x')) }) },
+    create_session: {
+      route: '/api/v1/create_session',
+      arb: rec({
+        sdk_version: field(fc.constant('0.24.1')),
+        tags: field(fc.array(fc.string({ maxLength: 4 }), { maxLength: 2 })),
+        type: field(fc.constant('create_session')),
+      }),
+    },
+    heartbeat: {
+      route: '/api/v1/session_heartbeat',
+      arb: rec({ session_id: field(fc.constantFrom('session-1', 'session-999')) }),
+    },
+    create_sampling_session: {
+      route: '/api/v1/create_sampling_session',
+      arb: rec({
+        session_id: field(fc.constant('session-1')),
+        sampling_session_seq_id: field(fc.nat(5)),
+        base_model: field(fc.constant('nano')),
+        model_path: field(fc.constant('tinker://nano/sampler_weights/x')),
+      }),
+    },
     asample: {
       route: '/api/v1/asample',
       arb: rec({
         sampling_session_id: field(fc.constant('sampling-2')),
-        prompt: field(rec({ chunks: field(fc.array(rec({ tokens: field(tokens), type: field(fc.constant('encoded_text')) }), { minLength: 1, maxLength: 2 })) })),
+        prompt: field(
+          rec({
+            chunks: field(
+              fc.array(rec({ tokens: field(tokens), type: field(fc.constant('encoded_text')) }), {
+                minLength: 1,
+                maxLength: 2,
+              }),
+            ),
+          }),
+        ),
         num_samples: field(fc.integer({ min: 1, max: 4 })),
-        sampling_params: field(rec({ max_tokens: field(fc.integer({ min: 1, max: 10 })), temperature: field(fc.double({ min: 0, max: 2, noNaN: true })), top_p: field(fc.double({ min: 0, max: 1, noNaN: true })), top_k: field(fc.integer({ min: -1, max: 5 })), stop: field(fc.array(fc.integer({ min: 0, max: vocab - 1 }), { maxLength: 2 })), seed: field(fc.nat()) })),
+        sampling_params: field(
+          rec({
+            max_tokens: field(fc.integer({ min: 1, max: 10 })),
+            temperature: field(fc.double({ min: 0, max: 2, noNaN: true })),
+            top_p: field(fc.double({ min: 0, max: 1, noNaN: true })),
+            top_k: field(fc.integer({ min: -1, max: 5 })),
+            stop: field(fc.array(fc.integer({ min: 0, max: vocab - 1 }), { maxLength: 2 })),
+            seed: field(fc.nat()),
+          }),
+        ),
       }),
     },
-    create_model: { route: '/api/v1/create_model', arb: rec({ session_id: field(fc.constant('session-1')), model_seq_id: field(fc.nat(3)), base_model: field(fc.constant('nano')), lora_config: hostile }) },
+    create_model: {
+      route: '/api/v1/create_model',
+      arb: rec({
+        session_id: field(fc.constant('session-1')),
+        model_seq_id: field(fc.nat(3)),
+        base_model: field(fc.constant('nano')),
+        lora_config: hostile,
+      }),
+    },
     forward_backward: {
       route: '/api/v1/forward_backward',
-      arb: rec({ model_id: field(fc.constant('nano')), forward_backward_input: field(rec({ data: field(fc.array(datum, { minLength: 1, maxLength: 3 })), loss_fn: field(fc.constantFrom('cross_entropy', 'importance_sampling', 'ppo')), loss_fn_config: field(rec({ clip_low_threshold: field(fc.double({ min: 0.5, max: 1, noNaN: true })), clip_high_threshold: field(fc.double({ min: 1, max: 1.5, noNaN: true })) })) })) }),
+      arb: rec({
+        model_id: field(fc.constant('nano')),
+        forward_backward_input: field(
+          rec({
+            data: field(fc.array(datum, { minLength: 1, maxLength: 3 })),
+            loss_fn: field(fc.constantFrom('cross_entropy', 'importance_sampling', 'ppo')),
+            loss_fn_config: field(
+              rec({
+                clip_low_threshold: field(fc.double({ min: 0.5, max: 1, noNaN: true })),
+                clip_high_threshold: field(fc.double({ min: 1, max: 1.5, noNaN: true })),
+              }),
+            ),
+          }),
+        ),
+      }),
     },
-    forward: { route: '/api/v1/forward', arb: rec({ model_id: field(fc.constant('nano')), forward_input: field(rec({ data: field(fc.array(datum, { minLength: 1, maxLength: 2 })) })) }) },
-    optim_step: { route: '/api/v1/optim_step', arb: rec({ model_id: field(fc.constant('nano')), adam_params: field(rec({ learning_rate: field(fc.double({ min: 0, max: 1e-3, noNaN: true })), beta1: field(fc.double({ min: 0, max: 0.99, noNaN: true })), beta2: field(fc.double({ min: 0, max: 0.999, noNaN: true })), eps: field(fc.double({ min: 1e-12, max: 1e-6, noNaN: true })), weight_decay: field(fc.double({ min: 0, max: 0.1, noNaN: true })), grad_clip_norm: field(fc.double({ min: 0, max: 1, noNaN: true })) })) }) },
-    save_for_sampler: { route: '/api/v1/save_weights_for_sampler', arb: rec({ model_id: field(fc.constant('nano')), path: field(fc.constantFrom('s1', 'a/b', '..', 'tinker://nano/weights/x')) }) },
-    save_weights: { route: '/api/v1/save_weights', arb: rec({ model_id: field(fc.constant('nano')), path: field(fc.constantFrom('w1', 'w2', '..', '../x', 'tinker://nano/weights/w1')) }) },
-    load_weights: { route: '/api/v1/load_weights', arb: rec({ model_id: field(fc.constant('nano')), path: field(fc.constantFrom('w1', 'w2', 'never-saved', '..', 'tinker://nano/weights/w2')), optimizer: field(fc.boolean()) }) },
-    retrieve_future: { route: '/api/v1/retrieve_future', arb: rec({ request_id: field(fc.oneof(fc.nat(50).map(String), fc.nat(50))) }) },
+    forward: {
+      route: '/api/v1/forward',
+      arb: rec({
+        model_id: field(fc.constant('nano')),
+        forward_input: field(rec({ data: field(fc.array(datum, { minLength: 1, maxLength: 2 })) })),
+      }),
+    },
+    optim_step: {
+      route: '/api/v1/optim_step',
+      arb: rec({
+        model_id: field(fc.constant('nano')),
+        adam_params: field(
+          rec({
+            learning_rate: field(fc.double({ min: 0, max: 1e-3, noNaN: true })),
+            beta1: field(fc.double({ min: 0, max: 0.99, noNaN: true })),
+            beta2: field(fc.double({ min: 0, max: 0.999, noNaN: true })),
+            eps: field(fc.double({ min: 1e-12, max: 1e-6, noNaN: true })),
+            weight_decay: field(fc.double({ min: 0, max: 0.1, noNaN: true })),
+            grad_clip_norm: field(fc.double({ min: 0, max: 1, noNaN: true })),
+          }),
+        ),
+      }),
+    },
+    save_for_sampler: {
+      route: '/api/v1/save_weights_for_sampler',
+      arb: rec({
+        model_id: field(fc.constant('nano')),
+        path: field(fc.constantFrom('s1', 'a/b', '..', 'tinker://nano/weights/x')),
+      }),
+    },
+    save_weights: {
+      route: '/api/v1/save_weights',
+      arb: rec({
+        model_id: field(fc.constant('nano')),
+        path: field(fc.constantFrom('w1', 'w2', '..', '../x', 'tinker://nano/weights/w1')),
+      }),
+    },
+    load_weights: {
+      route: '/api/v1/load_weights',
+      arb: rec({
+        model_id: field(fc.constant('nano')),
+        path: field(fc.constantFrom('w1', 'w2', 'never-saved', '..', 'tinker://nano/weights/w2')),
+        optimizer: field(fc.boolean()),
+      }),
+    },
+    retrieve_future: {
+      route: '/api/v1/retrieve_future',
+      arb: rec({ request_id: field(fc.oneof(fc.nat(50).map(String), fc.nat(50))) }),
+    },
     raw: {
       route: '',
       arb: fc.record({
-        route: fc.constantFrom('/v1/completions', '/generate', '/abort_request', '/update_weights_from_disk', '/api/v1/asample', '/api/v1/forward_backward', '/api/v1/create_session', '/api/v1/retrieve_future', '/api/v1/nope', '/nope', '/health'),
-        text: fc.oneof(fc.string({ maxLength: 40 }), fc.jsonValue({ maxDepth: 4 }).map((v) => JSON.stringify(v) ?? ''), fc.constantFrom('{', '[]', 'null', '1', '"x"', '{"a":', '\u0000', '[[[[[[[[[[]]]]]]]]]]')),
+        route: fc.constantFrom(
+          '/v1/completions',
+          '/generate',
+          '/abort_request',
+          '/update_weights_from_disk',
+          '/api/v1/asample',
+          '/api/v1/forward_backward',
+          '/api/v1/create_session',
+          '/api/v1/retrieve_future',
+          '/api/v1/nope',
+          '/nope',
+          '/health',
+        ),
+        text: fc.oneof(
+          fc.string({ maxLength: 40 }),
+          fc.jsonValue({ maxDepth: 4 }).map((v) => JSON.stringify(v) ?? ''),
+          fc.constantFrom('{', '[]', 'null', '1', '"x"', '{"a":', '\u0000', '[[[[[[[[[[]]]]]]]]]]'),
+        ),
       }),
     },
   };
@@ -173,7 +388,14 @@ export async function runServeFuzz(n: number, options: FuzzOptions = {}): Promis
   const started = Date.now();
   const root = mkdtempSync(join(tmpdir(), 'arbor-serve-fuzz-'));
   const outside = mkdtempSync(join(tmpdir(), 'arbor-serve-fuzz-outside-'));
-  saveCheckpoint(join(outside, 'ckpt'), await NanoModel.create({ vocabSize: new CharTokenizer().vocabSize, dModel: 8, nLayers: 1, nHeads: 2, dFF: 16, contextLength: CONTEXT }, { seed: 2 }), new CharTokenizer());
+  saveCheckpoint(
+    join(outside, 'ckpt'),
+    await NanoModel.create(
+      { vocabSize: new CharTokenizer().vocabSize, dModel: 8, nLayers: 1, nHeads: 2, dFF: 16, contextLength: CONTEXT },
+      { seed: 2 },
+    ),
+    new CharTokenizer(),
+  );
   const { server, vocab, close } = await fuzzServer(root);
   options.sabotage?.(server);
   const report: FuzzReport = { cases: 0, byBody: {}, failures: 0, serve5xx: 0, statuses: {}, examples: [], wallMs: 0 };
@@ -185,7 +407,9 @@ export async function runServeFuzz(n: number, options: FuzzOptions = {}): Promis
     try {
       const reply = await Promise.race([
         server.handleRequest(method, route, text),
-        new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error(`no answer within ${limit} ms`)), limit); }),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`no answer within ${limit} ms`)), limit);
+        }),
       ]);
       status = reply.status;
       body = reply.body;
@@ -202,15 +426,28 @@ export async function runServeFuzz(n: number, options: FuzzOptions = {}): Promis
     if (status >= 500 || serverFuture) report.serve5xx++;
     if (status >= 500 || status < 0 || serverFuture) {
       report.failures++;
-      if (report.examples.length < 5) report.examples.push(`${method} ${route} ${String(text).slice(0, 300)} → ${status} ${JSON.stringify(body).slice(0, 300)}`);
+      if (report.examples.length < 5)
+        report.examples.push(
+          `${method} ${route} ${String(text).slice(0, 300)} → ${status} ${JSON.stringify(body).slice(0, 300)}`,
+        );
     }
     return { status, body };
   };
   try {
     // the Tinker state the bodies refer to: session-1, sampling-2 and the model
     await call('setup', 'POST', '/api/v1/create_session', JSON.stringify({ sdk_version: '0.24.1' }));
-    await call('setup', 'POST', '/api/v1/create_sampling_session', JSON.stringify({ session_id: 'session-1', base_model: 'nano' }));
-    await call('setup', 'POST', '/api/v1/create_model', JSON.stringify({ session_id: 'session-1', base_model: 'nano' }));
+    await call(
+      'setup',
+      'POST',
+      '/api/v1/create_sampling_session',
+      JSON.stringify({ session_id: 'session-1', base_model: 'nano' }),
+    );
+    await call(
+      'setup',
+      'POST',
+      '/api/v1/create_model',
+      JSON.stringify({ session_id: 'session-1', base_model: 'nano' }),
+    );
     const all = bodies(vocab, { weights: join(root, 'weights'), outside: join(outside, 'ckpt') });
     const names = Object.keys(all);
     const per = Math.ceil(n / names.length);
@@ -221,7 +458,8 @@ export async function runServeFuzz(n: number, options: FuzzOptions = {}): Promis
     const width = Math.max(1, options.concurrency ?? 1);
     const order: Array<[string, unknown]> = [];
     for (let k = 0; k < per; k += width) {
-      for (let i = 0; i < names.length; i++) for (let j = k; j < Math.min(per, k + width); j++) order.push([names[i], samples[i][j]]);
+      for (let i = 0; i < names.length; i++)
+        for (let j = k; j < Math.min(per, k + width); j++) order.push([names[i], samples[i][j]]);
     }
     const one = async ([name, value]: [string, unknown]) => {
       if (name === 'raw') {
@@ -234,13 +472,19 @@ export async function runServeFuzz(n: number, options: FuzzOptions = {}): Promis
       if (status === 200 && typeof id === 'string' && name !== 'retrieve_future') {
         // fetch the future (bounded polling): a failed future must be the client's fault
         for (let tries = 0; tries < 200; tries++) {
-          const r = await call('retrieve_future', 'POST', '/api/v1/retrieve_future', JSON.stringify({ request_id: id }));
+          const r = await call(
+            'retrieve_future',
+            'POST',
+            '/api/v1/retrieve_future',
+            JSON.stringify({ request_id: id }),
+          );
           if ((r.body as { type?: unknown } | null)?.type !== 'try_again') break;
           await new Promise((resolve) => setTimeout(resolve, 2));
         }
       }
     };
-    for (let k = 0; k < order.length && report.cases < n; k += width) await Promise.all(order.slice(k, k + width).map(one));
+    for (let k = 0; k < order.length && report.cases < n; k += width)
+      await Promise.all(order.slice(k, k + width).map(one));
   } finally {
     await close();
     rmSync(root, { recursive: true, force: true });

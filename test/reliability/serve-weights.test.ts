@@ -40,9 +40,15 @@ async function setup() {
   // a missing tensor, an unknown tensor
   const tensors = arenaTensors((await NanoModel.create(shape, { seed: 5 })).params);
   mkdirSync(join(weights, 'missing-tensor'), { recursive: true });
-  writeSafetensors(join(weights, 'missing-tensor', 'model.safetensors'), Object.fromEntries(Object.entries(tensors).filter(([k]) => k !== 'final_norm')));
+  writeSafetensors(
+    join(weights, 'missing-tensor', 'model.safetensors'),
+    Object.fromEntries(Object.entries(tensors).filter(([k]) => k !== 'final_norm')),
+  );
   mkdirSync(join(weights, 'extra-tensor'), { recursive: true });
-  writeSafetensors(join(weights, 'extra-tensor', 'model.safetensors'), { ...tensors, 'layers.2.wq': { shape: [16, 16], data: new Float32Array(256) } });
+  writeSafetensors(join(weights, 'extra-tensor', 'model.safetensors'), {
+    ...tensors,
+    'layers.2.wq': { shape: [16, 16], data: new Float32Array(256) },
+  });
   mkdirSync(join(weights, 'truncated'), { recursive: true });
   writeFileSync(join(weights, 'truncated', 'model.safetensors'), Buffer.from([1, 2, 3]));
   // outside the root: a valid checkpoint, and a symlink to it from inside the root
@@ -51,7 +57,12 @@ async function setup() {
   symlinkSync(outside, join(weights, 'link-out'));
   const model = (await import('../../src/engine/nano/checkpoint.js')).loadCheckpoint(join(weights, 'served'));
   const { model: m } = await model;
-  const server = new ArborServer({ sampler: new NanoSampler(m), modelName: 'm', prepareWeights: nanoWeightLoader(m), weightsRoots: [weights] });
+  const server = new ArborServer({
+    sampler: new NanoSampler(m),
+    modelName: 'm',
+    prepareWeights: nanoWeightLoader(m),
+    weightsRoots: [weights],
+  });
   const url = await server.listen();
   return { root, weights, outside, model: m, next, server, url };
 }
@@ -63,10 +74,19 @@ test('a checkpoint of another shape, with NaN, a missing or unknown tensor, or a
     const greedy = { prompt: [1, 5, 6], max_tokens: 8, temperature: 0, return_token_ids: true };
     const sample0 = (await post(`${s.url}/v1/completions`, greedy)).body;
     const cases: Array<[string, RegExp]> = [
-      ['wider-mlp', /^field "model_path": weights\/wider-mlp\/model\.safetensors: tensor layers\.0\.w_gate has shape \[48,16\], the served model has \[32,16\]$/],
-      ['nan', /^field "model_path": weights\/nan\/model\.safetensors: tensor layers\.1\.w_down has 1 of 512 values NaN or infinite; refusing to load it$/],
+      [
+        'wider-mlp',
+        /^field "model_path": weights\/wider-mlp\/model\.safetensors: tensor layers\.0\.w_gate has shape \[48,16\], the served model has \[32,16\]$/,
+      ],
+      [
+        'nan',
+        /^field "model_path": weights\/nan\/model\.safetensors: tensor layers\.1\.w_down has 1 of 512 values NaN or infinite; refusing to load it$/,
+      ],
       ['missing-tensor', /^field "model_path": weights\/missing-tensor\/model\.safetensors lacks tensor final_norm$/],
-      ['extra-tensor', /^field "model_path": weights\/extra-tensor\/model\.safetensors has tensor "layers\.2\.wq", which the served model does not have/],
+      [
+        'extra-tensor',
+        /^field "model_path": weights\/extra-tensor\/model\.safetensors has tensor "layers\.2\.wq", which the served model does not have/,
+      ],
       ['truncated', /^field "model_path": weights\/truncated\/model\.safetensors: too short to be a safetensors file$/],
     ];
     for (const [name, message] of cases) {
@@ -76,7 +96,11 @@ test('a checkpoint of another shape, with NaN, a missing or unknown tensor, or a
       assert.deepEqual(s.model.params.data, before, `${name}: not one served weight changed`);
       const health = (await (await fetch(`${s.url}/health`)).json()) as { weight_version: number };
       assert.equal(health.weight_version, 0, `${name}: /health still reports version 0`);
-      assert.deepEqual((await post(`${s.url}/v1/completions`, greedy)).body.choices, sample0.choices, `${name}: same greedy completion as before`);
+      assert.deepEqual(
+        (await post(`${s.url}/v1/completions`, greedy)).body.choices,
+        sample0.choices,
+        `${name}: same greedy completion as before`,
+      );
     }
     // a good checkpoint: swapped in whole, version bumped, /health reports it
     const ok = await post(`${s.url}/update_weights_from_disk`, { model_path: join(s.weights, 'next') });
@@ -95,13 +119,28 @@ test('paths outside the weight roots, missing paths and symlinks out: the same 4
   const s = await setup();
   try {
     const before = Float32Array.from(s.model.params.data);
-    const paths = [s.outside, '/etc', '/', join(s.weights, 'no-such-dir'), join(s.weights, 'link-out'), join(s.weights, '..', 'elsewhere'), join(s.weights, 'served', '..', '..', 'elsewhere'), '/etc/passwd', 'relative/nowhere', '/proc/self/cwd', `${s.weights}/served\u0000x`];
+    const paths = [
+      s.outside,
+      '/etc',
+      '/',
+      join(s.weights, 'no-such-dir'),
+      join(s.weights, 'link-out'),
+      join(s.weights, '..', 'elsewhere'),
+      join(s.weights, 'served', '..', '..', 'elsewhere'),
+      '/etc/passwd',
+      'relative/nowhere',
+      '/proc/self/cwd',
+      `${s.weights}/served\u0000x`,
+    ];
     for (const model_path of paths) {
       const r = await post(`${s.url}/update_weights_from_disk`, { model_path });
       assert.equal(r.status, 400, model_path);
       assert.deepEqual(r.body, { error: NOT_LOADABLE }, model_path);
     }
-    assert.equal(NOT_LOADABLE, 'field "model_path": no loadable checkpoint at that path inside the allowed weight roots (--weights-root)');
+    assert.equal(
+      NOT_LOADABLE,
+      'field "model_path": no loadable checkpoint at that path inside the allowed weight roots (--weights-root)',
+    );
     assert.deepEqual(s.model.params.data, before);
     for (const bad of [{}, { model_path: 3 }, { model_path: '' }]) {
       const r = await post(`${s.url}/update_weights_from_disk`, bad);
@@ -109,11 +148,22 @@ test('paths outside the weight roots, missing paths and symlinks out: the same 4
       assert.equal(r.body.error, 'field "model_path" must be a non-empty string');
     }
     // a server configured without roots loads nothing
-    const closed = new ArborServer({ sampler: new NanoSampler(s.model), modelName: 'm', prepareWeights: nanoWeightLoader(s.model) });
-    const r = await closed.handleRequest('POST', '/update_weights_from_disk', JSON.stringify({ model_path: join(s.weights, 'next') }));
+    const closed = new ArborServer({
+      sampler: new NanoSampler(s.model),
+      modelName: 'm',
+      prepareWeights: nanoWeightLoader(s.model),
+    });
+    const r = await closed.handleRequest(
+      'POST',
+      '/update_weights_from_disk',
+      JSON.stringify({ model_path: join(s.weights, 'next') }),
+    );
     assert.deepEqual(r, { status: 400, body: { error: NOT_LOADABLE } });
     // inside the root it loads
-    assert.equal((await post(`${s.url}/update_weights_from_disk`, { model_path: join(s.weights, 'next') })).status, 200);
+    assert.equal(
+      (await post(`${s.url}/update_weights_from_disk`, { model_path: join(s.weights, 'next') })).status,
+      200,
+    );
   } finally {
     await s.server.close();
   }
@@ -132,16 +182,34 @@ test('a weight swap waits for a running sliced request: every slice of it comes 
         return r;
       },
     });
-    const server = new ArborServer({ sampler, modelName: 'm', prepareWeights: nanoWeightLoader(s.model), weightsRoots: [s.weights], limits: { sliceTokens: 200 } });
-    const heavy = server.handleRequest('POST', '/v1/completions', JSON.stringify({ prompt: [1, 2], n: 100, max_tokens: 28, ignore_eos: true }));
+    const server = new ArborServer({
+      sampler,
+      modelName: 'm',
+      prepareWeights: nanoWeightLoader(s.model),
+      weightsRoots: [s.weights],
+      limits: { sliceTokens: 200 },
+    });
+    const heavy = server.handleRequest(
+      'POST',
+      '/v1/completions',
+      JSON.stringify({ prompt: [1, 2], n: 100, max_tokens: 28, ignore_eos: true }),
+    );
     await new Promise((r) => setImmediate(r));
-    const swap = server.handleRequest('POST', '/update_weights_from_disk', JSON.stringify({ model_path: join(s.weights, 'next') }));
+    const swap = server.handleRequest(
+      'POST',
+      '/update_weights_from_disk',
+      JSON.stringify({ model_path: join(s.weights, 'next') }),
+    );
     const [h, w] = await Promise.all([heavy, swap]);
     assert.equal(h.status, 200);
     assert.equal(w.status, 200);
     assert.ok(versions.length >= 10, `${versions.length} slices`);
     assert.deepEqual(new Set(versions), new Set([0]), 'the swap waited for the whole request');
-    const after = await server.handleRequest('POST', '/generate', JSON.stringify({ input_ids: [1], sampling_params: { max_new_tokens: 1 } }));
+    const after = await server.handleRequest(
+      'POST',
+      '/generate',
+      JSON.stringify({ input_ids: [1], sampling_params: { max_new_tokens: 1 } }),
+    );
     assert.equal((after.body as { meta_info: { weight_version: number } }).meta_info.weight_version, 1);
   } finally {
     await s.server.close();

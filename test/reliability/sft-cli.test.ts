@@ -12,8 +12,13 @@ import { join } from 'node:path';
 
 const dir = mkdtempSync(join(tmpdir(), 'arbor-sft-cli-'));
 const data = join(dir, 'pairs.jsonl');
-writeFileSync(data, Array.from({ length: 20 }, (_, i) => JSON.stringify({ prompt: `${i}+1=`, completion: String(i + 1) })).join('\n') + '\n');
-const sft = (args: string[]) => spawnSync(process.execPath, ['bin/arbor.mjs', 'sft', ...args], { encoding: 'utf8', timeout: 120_000 });
+writeFileSync(
+  data,
+  Array.from({ length: 20 }, (_, i) => JSON.stringify({ prompt: `${i}+1=`, completion: String(i + 1) })).join('\n') +
+    '\n',
+);
+const sft = (args: string[]) =>
+  spawnSync(process.execPath, ['bin/arbor.mjs', 'sft', ...args], { encoding: 'utf8', timeout: 120_000 });
 
 test('sft flags: non-numbers, non-integers and out-of-range values are errors naming the flag, before training', () => {
   const out = join(dir, 'ckpt');
@@ -50,8 +55,20 @@ test('sft --out onto an existing file or a foreign non-empty directory fails bef
 
 test('an over-long SFT row is named by file:line', () => {
   const long = join(dir, 'long.jsonl');
-  writeFileSync(long, [JSON.stringify({ prompt: '1+1=', completion: '2' }), JSON.stringify({ prompt: '1'.repeat(300), completion: '2' }), JSON.stringify({ prompt: '2+2=', completion: '4' })].join('\n') + '\n');
+  writeFileSync(
+    long,
+    [
+      JSON.stringify({ prompt: '1+1=', completion: '2' }),
+      JSON.stringify({ prompt: '1'.repeat(300), completion: '2' }),
+      JSON.stringify({ prompt: '2+2=', completion: '4' }),
+    ].join('\n') + '\n',
+  );
   const r = sft(['--data', long, '--out', join(dir, 'long-out'), '--steps', '5', '--context', '64']);
   assert.equal(r.status, 1, r.stderr);
-  assert.match(r.stderr, new RegExp(`${long.replace(/[.]/g, '\\.')}:2: prompt \\+ completion are 30\\d tokens, over the model's contextLength 64`));
+  assert.match(
+    r.stderr,
+    new RegExp(
+      `${long.replace(/[.]/g, '\\.')}:2: prompt \\+ completion are 30\\d tokens, over the model's contextLength 64`,
+    ),
+  );
 });

@@ -59,21 +59,41 @@ test('sglang client over arbor serve: batched n, logprobs, finish reasons', asyn
   const url = await server.listen();
   try {
     const client = new SGLangSampler({ servers: [url] });
-    const [r] = await client.sample([{ tokens: [5, 6], n: 4, maxTokens: 4, seed: 3, stopTokens: [4], returnEntropy: true }]);
+    const [r] = await client.sample([
+      { tokens: [5, 6], n: 4, maxTokens: 4, seed: 3, stopTokens: [4], returnEntropy: true },
+    ]);
     // copy i went to the engine with sampling_seed seed + 7919·i, as one request of one continuation
-    assert.deepEqual(served.map((x) => x.request.seed).sort((a, b) => a! - b!), [3, 3 + 7919, 3 + 2 * 7919, 3 + 3 * 7919]);
-    assert.ok(served.every((x) => x.request.n === 1 && x.request.maxTokens === 4 && x.request.stopTokens?.join() === '4' && x.request.tokens.join() === '5,6'));
+    assert.deepEqual(
+      served.map((x) => x.request.seed).sort((a, b) => a! - b!),
+      [3, 3 + 7919, 3 + 2 * 7919, 3 + 3 * 7919],
+    );
+    assert.ok(
+      served.every(
+        (x) =>
+          x.request.n === 1 &&
+          x.request.maxTokens === 4 &&
+          x.request.stopTokens?.join() === '4' &&
+          x.request.tokens.join() === '5,6',
+      ),
+    );
     assert.equal(r.completions.length, 4);
     r.completions.forEach((c, i) => {
       const engineSide = served.find((x) => x.request.seed === 3 + 7919 * i)!.completion;
       assert.deepEqual(c.tokens, engineSide.tokens, `copy ${i} tokens`);
       assert.deepEqual(c.logprobs, engineSide.logprobs, `copy ${i} log-probs`);
       assert.equal(c.finishReason, engineSide.finishReason, `copy ${i} finish reason`);
-      assert.deepEqual(c.entropies, engineSide.topLogprobs!.map(entropyFromTopK), `copy ${i} entropies from the top-k the engine returned`);
+      assert.deepEqual(
+        c.entropies,
+        engineSide.topLogprobs!.map(entropyFromTopK),
+        `copy ${i} entropies from the top-k the engine returned`,
+      );
     });
     // the case exercises both finish reasons
     assert.deepEqual(new Set(r.completions.map((c) => c.finishReason)), new Set(['stop', 'length']));
-    assert.equal(r.usage.tokensDecoded, served.reduce((a, x) => a + x.completion.tokens.length, 0));
+    assert.equal(
+      r.usage.tokensDecoded,
+      served.reduce((a, x) => a + x.completion.tokens.length, 0),
+    );
   } finally {
     await server.close();
   }
@@ -83,7 +103,10 @@ test('serve rejects malformed requests with 400 naming the field', async () => {
   const server = new ArborServer({ sampler: new ScriptedSampler(), modelName: 'm' });
   const url = await server.listen();
   try {
-    const res = await fetch(`${url}/v1/completions`, { method: 'POST', body: JSON.stringify({ model: 'm', prompt: [1, -2] }) });
+    const res = await fetch(`${url}/v1/completions`, {
+      method: 'POST',
+      body: JSON.stringify({ model: 'm', prompt: [1, -2] }),
+    });
     assert.equal(res.status, 400);
     assert.match(((await res.json()) as { error: { message: string } }).error.message, /field "prompt"/);
     const res2 = await fetch(`${url}/v1/completions`, { method: 'POST', body: '{not json' });
@@ -96,19 +119,38 @@ test('serve rejects malformed requests with 400 naming the field', async () => {
 });
 
 /** A raw server whose first `failures` answers misbehave in the given way, then proxies to `target`. */
-async function flakyProxy(target: string, mode: '500' | 'drop' | 'stall' | '429', failures: number): Promise<{ url: string; server: Server; hits: () => number }> {
+async function flakyProxy(
+  target: string,
+  mode: '500' | 'drop' | 'stall' | '429',
+  failures: number,
+): Promise<{ url: string; server: Server; hits: () => number }> {
   let hits = 0;
   const answer = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     hits++;
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     if (hits <= failures) {
-      if (mode === '500') { res.writeHead(500); res.end('boom'); return; }
-      if (mode === '429') { res.writeHead(429); res.end('slow down'); return; }
-      if (mode === 'drop') { req.socket.destroy(); return; }
+      if (mode === '500') {
+        res.writeHead(500);
+        res.end('boom');
+        return;
+      }
+      if (mode === '429') {
+        res.writeHead(429);
+        res.end('slow down');
+        return;
+      }
+      if (mode === 'drop') {
+        req.socket.destroy();
+        return;
+      }
       return; // stall: never answer
     }
-    const upstream = await fetch(target + req.url, { method: req.method, body: Buffer.concat(chunks), headers: { 'content-type': 'application/json' } });
+    const upstream = await fetch(target + req.url, {
+      method: req.method,
+      body: Buffer.concat(chunks),
+      headers: { 'content-type': 'application/json' },
+    });
     res.writeHead(upstream.status, { 'content-type': 'application/json' });
     res.end(await upstream.text());
   };
@@ -130,10 +172,16 @@ for (const mode of ['500', 'drop', 'stall', '429'] as const) {
     const backendUrl = await backend.listen();
     const proxy = await flakyProxy(backendUrl, mode, 2);
     try {
-      const client = new OpenAICompletionsSampler({ servers: [{ baseUrl: proxy.url, retry: { baseDelayMs: 5, timeoutMs: mode === 'stall' ? 200 : 5000 } }], model: 'm' });
+      const client = new OpenAICompletionsSampler({
+        servers: [{ baseUrl: proxy.url, retry: { baseDelayMs: 5, timeoutMs: mode === 'stall' ? 200 : 5000 } }],
+        model: 'm',
+      });
       const [r] = await client.sample([request]);
       const [direct] = await new ScriptedSampler().sample([request]);
-      assert.deepEqual(r.completions.map((c) => c.tokens), direct.completions.map((c) => c.tokens));
+      assert.deepEqual(
+        r.completions.map((c) => c.tokens),
+        direct.completions.map((c) => c.tokens),
+      );
       assert.equal(proxy.hits(), 3);
       assert.equal(engine.calls, 1, 'the engine sampled exactly once');
     } finally {
@@ -149,7 +197,15 @@ test('non-retryable 400 fails at once with a clear error; abort is not retried',
   const url = await server.listen();
   try {
     const client = new JsonClient({ baseUrl: url, retry: { baseDelayMs: 1 } });
-    await assert.rejects(client.call('/v1/completions', { prompt: 'x' }), (e: unknown) => e instanceof EngineCallError && e.details.status === 400 && !e.isRetryable && e.details.url === `${url}/v1/completions` && /HTTP 400: .*field \\"prompt\\"/.test(e.message));
+    await assert.rejects(
+      client.call('/v1/completions', { prompt: 'x' }),
+      (e: unknown) =>
+        e instanceof EngineCallError &&
+        e.details.status === 400 &&
+        !e.isRetryable &&
+        e.details.url === `${url}/v1/completions` &&
+        /HTTP 400: .*field \\"prompt\\"/.test(e.message),
+    );
     assert.equal(client.stats.retries, 0);
     assert.equal(client.stats.requests, 1);
     const slowEngine = new ScriptedSampler(50, 5000);
@@ -167,10 +223,21 @@ test('non-retryable 400 fails at once with a clear error; abort is not retried',
       }, 5);
       const started = Date.now();
       // the caller's abort reason itself comes back (not wrapped in an EngineCallError), promptly, and once
-      await assert.rejects(sampler.sample([request], { signal: controller.signal }), (e: unknown) => e === controller.signal.reason && (e as Error).name === 'AbortError' && !(e instanceof EngineCallError));
-      assert.ok(Date.now() - started < 2000, `rejected after ${Date.now() - started} ms, not when the engine would have answered`);
+      await assert.rejects(
+        sampler.sample([request], { signal: controller.signal }),
+        (e: unknown) =>
+          e === controller.signal.reason && (e as Error).name === 'AbortError' && !(e instanceof EngineCallError),
+      );
+      assert.ok(
+        Date.now() - started < 2000,
+        `rejected after ${Date.now() - started} ms, not when the engine would have answered`,
+      );
       const [http] = (sampler as unknown as { pool: ServerPool }).pool.clients;
-      assert.deepEqual({ requests: http.stats.requests, retries: http.stats.retries }, { requests: 1, retries: 0 }, 'the aborted request was not retried');
+      assert.deepEqual(
+        { requests: http.stats.requests, retries: http.stats.retries },
+        { requests: 1, retries: 0 },
+        'the aborted request was not retried',
+      );
       assert.equal(slowEngine.calls, 1);
     } finally {
       await slow.close();
@@ -192,7 +259,10 @@ test('balancer keeps an affinity key on one server and spreads keys', () => {
 });
 
 test('entropy estimate from top-k: exact when top-k holds all mass', () => {
-  const h = entropyFromTopK([[1, Math.log(0.5)], [2, Math.log(0.5)]]);
+  const h = entropyFromTopK([
+    [1, Math.log(0.5)],
+    [2, Math.log(0.5)],
+  ]);
   assert.ok(Math.abs(h - Math.log(2)) < 1e-12);
   const h2 = entropyFromTopK([[1, Math.log(0.5)]]);
   assert.ok(Math.abs(h2 - Math.log(2)) < 1e-12);

@@ -40,7 +40,9 @@ export interface FakeServer {
 
 /** Recorded replies of one server family, by name. */
 export function fixtures(name: 'vllm' | 'sglang' | 'skyrl-tx' | 'tinker'): Record<string, Reply> {
-  return JSON.parse(readFileSync(new URL(`../../testkit/remote/fixtures/${name}.json`, import.meta.url), 'utf8')) as Record<string, Reply>;
+  return JSON.parse(
+    readFileSync(new URL(`../../testkit/remote/fixtures/${name}.json`, import.meta.url), 'utf8'),
+  ) as Record<string, Reply>;
 }
 
 /** Replies in order; the last one repeats. */
@@ -57,7 +59,13 @@ export async function startFake(routes: Record<string, Handler>): Promise<FakeSe
     for await (const c of req) chunks.push(c as Buffer);
     const text = Buffer.concat(chunks).toString('utf8');
     const path = (req.url ?? '/').split('?')[0];
-    const logged: LoggedRequest = { method: req.method ?? 'GET', path, headers: req.headers, body: text ? (JSON.parse(text) as Record<string, unknown>) : {}, at: Date.now() };
+    const logged: LoggedRequest = {
+      method: req.method ?? 'GET',
+      path,
+      headers: req.headers,
+      body: text ? (JSON.parse(text) as Record<string, unknown>) : {},
+      at: Date.now(),
+    };
     requests.push(logged);
     const key = routes[`${logged.method} ${path}`] ? `${logged.method} ${path}` : path;
     const handler = routes[key];
@@ -71,7 +79,9 @@ export async function startFake(routes: Record<string, Handler>): Promise<FakeSe
     const reply = await handler(logged, hits.get(key)!);
     if (reply.delayMs) await new Promise((r) => setTimeout(r, reply.delayMs));
     if (res.destroyed) return;
-    const body = reply.bytes ?? (reply.json !== undefined ? Buffer.from(JSON.stringify(reply.json)) : Buffer.from(reply.text ?? ''));
+    const body =
+      reply.bytes ??
+      (reply.json !== undefined ? Buffer.from(JSON.stringify(reply.json)) : Buffer.from(reply.text ?? ''));
     const headers: Record<string, string> = { 'content-length': String(body.length), ...reply.headers };
     if (reply.json !== undefined) headers['content-type'] = 'application/json';
     res.writeHead(reply.status, headers);
@@ -95,7 +105,8 @@ export async function startFake(routes: Record<string, Handler>): Promise<FakeSe
     close: async () => {
       server.closeAllConnections();
       await new Promise<void>((r) => server.close(() => r()));
-      if (failures.length > 0) throw new Error(`fake server: ${failures.length} route handler(s) threw`, { cause: failures[0] });
+      if (failures.length > 0)
+        throw new Error(`fake server: ${failures.length} route handler(s) threw`, { cause: failures[0] });
     },
   };
 }

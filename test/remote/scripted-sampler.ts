@@ -8,9 +8,18 @@ import type { SampleRequest, SampleResult, Sampler } from '../../src/engine/type
 
 export class ScriptedSampler implements Sampler {
   readonly specificationVersion = 'arbor.sampler.v1' as const;
-  readonly capabilities = { entropy: true, topLogprobs: true, forcedTokens: false, cacheHandles: false, prefixCaching: false };
+  readonly capabilities = {
+    entropy: true,
+    topLogprobs: true,
+    forcedTokens: false,
+    cacheHandles: false,
+    prefixCaching: false,
+  };
   calls = 0;
-  constructor(readonly vocab = 50, readonly delayMs = 0) {}
+  constructor(
+    readonly vocab = 50,
+    readonly delayMs = 0,
+  ) {}
   weightVersion(): number {
     return 3;
   }
@@ -20,7 +29,14 @@ export class ScriptedSampler implements Sampler {
     if (this.delayMs) {
       await new Promise<void>((resolve, reject) => {
         const t = setTimeout(resolve, this.delayMs);
-        options.signal?.addEventListener('abort', () => { clearTimeout(t); reject(new DOMException('aborted', 'AbortError')); }, { once: true });
+        options.signal?.addEventListener(
+          'abort',
+          () => {
+            clearTimeout(t);
+            reject(new DOMException('aborted', 'AbortError'));
+          },
+          { once: true },
+        );
       });
     }
     return requests.map((r) => {
@@ -35,13 +51,28 @@ export class ScriptedSampler implements Sampler {
           const tok = rng.int(this.vocab);
           tokens.push(tok);
           logprobs.push(-1 - rng.next());
-          topLogprobs.push([[tok, logprobs[t]], [(tok + 1) % this.vocab, -3]]);
-          if (r.stopTokens?.includes(tok)) { finishReason = 'stop'; break; }
+          topLogprobs.push([
+            [tok, logprobs[t]],
+            [(tok + 1) % this.vocab, -3],
+          ]);
+          if (r.stopTokens?.includes(tok)) {
+            finishReason = 'stop';
+            break;
+          }
         }
-        return { tokens, logprobs, finishReason, topLogprobs: r.topLogprobs ? topLogprobs.map((row) => row.slice(0, r.topLogprobs)) : undefined };
+        return {
+          tokens,
+          logprobs,
+          finishReason,
+          topLogprobs: r.topLogprobs ? topLogprobs.map((row) => row.slice(0, r.topLogprobs)) : undefined,
+        };
       });
       const decoded = completions.reduce((s, c) => s + c.tokens.length, 0);
-      return { completions, usage: { promptTokensComputed: r.tokens.length, prefixTokensReused: 0, tokensDecoded: decoded }, weightVersion: 3 };
+      return {
+        completions,
+        usage: { promptTokensComputed: r.tokens.length, prefixTokensReused: 0, tokensDecoded: decoded },
+        weightVersion: 3,
+      };
     });
   }
 }

@@ -26,10 +26,38 @@ test('vLLM /v1/completions: token_ids, "token_id:N" top-k keys and cached tokens
   try {
     const sampler = new OpenAICompletionsSampler({ servers: [server.url], model: 'Qwen/Qwen3-4B-Instruct-2507' });
     const [r] = await sampler.sample([request]);
-    assert.deepEqual(r.completions.map((c) => c.tokens), [[11, 12, 7], [14, 15, 16]]);
-    assert.deepEqual(r.completions.map((c) => c.logprobs), [[-0.25, -1.5, -0.125], [-0.5, -0.75, -2.0]]);
-    assert.deepEqual(r.completions.map((c) => c.finishReason), ['stop', 'length']);
-    assert.deepEqual(r.completions[0].topLogprobs, [[[11, -0.25], [13, -1.75]], [[12, -1.5], [11, -0.5]], [[7, -0.125], [9, -2.5]]]);
+    assert.deepEqual(
+      r.completions.map((c) => c.tokens),
+      [
+        [11, 12, 7],
+        [14, 15, 16],
+      ],
+    );
+    assert.deepEqual(
+      r.completions.map((c) => c.logprobs),
+      [
+        [-0.25, -1.5, -0.125],
+        [-0.5, -0.75, -2.0],
+      ],
+    );
+    assert.deepEqual(
+      r.completions.map((c) => c.finishReason),
+      ['stop', 'length'],
+    );
+    assert.deepEqual(r.completions[0].topLogprobs, [
+      [
+        [11, -0.25],
+        [13, -1.75],
+      ],
+      [
+        [12, -1.5],
+        [11, -0.5],
+      ],
+      [
+        [7, -0.125],
+        [9, -2.5],
+      ],
+    ]);
     assert.deepEqual(r.usage, { promptTokensComputed: 1, prefixTokensReused: 4, tokensDecoded: 6 });
     const [sent] = server.to('/v1/completions');
     assert.equal(sent.body.model, 'Qwen/Qwen3-4B-Instruct-2507');
@@ -58,8 +86,14 @@ test('vLLM LoRA replies are plain text: a JSON-only call rejects them, the weigh
   const server = await startFake({ '/v1/load_lora_adapter': () => vllm.load_lora_ok });
   try {
     const client = new JsonClient({ baseUrl: server.url, retry: { maxAttempts: 1 } });
-    await assert.rejects(client.call('/v1/load_lora_adapter', { lora_name: 'x', lora_path: '/a' }), /reply is not JSON: Success: LoRA adapter/);
-    assert.deepEqual(await client.call('/v1/load_lora_adapter', { lora_name: 'x', lora_path: '/a' }, { accept: 'text' }), { text: "Success: LoRA adapter 'arbor-policy' added successfully." });
+    await assert.rejects(
+      client.call('/v1/load_lora_adapter', { lora_name: 'x', lora_path: '/a' }),
+      /reply is not JSON: Success: LoRA adapter/,
+    );
+    assert.deepEqual(
+      await client.call('/v1/load_lora_adapter', { lora_name: 'x', lora_path: '/a' }, { accept: 'text' }),
+      { text: "Success: LoRA adapter 'arbor-policy' added successfully." },
+    );
     assert.equal(server.requests[0].headers['content-type'], 'application/json');
   } finally {
     await server.close();
@@ -73,13 +107,15 @@ test('vLLM LoRA replies are plain text: a JSON-only call rejects them, the weigh
 function statefulVllm(base: string): Record<string, Handler> {
   const loaded = new Set<string>();
   return {
-    '/v1/unload_lora_adapter': (r) => (loaded.delete(String(r.body.lora_name)) ? vllm.unload_lora_ok : vllm.unload_lora_missing),
+    '/v1/unload_lora_adapter': (r) =>
+      loaded.delete(String(r.body.lora_name)) ? vllm.unload_lora_ok : vllm.unload_lora_missing,
     '/v1/load_lora_adapter': (r) => {
       if (loaded.has(String(r.body.lora_name))) return vllm.load_lora_duplicate;
       loaded.add(String(r.body.lora_name));
       return vllm.load_lora_ok;
     },
-    '/v1/completions': (r) => (r.body.model === base || loaded.has(String(r.body.model)) ? vllm.completion_with_details : vllm.model_not_found),
+    '/v1/completions': (r) =>
+      r.body.model === base || loaded.has(String(r.body.model)) ? vllm.completion_with_details : vllm.model_not_found,
   };
 }
 
@@ -88,32 +124,82 @@ test('vLLM LoRA sync: unload (404 tolerated) then load without load_inplace; req
   try {
     // what the old client did: a second load of the same name is refused, and the adapter name is unknown before a load
     const raw = new JsonClient({ baseUrl: server.url, retry: { maxAttempts: 1 } });
-    await assert.rejects(new OpenAICompletionsSampler({ servers: [{ baseUrl: server.url, retry: { maxAttempts: 1 } }], model: 'arbor-policy' }).sample([request]), (e: unknown) => e instanceof EngineCallError && e.details.status === 404);
+    await assert.rejects(
+      new OpenAICompletionsSampler({
+        servers: [{ baseUrl: server.url, retry: { maxAttempts: 1 } }],
+        model: 'arbor-policy',
+      }).sample([request]),
+      (e: unknown) => e instanceof EngineCallError && e.details.status === 404,
+    );
     await raw.call('/v1/load_lora_adapter', { lora_name: 'arbor-policy', lora_path: '/a' }, { accept: 'text' });
-    await assert.rejects(raw.call('/v1/load_lora_adapter', { lora_name: 'arbor-policy', lora_path: '/b', load_inplace: true }, { accept: 'text' }), (e: unknown) => e instanceof EngineCallError && e.details.status === 400);
+    await assert.rejects(
+      raw.call(
+        '/v1/load_lora_adapter',
+        { lora_name: 'arbor-policy', lora_path: '/b', load_inplace: true },
+        { accept: 'text' },
+      ),
+      (e: unknown) => e instanceof EngineCallError && e.details.status === 400,
+    );
     await raw.call('/v1/unload_lora_adapter', { lora_name: 'arbor-policy' }, { accept: 'text' });
     server.requests.length = 0;
     const sampler = new OpenAICompletionsSampler({ servers: [server.url], model: 'Qwen/Qwen3-4B-Instruct-2507' });
-    const sync = weightSyncFromSpec({ kind: 'vllm_load_lora_adapter', servers: [server.url], loraName: 'arbor-policy' }, { exclusive: (swap) => sampler.gate.exclusive(swap), onAdapterLoaded: (name) => sampler.setModel(name) });
+    const sync = weightSyncFromSpec(
+      { kind: 'vllm_load_lora_adapter', servers: [server.url], loraName: 'arbor-policy' },
+      { exclusive: (swap) => sampler.gate.exclusive(swap), onAdapterLoaded: (name) => sampler.setModel(name) },
+    );
     await sampler.sample([request]);
     await sync.sync('/adapters/arbor-v1', 1);
     await sampler.sample([request]);
     await sync.sync('/adapters/arbor-v2', 2);
     await sampler.sample([request]);
-    assert.deepEqual(server.requests.map((r) => r.path), ['/v1/completions', '/v1/unload_lora_adapter', '/v1/load_lora_adapter', '/v1/completions', '/v1/unload_lora_adapter', '/v1/load_lora_adapter', '/v1/completions']);
-    assert.deepEqual(server.to('/v1/unload_lora_adapter').map((r) => r.body), [{ lora_name: 'arbor-policy' }, { lora_name: 'arbor-policy' }]);
-    assert.deepEqual(server.to('/v1/load_lora_adapter').map((r) => r.body), [{ lora_name: 'arbor-policy', lora_path: '/adapters/arbor-v1' }, { lora_name: 'arbor-policy', lora_path: '/adapters/arbor-v2' }]);
-    assert.deepEqual(server.to('/v1/completions').map((r) => r.body.model), ['Qwen/Qwen3-4B-Instruct-2507', 'arbor-policy', 'arbor-policy']);
+    assert.deepEqual(
+      server.requests.map((r) => r.path),
+      [
+        '/v1/completions',
+        '/v1/unload_lora_adapter',
+        '/v1/load_lora_adapter',
+        '/v1/completions',
+        '/v1/unload_lora_adapter',
+        '/v1/load_lora_adapter',
+        '/v1/completions',
+      ],
+    );
+    assert.deepEqual(
+      server.to('/v1/unload_lora_adapter').map((r) => r.body),
+      [{ lora_name: 'arbor-policy' }, { lora_name: 'arbor-policy' }],
+    );
+    assert.deepEqual(
+      server.to('/v1/load_lora_adapter').map((r) => r.body),
+      [
+        { lora_name: 'arbor-policy', lora_path: '/adapters/arbor-v1' },
+        { lora_name: 'arbor-policy', lora_path: '/adapters/arbor-v2' },
+      ],
+    );
+    assert.deepEqual(
+      server.to('/v1/completions').map((r) => r.body.model),
+      ['Qwen/Qwen3-4B-Instruct-2507', 'arbor-policy', 'arbor-policy'],
+    );
   } finally {
     await server.close();
   }
 });
 
 test('vLLM LoRA sync: a duplicate-load 400 fails at once with the server message', async () => {
-  const server = await startFake({ '/v1/unload_lora_adapter': () => vllm.unload_lora_missing, '/v1/load_lora_adapter': () => vllm.load_lora_duplicate });
+  const server = await startFake({
+    '/v1/unload_lora_adapter': () => vllm.unload_lora_missing,
+    '/v1/load_lora_adapter': () => vllm.load_lora_duplicate,
+  });
   try {
-    const sync = weightSyncFromSpec({ kind: 'vllm_load_lora_adapter', servers: [server.url], loraName: 'arbor-policy' });
-    await assert.rejects(sync.sync('/adapters/arbor-v1', 1), (e: unknown) => e instanceof EngineCallError && e.details.status === 400 && /has already been loaded/.test(e.message));
+    const sync = weightSyncFromSpec({
+      kind: 'vllm_load_lora_adapter',
+      servers: [server.url],
+      loraName: 'arbor-policy',
+    });
+    await assert.rejects(
+      sync.sync('/adapters/arbor-v1', 1),
+      (e: unknown) =>
+        e instanceof EngineCallError && e.details.status === 400 && /has already been loaded/.test(e.message),
+    );
     assert.equal(server.to('/v1/load_lora_adapter').length, 1);
   } finally {
     await server.close();
@@ -132,7 +218,10 @@ test('LoRA swap: waits for the sampling request in flight, and holds requests ma
   });
   try {
     const sampler = new OpenAICompletionsSampler({ servers: [server.url], model: 'base' });
-    const sync = weightSyncFromSpec({ kind: 'vllm_load_lora_adapter', servers: [server.url], loraName: 'arbor-policy' }, { exclusive: (swap) => sampler.gate.exclusive(swap), onAdapterLoaded: (name) => sampler.setModel(name) });
+    const sync = weightSyncFromSpec(
+      { kind: 'vllm_load_lora_adapter', servers: [server.url], loraName: 'arbor-policy' },
+      { exclusive: (swap) => sampler.gate.exclusive(swap), onAdapterLoaded: (name) => sampler.setModel(name) },
+    );
     const slow = sampler.sample([request]);
     await new Promise((r) => setTimeout(r, 20));
     const swap = sync.sync('/adapters/arbor-v1', 1);
@@ -142,7 +231,10 @@ test('LoRA swap: waits for the sampling request in flight, and holds requests ma
     const [first, second] = server.to('/v1/completions');
     const [unload] = server.to('/v1/unload_lora_adapter');
     const [load] = server.to('/v1/load_lora_adapter');
-    assert.ok(unload.at >= first.at + 140, `the swap started ${unload.at - first.at} ms after the request in flight, before its reply`);
+    assert.ok(
+      unload.at >= first.at + 140,
+      `the swap started ${unload.at - first.at} ms after the request in flight, before its reply`,
+    );
     assert.ok(second.at >= load.at + 40, 'the request made during the swap was sent only after the load answered');
     assert.deepEqual([first.body.model, second.body.model], ['base', 'arbor-policy']);
   } finally {
@@ -155,12 +247,37 @@ test('SGLang /generate: meta_info logprobs, finish reasons and cached tokens par
   try {
     const sampler = new SGLangSampler({ servers: [server.url] });
     const [r] = await sampler.sample([{ ...request, returnEntropy: true }]);
-    assert.deepEqual(r.completions.map((c) => c.tokens), [[11, 7], [14, 15, 16]]);
-    assert.deepEqual(r.completions.map((c) => c.finishReason), ['stop', 'length']);
-    assert.deepEqual(r.completions[1].topLogprobs, [[[14, -0.5], [11, -1.0]], [[15, -0.75], [16, -1.25]], [[16, -2.0], [7, -0.25]]]);
+    assert.deepEqual(
+      r.completions.map((c) => c.tokens),
+      [
+        [11, 7],
+        [14, 15, 16],
+      ],
+    );
+    assert.deepEqual(
+      r.completions.map((c) => c.finishReason),
+      ['stop', 'length'],
+    );
+    assert.deepEqual(r.completions[1].topLogprobs, [
+      [
+        [14, -0.5],
+        [11, -1.0],
+      ],
+      [
+        [15, -0.75],
+        [16, -1.25],
+      ],
+      [
+        [16, -2.0],
+        [7, -0.25],
+      ],
+    ]);
     assert.deepEqual(r.usage, { promptTokensComputed: 6, prefixTokensReused: 4, tokensDecoded: 5 });
     const [sent] = server.to('/generate');
-    assert.deepEqual(sent.body.input_ids, [[1, 2, 3, 4, 5], [1, 2, 3, 4, 5]]);
+    assert.deepEqual(sent.body.input_ids, [
+      [1, 2, 3, 4, 5],
+      [1, 2, 3, 4, 5],
+    ]);
     assert.equal(sent.body.lora_path, undefined, 'no adapter before the first sync');
   } finally {
     await server.close();
@@ -175,12 +292,24 @@ test('SGLang LoRA sync: unload (400 "not loaded" tolerated) then load; requests 
   });
   try {
     const sampler = new SGLangSampler({ servers: [server.url] });
-    const sync = weightSyncFromSpec({ kind: 'sglang_load_lora_adapter', servers: [server.url], loraName: 'arbor-policy' }, { exclusive: (swap) => sampler.gate.exclusive(swap), onAdapterLoaded: (name) => sampler.setLoraName(name) });
+    const sync = weightSyncFromSpec(
+      { kind: 'sglang_load_lora_adapter', servers: [server.url], loraName: 'arbor-policy' },
+      { exclusive: (swap) => sampler.gate.exclusive(swap), onAdapterLoaded: (name) => sampler.setLoraName(name) },
+    );
     await sync.sync('/adapters/arbor-v1', 1);
     await sync.sync('/adapters/arbor-v2', 2);
     await sampler.sample([request]);
-    assert.deepEqual(server.requests.map((r) => r.path), ['/unload_lora_adapter', '/load_lora_adapter', '/unload_lora_adapter', '/load_lora_adapter', '/generate']);
-    assert.deepEqual(server.to('/load_lora_adapter').map((r) => r.body), [{ lora_name: 'arbor-policy', lora_path: '/adapters/arbor-v1' }, { lora_name: 'arbor-policy', lora_path: '/adapters/arbor-v2' }]);
+    assert.deepEqual(
+      server.requests.map((r) => r.path),
+      ['/unload_lora_adapter', '/load_lora_adapter', '/unload_lora_adapter', '/load_lora_adapter', '/generate'],
+    );
+    assert.deepEqual(
+      server.to('/load_lora_adapter').map((r) => r.body),
+      [
+        { lora_name: 'arbor-policy', lora_path: '/adapters/arbor-v1' },
+        { lora_name: 'arbor-policy', lora_path: '/adapters/arbor-v2' },
+      ],
+    );
     assert.deepEqual(server.to('/generate')[0].body.lora_path, ['arbor-policy', 'arbor-policy']);
   } finally {
     await server.close();
@@ -188,13 +317,22 @@ test('SGLang LoRA sync: unload (400 "not loaded" tolerated) then load; requests 
 });
 
 test('SGLang update_weights_from_disk: full checkpoints load; a 400 fails with the message; a tinker:// adapter is refused', async () => {
-  const server = await startFake({ '/update_weights_from_disk': sequence(sglang.update_weights_ok, sglang.update_weights_failed) });
+  const server = await startFake({
+    '/update_weights_from_disk': sequence(sglang.update_weights_ok, sglang.update_weights_failed),
+  });
   try {
     const sync = weightSyncFromSpec({ kind: 'sglang_update_weights_from_disk', servers: [server.url] });
     await sync.sync('/checkpoints/step-1', 1);
     assert.deepEqual(server.to('/update_weights_from_disk')[0].body, { model_path: '/checkpoints/step-1' });
-    await assert.rejects(sync.sync('/checkpoints/step-2', 2), (e: unknown) => e instanceof EngineCallError && e.details.status === 400 && /Failed to get weights iterator/.test(e.message));
-    await assert.rejects(sync.sync('tinker://model_5e6f7a8b/arbor-v3', 3), /full checkpoints only; use weightSync.kind sglang_load_lora_adapter/);
+    await assert.rejects(
+      sync.sync('/checkpoints/step-2', 2),
+      (e: unknown) =>
+        e instanceof EngineCallError && e.details.status === 400 && /Failed to get weights iterator/.test(e.message),
+    );
+    await assert.rejects(
+      sync.sync('tinker://model_5e6f7a8b/arbor-v3', 3),
+      /full checkpoints only; use weightSync.kind sglang_load_lora_adapter/,
+    );
     assert.equal(server.to('/update_weights_from_disk').length, 2, 'the tinker:// path never reached the server');
   } finally {
     await server.close();
@@ -212,24 +350,51 @@ test('weight sync none sends nothing', async () => {
 });
 
 test('config: LoRA sync names must route (loraName differs from sampler.model, sync kind fits the sampler api)', () => {
-  const engine = (over: Record<string, unknown>) => engineSchema.parse({ kind: 'remote', sampler: { api: 'openai', servers: ['http://127.0.0.1:8000'], model: 'Qwen/Qwen3-4B-Instruct-2507' }, trainer: { url: 'http://127.0.0.1:8001' }, ...over });
+  const engine = (over: Record<string, unknown>) =>
+    engineSchema.parse({
+      kind: 'remote',
+      sampler: { api: 'openai', servers: ['http://127.0.0.1:8000'], model: 'Qwen/Qwen3-4B-Instruct-2507' },
+      trainer: { url: 'http://127.0.0.1:8001' },
+      ...over,
+    });
   const ok = engine({ weightSync: { kind: 'vllm_load_lora_adapter' } });
   assert.equal(ok.weightSync.loraName, 'arbor-policy');
   assert.doesNotThrow(() => checkWeightSync(ok));
-  const same = engine({ sampler: { api: 'openai', servers: ['http://127.0.0.1:8000'], model: 'policy' }, weightSync: { kind: 'vllm_load_lora_adapter', loraName: 'policy' } });
-  assert.throws(() => checkWeightSync(same), (e: unknown) => e instanceof ConfigError && e.path === 'engine.weightSync.loraName');
+  const same = engine({
+    sampler: { api: 'openai', servers: ['http://127.0.0.1:8000'], model: 'policy' },
+    weightSync: { kind: 'vllm_load_lora_adapter', loraName: 'policy' },
+  });
+  assert.throws(
+    () => checkWeightSync(same),
+    (e: unknown) => e instanceof ConfigError && e.path === 'engine.weightSync.loraName',
+  );
   const wrongApi = engine({ weightSync: { kind: 'sglang_load_lora_adapter' } });
-  assert.throws(() => checkWeightSync(wrongApi), (e: unknown) => e instanceof ConfigError && e.path === 'engine.weightSync.kind' && /needs engine.sampler.api sglang/.test(e.message));
+  assert.throws(
+    () => checkWeightSync(wrongApi),
+    (e: unknown) =>
+      e instanceof ConfigError &&
+      e.path === 'engine.weightSync.kind' &&
+      /needs engine.sampler.api sglang/.test(e.message),
+  );
   const tinker = engine({ sampler: { api: 'tinker' }, weightSync: { kind: 'vllm_load_lora_adapter' } });
-  assert.throws(() => checkWeightSync(tinker), (e: unknown) => e instanceof ConfigError && e.path === 'engine.weightSync.kind');
+  assert.throws(
+    () => checkWeightSync(tinker),
+    (e: unknown) => e instanceof ConfigError && e.path === 'engine.weightSync.kind',
+  );
 });
 
 test('the vLLM and SGLang examples carry the launch flags the clients rely on', () => {
   const example = readFileSync(new URL('../../examples/remote-vllm-tinker.yaml', import.meta.url), 'utf8');
-  for (const flag of ['--enable-prompt-tokens-details', '--logprobs-mode processed_logprobs', '--enable-lora', 'VLLM_ALLOW_RUNTIME_LORA_UPDATING=True', '--enable-deterministic-inference']) {
+  for (const flag of [
+    '--enable-prompt-tokens-details',
+    '--logprobs-mode processed_logprobs',
+    '--enable-lora',
+    'VLLM_ALLOW_RUNTIME_LORA_UPDATING=True',
+    '--enable-deterministic-inference',
+  ]) {
     assert.ok(example.includes(flag), `examples/remote-vllm-tinker.yaml mentions ${flag}`);
   }
-  assert.doesNotThrow(() => checkWeightSync(engineSchema.parse((parseYamlEngine(example)))));
+  assert.doesNotThrow(() => checkWeightSync(engineSchema.parse(parseYamlEngine(example))));
 });
 
 function parseYamlEngine(text: string): unknown {

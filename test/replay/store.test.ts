@@ -28,7 +28,14 @@ function versionedTree(): RolloutTree {
 
 test('store: take/peek are FIFO, honour status/batchStep filters and limit', () => {
   const s = new RolloutStore({ maxInMemory: 100 });
-  s.put([entry(0, 'partial'), entry(1, 'ready', 2), entry(2, 'ready', null), entry(3, 'partial'), entry(4, 'ready', 2), entry(5, 'ready', 3)]);
+  s.put([
+    entry(0, 'partial'),
+    entry(1, 'ready', 2),
+    entry(2, 'ready', null),
+    entry(3, 'partial'),
+    entry(4, 'ready', 2),
+    entry(5, 'ready', 3),
+  ]);
   assert.equal(s.count(), 6);
   assert.equal(s.count({ status: 'ready' }), 4);
   assert.equal(s.count({ batchStep: null }), 3);
@@ -50,7 +57,12 @@ test('store: staleness is currentVersion minus the oldest policy-token version; 
   assert.deepEqual(t.nodes['0.0.0'].versions, [3, 3, 5, 5, 5]);
   const s = new RolloutStore({ maxInMemory: 10 });
   const e: StoreEntry = { tree: t, item: { id: 'pv', prompt: 'q', answer: 'a' }, status: 'partial', batchStep: null };
-  const empty: StoreEntry = { tree: createTree('e', 'pe', [1]), item: { id: 'pe', prompt: 'q', answer: 'a' }, status: 'partial', batchStep: null };
+  const empty: StoreEntry = {
+    tree: createTree('e', 'pe', [1]),
+    item: { id: 'pe', prompt: 'q', answer: 'a' },
+    status: 'partial',
+    batchStep: null,
+  };
   const fresh = entry(9, 'ready', null, 6);
   s.put([e, empty, fresh]);
   assert.equal(s.staleness(e, 6), 5);
@@ -70,7 +82,12 @@ test('store: staleness is currentVersion minus the oldest policy-token version; 
 test('store: staleness histogram counts each policy token at its own version', () => {
   const t = versionedTree(); // policy tokens: v1 ×2, v3 ×2, v5 ×3 (env token and prompt excluded)
   assert.deepEqual(RolloutStore.stalenessHistogram([t], 6), { 5: 2, 3: 2, 1: 3 });
-  assert.deepEqual(RolloutStore.stalenessHistogram([t, entry(0, 'ready', null, 6).tree], 6), { 0: 2, 1: 3, 3: 2, 5: 2 });
+  assert.deepEqual(RolloutStore.stalenessHistogram([t, entry(0, 'ready', null, 6).tree], 6), {
+    0: 2,
+    1: 3,
+    3: 2,
+    5: 2,
+  });
   assert.deepEqual(RolloutStore.stalenessHistogram([], 6), {});
 });
 
@@ -87,7 +104,10 @@ test('store: spills beyond maxInMemory and returns every entry in FIFO order, eq
   assert.equal(s.inMemory, 2);
   assert.equal(s.spilled, 5);
   assert.equal(readFileSync(spillFile, 'utf8').trim().split('\n').length, 5);
-  assert.deepEqual(s.peek({ status: 'partial' }), copies.filter((e) => e.status === 'partial'));
+  assert.deepEqual(
+    s.peek({ status: 'partial' }),
+    copies.filter((e) => e.status === 'partial'),
+  );
   assert.deepEqual(s.peek({ batchStep: 1, limit: 2 }), [copies[0], copies[3]]);
   const taken = s.take({});
   assert.deepEqual(taken, copies);
@@ -112,7 +132,12 @@ test('store: without a spill file, maxInMemory is not enforced', () => {
 test('store: save/load round trip includes spilled entries, in order, and leaves no .tmp', () => {
   const dir = tmp();
   const s = new RolloutStore({ maxInMemory: 2, spillFile: join(dir, 'spill.jsonl') });
-  const versioned: StoreEntry = { tree: versionedTree(), item: { id: 'pv', prompt: 'q', answer: 'a', meta: { n: [1, 2] } }, status: 'partial', batchStep: null };
+  const versioned: StoreEntry = {
+    tree: versionedTree(),
+    item: { id: 'pv', prompt: 'q', answer: 'a', meta: { n: [1, 2] } },
+    status: 'partial',
+    batchStep: null,
+  };
   const originals = [entry(0, 'ready', 4), versioned, entry(2), entry(3, 'partial'), entry(4, 'ready', 5)];
   const copies = structuredClone(originals);
   s.put(originals);
@@ -149,10 +174,18 @@ test('store: load reports the file and 1-based line of a bad entry', () => {
     writeFileSync(file, `${good}\n\n${bad}\n${good}\n`);
     assert.throws(
       () => RolloutStore.load(file, { maxInMemory: 10 }),
-      (e: unknown) => e instanceof DataError && e.line === 3 && e.file === file && new RegExp(`${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:line 3\\b`).test(e.message) && why.test(e.message),
+      (e: unknown) =>
+        e instanceof DataError &&
+        e.line === 3 &&
+        e.file === file &&
+        new RegExp(`${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:line 3\\b`).test(e.message) &&
+        why.test(e.message),
     );
   }
-  assert.throws(() => RolloutStore.load(join(dir, 'missing.jsonl'), { maxInMemory: 10 }), (e: unknown) => e instanceof DataError && /missing\.jsonl/.test(e.message));
+  assert.throws(
+    () => RolloutStore.load(join(dir, 'missing.jsonl'), { maxInMemory: 10 }),
+    (e: unknown) => e instanceof DataError && /missing\.jsonl/.test(e.message),
+  );
 });
 
 test('store: options schema defaults and validates maxInMemory', () => {

@@ -11,14 +11,27 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Rng } from '../../src/core/rng.js';
 import type { TaskItem } from '../../src/core/types.js';
-import { componentPools, groupAdvantages, UcbCurriculum, ucbScores, ucbSelectSchema, type UcbState } from '../../src/replay/ucb.js';
+import {
+  componentPools,
+  groupAdvantages,
+  UcbCurriculum,
+  ucbScores,
+  ucbSelectSchema,
+  type UcbState,
+} from '../../src/replay/ucb.js';
 
 const close = (a: number, b: number, msg?: string) => assert.ok(Math.abs(a - b) < 1e-9, `${msg ?? ''} ${a} vs ${b}`);
 const options = ucbSelectSchema.parse({ kind: 'ucb' });
 const comp = (n: number, recent: number[]) => ({ n, recent, data: { epoch: 0, cursor: 0 } });
-const pool = (label: string, n: number): TaskItem[] => Array.from({ length: n }, (_, i) => ({ id: `${label}/${i}`, prompt: `${i}`, answer: `${i}`, meta: { component: label } }));
+const pool = (label: string, n: number): TaskItem[] =>
+  Array.from({ length: n }, (_, i) => ({
+    id: `${label}/${i}`,
+    prompt: `${i}`,
+    answer: `${i}`,
+    meta: { component: label },
+  }));
 
-test('defaults are the authors\' (c 1, window 300, softmax temperature 0.1)', () => {
+test("defaults are the authors' (c 1, window 300, softmax temperature 0.1)", () => {
   assert.deepEqual(options, { kind: 'ucb', c: 1, window: 300, temperature: 0.1, allocation: 'sample' });
   assert.throws(() => ucbSelectSchema.parse({ kind: 'ucb', window: 0 }));
 });
@@ -39,7 +52,10 @@ test('UCB arithmetic on hand-computed counts', () => {
   close(c2[1].ucb, 0.2 + 2 * Math.sqrt((2 * Math.log(9)) / 3), 'c scales the bonus');
   // empty state: every bonus √(2 ln 1 / 1) = 0, equal weights
   const e = ucbScores({ components: {} }, ['a', 'b'], options);
-  assert.deepEqual(e.map((x) => x.weight), [0.5, 0.5]);
+  assert.deepEqual(
+    e.map((x) => x.weight),
+    [0.5, 0.5],
+  );
 });
 
 test('GRPO advantages of a group, and the sliding window of |A|', () => {
@@ -48,7 +64,11 @@ test('GRPO advantages of a group, and the sliding window of |A|', () => {
   a.forEach((v, i) => close(v, (i === 0 || i === 3 ? 0.5 : -0.5) / (std + 1e-6)));
   assert.deepEqual(groupAdvantages([1, 1, 1]), [0, 0, 0], 'a solved group gives no signal');
   assert.deepEqual(groupAdvantages([1]), [0]);
-  const u = new UcbCurriculum({ ...options, window: 3 }, componentPools([...pool('a', 4), ...pool('b', 4)], ['a', 'b']), 0);
+  const u = new UcbCurriculum(
+    { ...options, window: 3 },
+    componentPools([...pool('a', 4), ...pool('b', 4)], ['a', 'b']),
+    0,
+  );
   u.observe('a', [1, 0]);
   u.observe('a', [0, 0]);
   assert.equal(u.state.components.a.n, 4);
@@ -68,29 +88,45 @@ test('a component that stops giving signal loses its share to one that still doe
     const items = u.take(16, new Rng(1).fork(`s${step}`));
     assert.equal(items.length, 16);
     // every group of 4 of "solved" is all correct; "learnable" groups are half right
-    for (const item of items) u.observe(item.meta!.component as string, item.meta!.component === 'solved' ? [1, 1, 1, 1] : [1, 0, 1, 0]);
+    for (const item of items)
+      u.observe(item.meta!.component as string, item.meta!.component === 'solved' ? [1, 1, 1, 1] : [1, 0, 1, 0]);
     shares.push(u.info()['select/share/learnable']);
     weights.push(u.info()['select/weight/learnable']);
     state = u.state;
   }
   assert.equal(weights[0], 0.5, 'equal weights at the start');
   assert.ok(weights[11] > 0.95, `the learnable weight at the end: ${weights}`);
-  assert.ok(shares.slice(-4).every((s) => s > 0.9), `learnable share late: ${shares}`);
+  assert.ok(
+    shares.slice(-4).every((s) => s > 0.9),
+    `learnable share late: ${shares}`,
+  );
   const last = new UcbCurriculum(options, pools, 0, state).scores;
   assert.ok(last[1].ucb > last[0].ucb && last[0].mean === 0);
 });
 
-test('items come from each component\'s own data order; the state round-trips through JSON exactly', () => {
-  const pools = componentPools([...pool('a', 5), ...pool('b', 7), { id: 'x/0', prompt: '', answer: '' }], ['a', 'b', 'empty']);
+test("items come from each component's own data order; the state round-trips through JSON exactly", () => {
+  const pools = componentPools(
+    [...pool('a', 5), ...pool('b', 7), { id: 'x/0', prompt: '', answer: '' }],
+    ['a', 'b', 'empty'],
+  );
   assert.deepEqual([...pools.keys()], ['a', 'b'], 'a component without items is left out');
   const u = new UcbCurriculum({ ...options, allocation: 'apportion' }, pools, 3);
   const first = u.take(12, new Rng(0));
   assert.equal(first.filter((i) => i.meta?.component === 'a').length, 6, 'apportioned 6/6 at equal weights');
-  assert.equal(new Set(first.filter((i) => i.meta?.component === 'a').map((i) => i.id)).size, 5, 'a (5 items) crosses into its second epoch once');
+  assert.equal(
+    new Set(first.filter((i) => i.meta?.component === 'a').map((i) => i.id)).size,
+    5,
+    'a (5 items) crosses into its second epoch once',
+  );
   assert.deepEqual(u.state.components.a.data, { epoch: 1, cursor: 1 });
   assert.deepEqual(u.state.components.b.data, { epoch: 0, cursor: 6 });
   u.observe('b', [1, 0]);
-  const restored = new UcbCurriculum({ ...options, allocation: 'apportion' }, pools, 3, JSON.parse(JSON.stringify(u.state)));
+  const restored = new UcbCurriculum(
+    { ...options, allocation: 'apportion' },
+    pools,
+    3,
+    JSON.parse(JSON.stringify(u.state)),
+  );
   const again = new UcbCurriculum({ ...options, allocation: 'apportion' }, pools, 3, u.state);
   assert.deepEqual(restored.take(10, new Rng(5)), again.take(10, new Rng(5)));
   assert.deepEqual(restored.info(), again.info());
@@ -98,38 +134,76 @@ test('items come from each component\'s own data order; the state round-trips th
 
 // ---- end to end: a mix of two arith components on a tiny warm-started model ----
 
-test('end to end: per-component shares and UCB scores logged, state checkpointed, resume exact', { timeout: 300_000 }, async () => {
-  const { parseConfig } = await import('../../src/run/config.js');
-  const { train } = await import('../../src/run/loop.js');
-  const { RunDir } = await import('../../src/run/rundir.js');
-  const root = mkdtempSync(join(tmpdir(), 'arbor-ucb-'));
-  const config = (name: string) =>
-    parseConfig({
-      run: { name, outDir: join(root, name), seed: 2, steps: 4, promptsPerStep: 6, evalEvery: 0, evalCount: 12, evalPassK: 0, checkpointEvery: 2, logTreesEvery: 0, trainItems: 24 },
-      task: { mix: [{ name: 'arith', options: { digits: 1, ops: ['+'] }, label: 'add' }, { name: 'arith', options: { digits: 3, minDigits: 3, ops: ['*'] }, label: 'mul' }] },
-      model: { dModel: 32, nLayers: 2, nHeads: 2, dFF: 64, contextLength: 64, tieEmbeddings: false },
-      sft: { steps: 60, batchSize: 32, learningRate: 0.01, examples: 200, checkpoint: join(root, 'sft') },
-      sampling: { maxResponseTokens: 24 },
-      generate: { kind: 'iid', groupSize: 4 },
-      select: { kind: 'ucb' },
-      trainer: { learningRate: 0.0003 },
-    });
-  const KEYS = ['reward_mean', 'loss', 'tokens_decoded', 'select/share/add', 'select/share/mul', 'select/ucb/add', 'select/ucb/mul', 'select/adv/add'];
-  const pick = (dir: string) => new RunDir(dir).readMetrics().filter((m) => m.step > 0).map((m) => Object.fromEntries(KEYS.map((k) => [k, m[k]])));
-  await train(config('full'), { quiet: true });
-  const ms = pick(join(root, 'full'));
-  assert.equal(ms.length, 4);
-  for (const m of ms) {
-    close((m['select/share/add'] as number) + (m['select/share/mul'] as number), 1, 'shares sum to 1');
-    assert.equal(typeof m['select/ucb/mul'], 'number');
-  }
-  assert.equal(ms[0]['select/ucb/add'], 0, 'no samples yet: every score is 0');
-  assert.ok((ms[1]['select/ucb/add'] as number) > 0, 'scores once samples are in');
-  const state = JSON.parse(readFileSync(join(root, 'full', 'checkpoints', 'step-4', 'state.json'), 'utf8'));
-  const ucb = state.pipeline.control.ucb.components;
-  assert.equal(ucb.add.n + ucb.mul.n, 4 * 6 * 4, 'every response of 4 steps × 6 prompts × G 4 counted');
-  assert.equal(ucb.add.data.epoch * 12 + ucb.add.data.cursor, ucb.add.n / 4, 'one prompt taken from add\'s own order per add group');
-  await train(config('parts'), { quiet: true, steps: 2 });
-  await train(undefined, { quiet: true, resume: join(root, 'parts'), steps: 4 });
-  assert.deepEqual(pick(join(root, 'parts')), ms);
-});
+test(
+  'end to end: per-component shares and UCB scores logged, state checkpointed, resume exact',
+  { timeout: 300_000 },
+  async () => {
+    const { parseConfig } = await import('../../src/run/config.js');
+    const { train } = await import('../../src/run/loop.js');
+    const { RunDir } = await import('../../src/run/rundir.js');
+    const root = mkdtempSync(join(tmpdir(), 'arbor-ucb-'));
+    const config = (name: string) =>
+      parseConfig({
+        run: {
+          name,
+          outDir: join(root, name),
+          seed: 2,
+          steps: 4,
+          promptsPerStep: 6,
+          evalEvery: 0,
+          evalCount: 12,
+          evalPassK: 0,
+          checkpointEvery: 2,
+          logTreesEvery: 0,
+          trainItems: 24,
+        },
+        task: {
+          mix: [
+            { name: 'arith', options: { digits: 1, ops: ['+'] }, label: 'add' },
+            { name: 'arith', options: { digits: 3, minDigits: 3, ops: ['*'] }, label: 'mul' },
+          ],
+        },
+        model: { dModel: 32, nLayers: 2, nHeads: 2, dFF: 64, contextLength: 64, tieEmbeddings: false },
+        sft: { steps: 60, batchSize: 32, learningRate: 0.01, examples: 200, checkpoint: join(root, 'sft') },
+        sampling: { maxResponseTokens: 24 },
+        generate: { kind: 'iid', groupSize: 4 },
+        select: { kind: 'ucb' },
+        trainer: { learningRate: 0.0003 },
+      });
+    const KEYS = [
+      'reward_mean',
+      'loss',
+      'tokens_decoded',
+      'select/share/add',
+      'select/share/mul',
+      'select/ucb/add',
+      'select/ucb/mul',
+      'select/adv/add',
+    ];
+    const pick = (dir: string) =>
+      new RunDir(dir)
+        .readMetrics()
+        .filter((m) => m.step > 0)
+        .map((m) => Object.fromEntries(KEYS.map((k) => [k, m[k]])));
+    await train(config('full'), { quiet: true });
+    const ms = pick(join(root, 'full'));
+    assert.equal(ms.length, 4);
+    for (const m of ms) {
+      close((m['select/share/add'] as number) + (m['select/share/mul'] as number), 1, 'shares sum to 1');
+      assert.equal(typeof m['select/ucb/mul'], 'number');
+    }
+    assert.equal(ms[0]['select/ucb/add'], 0, 'no samples yet: every score is 0');
+    assert.ok((ms[1]['select/ucb/add'] as number) > 0, 'scores once samples are in');
+    const state = JSON.parse(readFileSync(join(root, 'full', 'checkpoints', 'step-4', 'state.json'), 'utf8'));
+    const ucb = state.pipeline.control.ucb.components;
+    assert.equal(ucb.add.n + ucb.mul.n, 4 * 6 * 4, 'every response of 4 steps × 6 prompts × G 4 counted');
+    assert.equal(
+      ucb.add.data.epoch * 12 + ucb.add.data.cursor,
+      ucb.add.n / 4,
+      "one prompt taken from add's own order per add group",
+    );
+    await train(config('parts'), { quiet: true, steps: 2 });
+    await train(undefined, { quiet: true, resume: join(root, 'parts'), steps: 4 });
+    assert.deepEqual(pick(join(root, 'parts')), ms);
+  },
+);

@@ -17,13 +17,25 @@ test('config: defaults for everything; unknown keys and bad values name the file
   const dir = mkdtempSync(join(tmpdir(), 'arbor-cfg-'));
   const file = join(dir, 'x.yaml');
   writeFileSync(file, 'run:\n  stepz: 3\n');
-  assert.throws(() => loadConfig(file), (e: unknown) => e instanceof ConfigError && e.message.includes('x.yaml: run: unknown key(s) "stepz"'));
+  assert.throws(
+    () => loadConfig(file),
+    (e: unknown) => e instanceof ConfigError && e.message.includes('x.yaml: run: unknown key(s) "stepz"'),
+  );
   writeFileSync(file, 'generate: { kind: treepo, segmentLength: abc }\n');
-  assert.throws(() => loadConfig(file), (e: unknown) => e instanceof ConfigError && /generate.segmentLength: expected number, got string/.test(e.message));
+  assert.throws(
+    () => loadConfig(file),
+    (e: unknown) => e instanceof ConfigError && /generate.segmentLength: expected number, got string/.test(e.message),
+  );
   writeFileSync(file, 'run: [1, 2\n');
-  assert.throws(() => loadConfig(file), (e: unknown) => e instanceof ConfigError && /not valid YAML/.test(e.message));
+  assert.throws(
+    () => loadConfig(file),
+    (e: unknown) => e instanceof ConfigError && /not valid YAML/.test(e.message),
+  );
   writeFileSync(file, 'optimize: { loss: { kind: ppo_clip, clipLow: -1 } }\n');
-  assert.throws(() => loadConfig(file), (e: unknown) => e instanceof ConfigError && /optimize.loss.clipLow/.test(e.message));
+  assert.throws(
+    () => loadConfig(file),
+    (e: unknown) => e instanceof ConfigError && /optimize.loss.clipLow/.test(e.message),
+  );
   assert.throws(() => loadConfig(join(dir, 'missing.yaml')), /cannot read/);
 });
 
@@ -48,20 +60,49 @@ test('config: --print-defaults output is valid YAML that round-trips to the defa
 });
 
 test('config: run.mode, maxStaleness, control and correction validate with the key named', () => {
-  const c = parseConfig({ run: { mode: 'async', maxStaleness: 2 }, control: { kind: 'april' }, optimize: { loss: { correction: { kind: 'tis' } } } });
+  const c = parseConfig({
+    run: { mode: 'async', maxStaleness: 2 },
+    control: { kind: 'april' },
+    optimize: { loss: { correction: { kind: 'tis' } } },
+  });
   assert.equal(c.control.kind === 'april' && c.control.overProvision, 1.5);
   assert.deepEqual(c.optimize.loss.correction, { kind: 'tis', cap: 2 });
-  assert.throws(() => parseConfig({ control: { kind: 'aprill' } }), (e: unknown) => e instanceof ConfigError && /control\.kind/.test(e.message));
-  assert.throws(() => parseConfig({ run: { maxStaleness: -1 } }), (e: unknown) => e instanceof ConfigError && /run\.maxStaleness/.test(e.message));
-  assert.throws(() => parseConfig({ control: { kind: 'april', overProvision: 0.5 } }), (e: unknown) => e instanceof ConfigError && /control\.overProvision/.test(e.message));
+  assert.throws(
+    () => parseConfig({ control: { kind: 'aprill' } }),
+    (e: unknown) => e instanceof ConfigError && /control\.kind/.test(e.message),
+  );
+  assert.throws(
+    () => parseConfig({ run: { maxStaleness: -1 } }),
+    (e: unknown) => e instanceof ConfigError && /run\.maxStaleness/.test(e.message),
+  );
+  assert.throws(
+    () => parseConfig({ control: { kind: 'april', overProvision: 0.5 } }),
+    (e: unknown) => e instanceof ConfigError && /control\.overProvision/.test(e.message),
+  );
 });
 
-test('report: self-contained HTML with the dashboard\'s charts and tree explorer inlined, data embedded', () => {
+test("report: self-contained HTML with the dashboard's charts and tree explorer inlined, data embedded", () => {
   const tok = new CharTokenizer();
   const t = createTree('s1p0', 'item', [1, ...tok.encode('2+2=')]);
   const leaf = addNode(t, '0', { tokens: tok.encode('2+2+0=04;4'), finishReason: 'stop' });
   leaf.reward = 1;
-  const html = buildReport([{ step: 0, eval_greedy_acc: 0.1, tokens_decoded_total: 0 }, { step: 1, reward_mean: 0.2, tokens_decoded: 50, tokens_decoded_total: 50, prefix_reuse_ratio: 0.5, eval_greedy_acc: 0.3 }], [t], tok, { heldout_acc_start: 0.1 }, 'test');
+  const html = buildReport(
+    [
+      { step: 0, eval_greedy_acc: 0.1, tokens_decoded_total: 0 },
+      {
+        step: 1,
+        reward_mean: 0.2,
+        tokens_decoded: 50,
+        tokens_decoded_total: 50,
+        prefix_reuse_ratio: 0.5,
+        eval_greedy_acc: 0.3,
+      },
+    ],
+    [t],
+    tok,
+    { heldout_acc_start: 0.1 },
+    'test',
+  );
   const data = JSON.parse(/<script type="application\/json" id="arbor-data">(.*?)<\/script>/s.exec(html)![1]);
   assert.equal(data.metrics.length, 2);
   assert.equal(data.trees.trees[0].nodes[1].text, '2+2+0=04;4');
@@ -69,7 +110,17 @@ test('report: self-contained HTML with the dashboard\'s charts and tree explorer
   assert.match(html, /uPlot/); // the chart library is inlined, not fetched
   assert.doesNotMatch(html, /<script[^>]+src=|<link[^>]+href=/);
   assert.match(lineChart('empty', 'x', []), /no data/);
-  const svg = lineChart('narrow', 'x', [{ name: 'a', color: '#000', points: [[0, 0.951], [1, 0.952], [2, 0.954]] }]);
+  const svg = lineChart('narrow', 'x', [
+    {
+      name: 'a',
+      color: '#000',
+      points: [
+        [0, 0.951],
+        [1, 0.952],
+        [2, 0.954],
+      ],
+    },
+  ]);
   const labels = [...svg.matchAll(/text-anchor="end" font-size="10">([^<]+)</g)].map((m) => m[1]);
   assert.equal(new Set(labels).size, labels.length, `repeated tick labels: ${labels.join(', ')}`);
 });

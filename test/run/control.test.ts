@@ -20,7 +20,20 @@ const sft = join(root, 'sft');
 
 const config = (name: string, overrides: Record<string, unknown> = {}, run: Record<string, unknown> = {}) =>
   parseConfig({
-    run: { name, outDir: join(root, name), seed: 3, steps: 6, promptsPerStep: 8, evalEvery: 0, evalCount: 20, evalPassK: 0, checkpointEvery: 3, logTreesEvery: 0, trainItems: 16, ...run },
+    run: {
+      name,
+      outDir: join(root, name),
+      seed: 3,
+      steps: 6,
+      promptsPerStep: 8,
+      evalEvery: 0,
+      evalCount: 20,
+      evalPassK: 0,
+      checkpointEvery: 3,
+      logTreesEvery: 0,
+      trainItems: 16,
+      ...run,
+    },
     task: { name: 'arith', options: { digits: 2, minDigits: 1, ops: ['+'] } },
     model: { dModel: 32, nLayers: 2, nHeads: 2, dFF: 64, contextLength: 64, tieEmbeddings: false },
     sft: { steps: 150, batchSize: 32, learningRate: 0.01, examples: 400, checkpoint: sft },
@@ -35,69 +48,170 @@ const budget = {
   skip: { kind: 'greso', start: 0.5 },
   hint: { kind: 'gold_prefix', fraction: 0.5 },
 };
-const KEYS = ['reward_mean', 'loss', 'tokens_decoded', 'rollouts', 'alloc_extra', 'alloc_max_group', 'prompts_skipped', 'skip_p_easy', 'hint_trees', 'hint_rescued', 'informative_groups'];
+const KEYS = [
+  'reward_mean',
+  'loss',
+  'tokens_decoded',
+  'rollouts',
+  'alloc_extra',
+  'alloc_max_group',
+  'prompts_skipped',
+  'skip_p_easy',
+  'hint_trees',
+  'hint_rescued',
+  'informative_groups',
+];
 const steps = (dir: string) => new RunDir(dir).readMetrics().filter((m) => m.step > 0);
 const pick = (dir: string) => steps(dir).map((m) => Object.fromEntries(KEYS.map((k) => [k, m[k]])));
 
-test('allocation + skipping + hint rescue: the step budget is spent exactly, counters logged, statistics checkpointed, resume exact', { timeout: 300_000 }, async () => {
-  await train(config('full', budget), { quiet: true });
-  const ms = steps(join(root, 'full'));
-  assert.equal(ms.length, 6);
-  for (const m of ms) {
-    assert.equal(m.alloc_budget, 16, '8 prompts × (G − firstRound) = 16 rollouts to allocate');
-    assert.equal(m.alloc_extra, 16, 'knapsack spends all of it');
-    assert.equal(m.alloc_rollouts, 32, 'the fresh prompts got prompts × G rollouts in all');
-    assert.equal(m.rollouts, 32 + (m.hint_trees as number) * 4 - (m.hint_replaced_leaves as number), 'hinted trees (G leaves each) replace the failed ones in the batch');
-    assert.equal(m.hint_trees, m.hint_candidates, 'every all-fail prompt is rescued (maxPerStep 0)');
-    assert.ok((m.informative_groups as number) >= 0 && (m.informative_groups as number) <= 1);
-  }
-  assert.ok(ms.some((m) => (m.alloc_max_group as number) > 4), 'some prompt got more than G');
-  assert.ok(ms.some((m) => (m.hint_trees as number) > 0), 'the tiny model fails some prompts, which get hints');
-  const state = JSON.parse(readFileSync(join(root, 'full', 'checkpoints', 'step-6', 'state.json'), 'utf8'));
-  const skipped = ms.reduce((a, m) => a + (m.prompts_skipped as number), 0);
-  assert.equal(Object.keys(state.pipeline.control.prompts.items).length, 16, 'statistics of every prompt of the pool of 16 (all seen in the first epoch)');
-  assert.equal(state.pipeline.data.epoch * 16 + state.pipeline.data.cursor, 48 + skipped, 'skipped prompts are consumed from the data order');
-  assert.ok(skipped > 0, 'prompts that failed every visit get skipped');
-  assert.equal(typeof state.pipeline.control.skip.pEasy, 'number');
+test(
+  'allocation + skipping + hint rescue: the step budget is spent exactly, counters logged, statistics checkpointed, resume exact',
+  { timeout: 300_000 },
+  async () => {
+    await train(config('full', budget), { quiet: true });
+    const ms = steps(join(root, 'full'));
+    assert.equal(ms.length, 6);
+    for (const m of ms) {
+      assert.equal(m.alloc_budget, 16, '8 prompts × (G − firstRound) = 16 rollouts to allocate');
+      assert.equal(m.alloc_extra, 16, 'knapsack spends all of it');
+      assert.equal(m.alloc_rollouts, 32, 'the fresh prompts got prompts × G rollouts in all');
+      assert.equal(
+        m.rollouts,
+        32 + (m.hint_trees as number) * 4 - (m.hint_replaced_leaves as number),
+        'hinted trees (G leaves each) replace the failed ones in the batch',
+      );
+      assert.equal(m.hint_trees, m.hint_candidates, 'every all-fail prompt is rescued (maxPerStep 0)');
+      assert.ok((m.informative_groups as number) >= 0 && (m.informative_groups as number) <= 1);
+    }
+    assert.ok(
+      ms.some((m) => (m.alloc_max_group as number) > 4),
+      'some prompt got more than G',
+    );
+    assert.ok(
+      ms.some((m) => (m.hint_trees as number) > 0),
+      'the tiny model fails some prompts, which get hints',
+    );
+    const state = JSON.parse(readFileSync(join(root, 'full', 'checkpoints', 'step-6', 'state.json'), 'utf8'));
+    const skipped = ms.reduce((a, m) => a + (m.prompts_skipped as number), 0);
+    assert.equal(
+      Object.keys(state.pipeline.control.prompts.items).length,
+      16,
+      'statistics of every prompt of the pool of 16 (all seen in the first epoch)',
+    );
+    assert.equal(
+      state.pipeline.data.epoch * 16 + state.pipeline.data.cursor,
+      48 + skipped,
+      'skipped prompts are consumed from the data order',
+    );
+    assert.ok(skipped > 0, 'prompts that failed every visit get skipped');
+    assert.equal(typeof state.pipeline.control.skip.pEasy, 'number');
 
-  await train(config('parts', budget), { quiet: true, steps: 3 });
-  await train(undefined, { quiet: true, resume: join(root, 'parts'), steps: 6 });
-  assert.deepEqual(pick(join(root, 'parts')), pick(join(root, 'full')));
-});
+    await train(config('parts', budget), { quiet: true, steps: 3 });
+    await train(undefined, { quiet: true, resume: join(root, 'parts'), steps: 6 });
+    assert.deepEqual(pick(join(root, 'parts')), pick(join(root, 'full')));
+  },
+);
 
-test('value-guided TreePO with ARRoL pruning: the head is calibrated and checkpointed, paths are pruned, resume exact', { timeout: 300_000 }, async () => {
-  const trees = {
-    generate: { kind: 'treepo', groupSize: 4, segmentLength: 4, branchingFactor: 2, initialDivergence: 2, allocation: 'value' },
-    optimize: { advantage: { kind: 'tree', level: 'segment' } },
-    prune: { kind: 'arrol', atRound: 1 },
-    qualityHead: { warmup: 16 },
-  };
-  const keys = ['reward_mean', 'loss', 'tokens_decoded', 'rollouts', 'head_auc', 'head_brier', 'head_examples', 'pruned_paths', 'pruned_tokens'];
-  const pickQ = (dir: string) => steps(dir).map((m) => Object.fromEntries(keys.map((k) => [k, m[k]])));
-  await train(config('qfull', trees, { logTreesEvery: 3 }), { quiet: true });
-  const ms = steps(join(root, 'qfull'));
-  assert.equal(ms[0].head_examples, 0);
-  assert.ok((ms[5].head_examples as number) > (ms[1].head_examples as number), 'the head learns every step');
-  assert.ok(ms.some((m) => (m.pruned_paths as number) > 0), 'once warmed up, paths get pruned');
-  assert.ok(ms.filter((m) => (m.pruned_paths as number) > 0).every((m) => (m.rollouts as number) < 32), 'pruning frees leaf slots');
-  const aucs = ms.map((m) => m.head_auc).filter((a): a is number => typeof a === 'number');
-  assert.ok(aucs.length >= 1 && aucs.every((a) => a >= 0 && a <= 1), `out-of-sample AUC logged once the head has examples: ${aucs}`);
-  const state = JSON.parse(readFileSync(join(root, 'qfull', 'checkpoints', 'step-6', 'state.json'), 'utf8'));
-  assert.equal(state.pipeline.control.head.w.length, 6 + 16, 'six statistics + the hidden state (32 entries) projected to hiddenDims 16');
-  assert.ok(state.pipeline.control.head.w.slice(6).some((w: number) => w !== 0), 'the hidden-state weights were trained');
-  const logged = readFileSync(join(root, 'qfull', 'trees', 'step-3.jsonl'), 'utf8');
-  assert.ok(logged.includes('"entropies"') && !logged.includes('"hidden"'), 'logged trees keep entropies and leave hidden states out');
-  await train(config('qparts', trees), { quiet: true, steps: 3 });
-  await train(undefined, { quiet: true, resume: join(root, 'qparts'), steps: 6 });
-  assert.deepEqual(pickQ(join(root, 'qparts')), pickQ(join(root, 'qfull')));
-});
+test(
+  'value-guided TreePO with ARRoL pruning: the head is calibrated and checkpointed, paths are pruned, resume exact',
+  { timeout: 300_000 },
+  async () => {
+    const trees = {
+      generate: {
+        kind: 'treepo',
+        groupSize: 4,
+        segmentLength: 4,
+        branchingFactor: 2,
+        initialDivergence: 2,
+        allocation: 'value',
+      },
+      optimize: { advantage: { kind: 'tree', level: 'segment' } },
+      prune: { kind: 'arrol', atRound: 1 },
+      qualityHead: { warmup: 16 },
+    };
+    const keys = [
+      'reward_mean',
+      'loss',
+      'tokens_decoded',
+      'rollouts',
+      'head_auc',
+      'head_brier',
+      'head_examples',
+      'pruned_paths',
+      'pruned_tokens',
+    ];
+    const pickQ = (dir: string) => steps(dir).map((m) => Object.fromEntries(keys.map((k) => [k, m[k]])));
+    await train(config('qfull', trees, { logTreesEvery: 3 }), { quiet: true });
+    const ms = steps(join(root, 'qfull'));
+    assert.equal(ms[0].head_examples, 0);
+    assert.ok((ms[5].head_examples as number) > (ms[1].head_examples as number), 'the head learns every step');
+    assert.ok(
+      ms.some((m) => (m.pruned_paths as number) > 0),
+      'once warmed up, paths get pruned',
+    );
+    assert.ok(
+      ms.filter((m) => (m.pruned_paths as number) > 0).every((m) => (m.rollouts as number) < 32),
+      'pruning frees leaf slots',
+    );
+    const aucs = ms.map((m) => m.head_auc).filter((a): a is number => typeof a === 'number');
+    assert.ok(
+      aucs.length >= 1 && aucs.every((a) => a >= 0 && a <= 1),
+      `out-of-sample AUC logged once the head has examples: ${aucs}`,
+    );
+    const state = JSON.parse(readFileSync(join(root, 'qfull', 'checkpoints', 'step-6', 'state.json'), 'utf8'));
+    assert.equal(
+      state.pipeline.control.head.w.length,
+      6 + 16,
+      'six statistics + the hidden state (32 entries) projected to hiddenDims 16',
+    );
+    assert.ok(
+      state.pipeline.control.head.w.slice(6).some((w: number) => w !== 0),
+      'the hidden-state weights were trained',
+    );
+    const logged = readFileSync(join(root, 'qfull', 'trees', 'step-3.jsonl'), 'utf8');
+    assert.ok(
+      logged.includes('"entropies"') && !logged.includes('"hidden"'),
+      'logged trees keep entropies and leave hidden states out',
+    );
+    await train(config('qparts', trees), { quiet: true, steps: 3 });
+    await train(undefined, { quiet: true, resume: join(root, 'qparts'), steps: 6 });
+    assert.deepEqual(pickQ(join(root, 'qparts')), pickQ(join(root, 'qfull')));
+  },
+);
 
 test('budget options that need the fixed batch, and allocations that leave nothing to allocate, are config errors naming the key', async () => {
-  const make = (o: Record<string, unknown>) => Producer.create(config('bad', o), undefined as never, { encode: () => [], decode: () => '', eos: 2, vocabSize: 10 } as never);
-  await assert.rejects(make({ control: { kind: 'april' }, allocate: { kind: 'xrpo' } }), (e: unknown) => e instanceof ConfigError && /allocate\.kind "xrpo" needs control\.kind "none"/.test(e.message) && e.path === 'allocate.kind');
-  await assert.rejects(make({ control: { kind: 'dynamic_sampling' }, hint: { kind: 'example' } }), (e: unknown) => e instanceof ConfigError && e.path === 'hint.kind');
-  await assert.rejects(make({ allocate: { kind: 'knapsack', firstRound: 4 } }), (e: unknown) => e instanceof ConfigError && /firstRound \(4\) must be below the group size G = 4/.test(e.message));
-  await assert.rejects(make({ allocate: { kind: 'dars', firstRound: 2, maxPerPrompt: 3 } }), (e: unknown) => e instanceof ConfigError && e.path === 'allocate.maxPerPrompt');
-  await assert.rejects(make({ prune: { kind: 'arrol' } }), (e: unknown) => e instanceof ConfigError && e.path === 'prune.kind' && /needs generate.kind "treepo"/.test(e.message));
-  assert.throws(() => config('bad', { allocate: { kind: 'knapsack', budget: 3 } }), (e: unknown) => e instanceof ConfigError && /allocate: unknown key\(s\) "budget"/.test(e.message));
+  const make = (o: Record<string, unknown>) =>
+    Producer.create(
+      config('bad', o),
+      undefined as never,
+      { encode: () => [], decode: () => '', eos: 2, vocabSize: 10 } as never,
+    );
+  await assert.rejects(
+    make({ control: { kind: 'april' }, allocate: { kind: 'xrpo' } }),
+    (e: unknown) =>
+      e instanceof ConfigError &&
+      /allocate\.kind "xrpo" needs control\.kind "none"/.test(e.message) &&
+      e.path === 'allocate.kind',
+  );
+  await assert.rejects(
+    make({ control: { kind: 'dynamic_sampling' }, hint: { kind: 'example' } }),
+    (e: unknown) => e instanceof ConfigError && e.path === 'hint.kind',
+  );
+  await assert.rejects(
+    make({ allocate: { kind: 'knapsack', firstRound: 4 } }),
+    (e: unknown) => e instanceof ConfigError && /firstRound \(4\) must be below the group size G = 4/.test(e.message),
+  );
+  await assert.rejects(
+    make({ allocate: { kind: 'dars', firstRound: 2, maxPerPrompt: 3 } }),
+    (e: unknown) => e instanceof ConfigError && e.path === 'allocate.maxPerPrompt',
+  );
+  await assert.rejects(
+    make({ prune: { kind: 'arrol' } }),
+    (e: unknown) =>
+      e instanceof ConfigError && e.path === 'prune.kind' && /needs generate.kind "treepo"/.test(e.message),
+  );
+  assert.throws(
+    () => config('bad', { allocate: { kind: 'knapsack', budget: 3 } }),
+    (e: unknown) => e instanceof ConfigError && /allocate: unknown key\(s\) "budget"/.test(e.message),
+  );
 });

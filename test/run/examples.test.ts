@@ -14,5 +14,6 @@ test('every example config validates, and the async example differs from the mai
   assert.equal(async.run.maxStaleness, 1);
   assert.deepEqual(async.optimize.loss.correction, { kind: 'decoupled', maxWeight: 5 });
   // the same task, model, warm-start, sampling, generator and trainer: the SFT cache is shared
-  for (const k of ['task', 'model', 'sft', 'sampling', 'generate', 'trainer'] as const) assert.deepEqual(async[k], sync[k], k);
+  for (const k of ['task', 'model', 'sft', 'sampling', 'generate', 'trainer'] as const)
+    assert.deepEqual(async[k], sync[k], k);
 });

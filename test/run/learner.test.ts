@@ -15,7 +15,17 @@ import type { Datum } from '../../src/engine/types.js';
 import { applyCorrection, type Correction } from '../../src/optimize/index.js';
 import { oneUpdateLoss } from '../../src/run/learner.js';
 
-const tiny: NanoConfig = { vocabSize: 11, dModel: 8, nLayers: 2, nHeads: 2, dFF: 12, contextLength: 16, tieEmbeddings: false, ropeTheta: 10000, normEps: 1e-5 };
+const tiny: NanoConfig = {
+  vocabSize: 11,
+  dModel: 8,
+  nLayers: 2,
+  nHeads: 2,
+  dFF: 12,
+  contextLength: 16,
+  tieEmbeddings: false,
+  ropeTheta: 10000,
+  normEps: 1e-5,
+};
 
 function data(rng: Rng, current?: number[][]): Datum[] {
   return [7, 9, 6].map((T, i) => {
@@ -32,7 +42,10 @@ function data(rng: Rng, current?: number[][]): Datum[] {
   });
 }
 
-for (const correction of [{ kind: 'decoupled', maxWeight: 5 }, { kind: 'tis', cap: 2 }] as Array<Exclude<Correction, { kind: 'none' }>>) {
+for (const correction of [
+  { kind: 'decoupled', maxWeight: 5 },
+  { kind: 'tis', cap: 2 },
+] as Array<Exclude<Correction, { kind: 'none' }>>) {
   test(`one-update fast path equals the general path for ${correction.kind} (loss and every gradient)`, async () => {
     const make = () => {
       const m = NanoModel.createSync(tiny, referenceKernels, 5);
@@ -52,7 +65,10 @@ for (const correction of [{ kind: 'decoupled', maxWeight: 5 }, { kind: 'tis', ca
     // fast path
     const fast = await tb.forwardBackward(ds, oneUpdateLoss(correction));
     assert.ok(Math.abs(slow.loss) > 1e-3, 'a non-trivial loss');
-    assert.ok(Math.abs(fast.loss - slow.loss) <= 1e-9 * Math.abs(slow.loss) + 1e-12, `loss ${fast.loss} vs ${slow.loss}`);
+    assert.ok(
+      Math.abs(fast.loss - slow.loss) <= 1e-9 * Math.abs(slow.loss) + 1e-12,
+      `loss ${fast.loss} vs ${slow.loss}`,
+    );
     let maxDiff = 0;
     let maxGrad = 0;
     for (let i = 0; i < a.grads.data.length; i++) {
@@ -61,7 +77,12 @@ for (const correction of [{ kind: 'decoupled', maxWeight: 5 }, { kind: 'tis', ca
     }
     assert.ok(maxGrad > 1e-4, 'gradients are not all zero');
     assert.ok(maxDiff <= 1e-5 * maxGrad, `max gradient difference ${maxDiff} (max gradient ${maxGrad})`);
-    if (correction.kind === 'decoupled') assert.ok(corrected.metrics.is_filtered_fraction > 0, 'some tokens exceed maxWeight, so the mask is exercised');
-    else assert.ok(corrected.metrics.is_weight_max > correction.cap, 'some weights exceed the cap, so truncation is exercised');
+    if (correction.kind === 'decoupled')
+      assert.ok(corrected.metrics.is_filtered_fraction > 0, 'some tokens exceed maxWeight, so the mask is exercised');
+    else
+      assert.ok(
+        corrected.metrics.is_weight_max > correction.cap,
+        'some weights exceed the cap, so truncation is exercised',
+      );
   });
 }

@@ -22,12 +22,21 @@ import { taskFromConfig } from '../../src/tasks/index.js';
 import { fitPrompts, skippedLine, toolOffer } from '../../src/run/prompts.js';
 import { everythingEnv } from '../../testkit/env/mcp-servers.js';
 
-const item = (id: string, prompt: string, meta?: Record<string, unknown>): TaskItem => ({ id, prompt, answer: '1', meta });
+const item = (id: string, prompt: string, meta?: Record<string, unknown>): TaskItem => ({
+  id,
+  prompt,
+  answer: '1',
+  meta,
+});
 const encode = (i: TaskItem) => [0, ...Array.from(i.prompt, (c) => c.charCodeAt(0))];
 
 test('fitPrompts with a tool offer: a tools line that fills the context is a ConfigError on env.tools', () => {
   const tok = new CharTokenizer();
-  const tools = ['get-sum', 'echo', 'get-env'].map((name) => ({ name, description: '', inputSchema: { type: 'object' } }));
+  const tools = ['get-sum', 'echo', 'get-env'].map((name) => ({
+    name,
+    description: '',
+    inputSchema: { type: 'object' },
+  }));
   const offer = toolOffer(arborFormat(), tools, (text) => tok.encode(text));
   assert.deepEqual(offer, { tokens: 'tools: get-sum() echo() get-env()\n'.length, tools: 3, format: 'arbor' });
   const items = [item('a', 'x')];
@@ -45,7 +54,9 @@ test('fitPrompts with a tool offer: a tools line that fills the context is a Con
   assert.throws(
     () => fitPrompts([long], encode, offer.tokens + 10, 'error', 'training', offer),
     (e: unknown) =>
-      e instanceof DataError && e.line === 3 && e.message.includes(`q.jsonl:3 (id b): the training prompt is 61 tokens`) &&
+      e instanceof DataError &&
+      e.line === 3 &&
+      e.message.includes(`q.jsonl:3 (id b): the training prompt is 61 tokens`) &&
       e.message.includes(`the tools line takes ${offer.tokens} of them`),
   );
   assert.deepEqual(fitPrompts(items, encode, offer.tokens + 1, 'error', 'held-out', offer).items, items);
@@ -65,7 +76,9 @@ test('skippedLine: says how many and which were left out', () => {
 
 /** Train and test files of 30 rows each; test row 18 (id test:18) is far longer than a 32-token context. */
 function overlongDataset(dir: string): { train: string; test: string } {
-  const rows = Array.from({ length: 30 }, (_, i) => JSON.stringify({ question: `${i % 5}+1=`, answer: String((i % 5) + 1) }));
+  const rows = Array.from({ length: 30 }, (_, i) =>
+    JSON.stringify({ question: `${i % 5}+1=`, answer: String((i % 5) + 1) }),
+  );
   const files = { train: join(dir, 'train.jsonl'), test: join(dir, 'test.jsonl') };
   writeFileSync(files.train, rows.join('\n') + '\n');
   rows[17] = JSON.stringify({ question: `${'9'.repeat(60)}+1=`, answer: '1' + '0'.repeat(60) });
@@ -73,76 +86,111 @@ function overlongDataset(dir: string): { train: string; test: string } {
   return files;
 }
 
-test('train and eval decide alike on the same config: error names file:line in both; eval honours skip and says so', { timeout: 120_000 }, async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'arbor-prompt-fit-'));
-  try {
-    const files = overlongDataset(dir);
-    const file = files.test;
-    const tok = new CharTokenizer();
-    const model = await NanoModel.create({ vocabSize: tok.vocabSize, dModel: 16, nLayers: 1, nHeads: 2, dFF: 32, contextLength: 32 }, { seed: 1 });
-    const checkpoint = join(dir, 'ck');
-    saveCheckpoint(checkpoint, model, tok);
-    const config = (name: string, overlong: 'error' | 'skip') =>
-      parseConfig({
-        run: { name, outDir: join(dir, name), steps: 1, promptsPerStep: 4, evalEvery: 0, evalCount: 30, evalPassK: 0, logTreesEvery: 0, trainItems: 30 },
-        task: { name: 'dataset', options: { ...files, fields: { prompt: 'question', answer: 'answer' } }, overlong },
-        model: { checkpoint, contextLength: 32 },
-        sft: { enabled: false },
-        sampling: { maxResponseTokens: 8 },
-        generate: { kind: 'iid', groupSize: 2 },
-      });
-    const strict = config('strict', 'error');
-    let trainError: DataError | undefined;
-    await assert.rejects(train(strict, { quiet: true }), (e: unknown) => e instanceof DataError && !!(trainError = e));
-    let evalError: DataError | undefined;
-    await assert.rejects(evaluateModel({ config: strict, count: 30, k: 0 }), (e: unknown) => e instanceof DataError && !!(evalError = e));
-    assert.match(trainError!.message, new RegExp(`${file.replace(/[.]/g, '\\.')}:18 \\(id test:18\\): the held-out prompt is 6\\d tokens`));
-    assert.equal(evalError!.message, trainError!.message, 'one function decides for both');
-    assert.equal(evalError!.line, 18);
-
-    const lines: string[] = [];
-    const stderr = console.error;
-    console.error = (...a: unknown[]) => void lines.push(a.join(' '));
-    let report: Record<string, unknown>;
+test(
+  'train and eval decide alike on the same config: error names file:line in both; eval honours skip and says so',
+  { timeout: 120_000 },
+  async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'arbor-prompt-fit-'));
     try {
-      report = await evaluateModel({ config: config('lenient', 'skip'), count: 30, k: 0 });
-    } finally {
-      console.error = stderr;
-    }
-    const heldOut = (await taskFromConfig(strict.task)).makeItems('test', 30, strict.run.seed);
-    assert.equal(heldOut.length, 30);
-    assert.equal(report.skipped, 1);
-    assert.equal(report.count, heldOut.length - 1, 'every other held-out item is evaluated');
-    const said = lines.find((l) => l.includes('task.overlong skip: 1 held-out prompts'));
-    assert.ok(said?.includes(`${file}:18 (id test:18)`), lines.join('\n'));
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-});
+      const files = overlongDataset(dir);
+      const file = files.test;
+      const tok = new CharTokenizer();
+      const model = await NanoModel.create(
+        { vocabSize: tok.vocabSize, dModel: 16, nLayers: 1, nHeads: 2, dFF: 32, contextLength: 32 },
+        { seed: 1 },
+      );
+      const checkpoint = join(dir, 'ck');
+      saveCheckpoint(checkpoint, model, tok);
+      const config = (name: string, overlong: 'error' | 'skip') =>
+        parseConfig({
+          run: {
+            name,
+            outDir: join(dir, name),
+            steps: 1,
+            promptsPerStep: 4,
+            evalEvery: 0,
+            evalCount: 30,
+            evalPassK: 0,
+            logTreesEvery: 0,
+            trainItems: 30,
+          },
+          task: { name: 'dataset', options: { ...files, fields: { prompt: 'question', answer: 'answer' } }, overlong },
+          model: { checkpoint, contextLength: 32 },
+          sft: { enabled: false },
+          sampling: { maxResponseTokens: 8 },
+          generate: { kind: 'iid', groupSize: 2 },
+        });
+      const strict = config('strict', 'error');
+      let trainError: DataError | undefined;
+      await assert.rejects(
+        train(strict, { quiet: true }),
+        (e: unknown) => e instanceof DataError && !!(trainError = e),
+      );
+      let evalError: DataError | undefined;
+      await assert.rejects(
+        evaluateModel({ config: strict, count: 30, k: 0 }),
+        (e: unknown) => e instanceof DataError && !!(evalError = e),
+      );
+      assert.match(
+        trainError!.message,
+        new RegExp(`${file.replace(/[.]/g, '\\.')}:18 \\(id test:18\\): the held-out prompt is 6\\d tokens`),
+      );
+      assert.equal(evalError!.message, trainError!.message, 'one function decides for both');
+      assert.equal(evalError!.line, 18);
 
-test('server-everything with every tool offered: the tools line is too long for a 256-token context, in train and in eval', { timeout: 120_000 }, async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'arbor-tools-line-'));
-  try {
-    const tok = new CharTokenizer();
-    const model = await NanoModel.create({ vocabSize: tok.vocabSize, dModel: 16, nLayers: 1, nHeads: 2, dFF: 32, contextLength: 256 }, { seed: 1 });
-    const checkpoint = join(dir, 'ck');
-    saveCheckpoint(checkpoint, model, tok);
-    const config = parseConfig({
-      run: { name: 'tools', outDir: join(dir, 'tools'), steps: 1, evalCount: 4, evalPassK: 0, trainItems: 8 },
-      task: { name: 'calculator' },
-      env: everythingEnv(),
-      model: { checkpoint, contextLength: 256 },
-      sft: { enabled: false },
-      generate: { kind: 'agent', format: 'arbor' },
-    });
-    const check = (e: unknown) =>
-      e instanceof ConfigError &&
-      e.path === 'env.tools' &&
-      /the tools line \(the arbor offer of 1\d tools\) is \d{3,} tokens, which leaves no room for a prompt in the model's context of 256 tokens/.test(e.message) &&
-      e.message.includes('env.tools (the allow-list)');
-    await assert.rejects(train(config, { quiet: true }), check);
-    await assert.rejects(evaluateModel({ config, k: 0 }), check);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-});
+      const lines: string[] = [];
+      const stderr = console.error;
+      console.error = (...a: unknown[]) => void lines.push(a.join(' '));
+      let report: Record<string, unknown>;
+      try {
+        report = await evaluateModel({ config: config('lenient', 'skip'), count: 30, k: 0 });
+      } finally {
+        console.error = stderr;
+      }
+      const heldOut = (await taskFromConfig(strict.task)).makeItems('test', 30, strict.run.seed);
+      assert.equal(heldOut.length, 30);
+      assert.equal(report.skipped, 1);
+      assert.equal(report.count, heldOut.length - 1, 'every other held-out item is evaluated');
+      const said = lines.find((l) => l.includes('task.overlong skip: 1 held-out prompts'));
+      assert.ok(said?.includes(`${file}:18 (id test:18)`), lines.join('\n'));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+);
+
+test(
+  'server-everything with every tool offered: the tools line is too long for a 256-token context, in train and in eval',
+  { timeout: 120_000 },
+  async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'arbor-tools-line-'));
+    try {
+      const tok = new CharTokenizer();
+      const model = await NanoModel.create(
+        { vocabSize: tok.vocabSize, dModel: 16, nLayers: 1, nHeads: 2, dFF: 32, contextLength: 256 },
+        { seed: 1 },
+      );
+      const checkpoint = join(dir, 'ck');
+      saveCheckpoint(checkpoint, model, tok);
+      const config = parseConfig({
+        run: { name: 'tools', outDir: join(dir, 'tools'), steps: 1, evalCount: 4, evalPassK: 0, trainItems: 8 },
+        task: { name: 'calculator' },
+        env: everythingEnv(),
+        model: { checkpoint, contextLength: 256 },
+        sft: { enabled: false },
+        generate: { kind: 'agent', format: 'arbor' },
+      });
+      const check = (e: unknown) =>
+        e instanceof ConfigError &&
+        e.path === 'env.tools' &&
+        /the tools line \(the arbor offer of 1\d tools\) is \d{3,} tokens, which leaves no room for a prompt in the model's context of 256 tokens/.test(
+          e.message,
+        ) &&
+        e.message.includes('env.tools (the allow-list)');
+      await assert.rejects(train(config, { quiet: true }), check);
+      await assert.rejects(evaluateModel({ config, k: 0 }), check);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+);

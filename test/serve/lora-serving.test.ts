@@ -34,11 +34,17 @@ let model: NanoModel;
 let ids: number[];
 
 /** A PEFT adapter for `model` with A from PEFT's init and B drawn N(0, 0.5²) (so it changes the output). */
-function writeAdapter(out: string, seed: number, rank = 4, targets: LoraModule[] = ['q_proj', 'v_proj', 'down_proj']): LoraAdapter {
+function writeAdapter(
+  out: string,
+  seed: number,
+  rank = 4,
+  targets: LoraModule[] = ['q_proj', 'v_proj', 'down_proj'],
+): LoraAdapter {
   const adapter = new LoraAdapter(model, { rank, alpha: 8, targets }, referenceKernels);
   adapter.initialise(seed);
   const rng = new Rng(seed + 1);
-  for (const layer of adapter.layers) for (const t of Object.values(layer)) for (let i = 0; i < t.B.length; i++) t.B[i] = rng.normal() * 0.5;
+  for (const layer of adapter.layers)
+    for (const t of Object.values(layer)) for (let i = 0; i < t.B.length; i++) t.B[i] = rng.normal() * 0.5;
   savePeftAdapter(out, adapter, 'tiny');
   return adapter;
 }
@@ -55,10 +61,25 @@ before(async () => {
 after(() => rmSync(root, { recursive: true, force: true }));
 
 /** Greedy token ids of `ids` through /v1/completions with `model`. */
-async function greedy(url: string, name: string): Promise<{ status: number; ids?: number[]; model?: string; error?: unknown }> {
-  const r = await post(`${url}/v1/completions`, { model: name, prompt: ids, max_tokens: 10, temperature: 0, ignore_eos: true, return_token_ids: true });
+async function greedy(
+  url: string,
+  name: string,
+): Promise<{ status: number; ids?: number[]; model?: string; error?: unknown }> {
+  const r = await post(`${url}/v1/completions`, {
+    model: name,
+    prompt: ids,
+    max_tokens: 10,
+    temperature: 0,
+    ignore_eos: true,
+    return_token_ids: true,
+  });
   const choices = r.json?.choices as Array<{ token_ids: number[] }> | undefined;
-  return { status: r.status, ids: choices?.[0].token_ids, model: r.json?.model as string | undefined, error: r.json?.error };
+  return {
+    status: r.status,
+    ids: choices?.[0].token_ids,
+    model: r.json?.model as string | undefined,
+    error: r.json?.error,
+  };
 }
 
 test('an adapter named as `model` changes the output exactly as the engine computes it with that adapter; load, reload in place, unload → 404', async () => {
@@ -68,7 +89,12 @@ test('an adapter named as `model` changes the output exactly as the engine compu
     const a = await greedy(s.url, 'a');
     assert.equal(a.model, 'a', 'the reply names the adapter');
     assert.notDeepEqual(a.ids, base.ids, 'non-zero B changes the greedy tokens');
-    const expected = async (adapterDir: string) => (await new NanoSampler(model, { adapter: loadPeftAdapter(adapterDir, model, { kernels: referenceKernels }) }).sample([{ tokens: ids, maxTokens: 10, temperature: 0 }]))[0].completions[0].tokens;
+    const expected = async (adapterDir: string) =>
+      (
+        await new NanoSampler(model, {
+          adapter: loadPeftAdapter(adapterDir, model, { kernels: referenceKernels }),
+        }).sample([{ tokens: ids, maxTokens: 10, temperature: 0 }])
+      )[0].completions[0].tokens;
     assert.deepEqual(a.ids, await expected(join(root, 'a')));
     const [plain] = await new NanoSampler(model).sample([{ tokens: ids, maxTokens: 10, temperature: 0 }]);
     assert.deepEqual(base.ids, plain.completions[0].tokens, 'the base is untouched by the adapter');
@@ -78,36 +104,71 @@ test('an adapter named as `model` changes the output exactly as the engine compu
     assert.deepEqual((await greedy(s.url, 'b')).ids, await expected(join(root, 'b')));
     const twice = await post(`${s.url}/v1/load_lora_adapter`, { lora_name: 'b', lora_path: join(root, 'a') });
     assert.equal(twice.status, 400);
-    assert.equal((twice.json!.error as { message: string }).message, "The lora adapter 'b' has already been loaded. If you want to load the adapter in place, set 'load_inplace' to True.");
-    assert.equal((await post(`${s.url}/v1/load_lora_adapter`, { lora_name: 'b', lora_path: join(root, 'a'), load_inplace: true })).status, 200);
-    assert.deepEqual((await greedy(s.url, 'b')).ids, a.ids, 'reloaded in place with a\'s weights');
-    const models = (await (await fetch(`${s.url}/v1/models`)).json()) as { data: Array<{ id: string; root: string; parent: string | null }> };
-    assert.deepEqual(models.data.map((m) => [m.id, m.root, m.parent]), [['tiny', dir, null], ['a', join(root, 'a'), 'tiny'], ['b', join(root, 'a'), 'tiny']]);
+    assert.equal(
+      (twice.json!.error as { message: string }).message,
+      "The lora adapter 'b' has already been loaded. If you want to load the adapter in place, set 'load_inplace' to True.",
+    );
+    assert.equal(
+      (await post(`${s.url}/v1/load_lora_adapter`, { lora_name: 'b', lora_path: join(root, 'a'), load_inplace: true }))
+        .status,
+      200,
+    );
+    assert.deepEqual((await greedy(s.url, 'b')).ids, a.ids, "reloaded in place with a's weights");
+    const models = (await (await fetch(`${s.url}/v1/models`)).json()) as {
+      data: Array<{ id: string; root: string; parent: string | null }>;
+    };
+    assert.deepEqual(
+      models.data.map((m) => [m.id, m.root, m.parent]),
+      [
+        ['tiny', dir, null],
+        ['a', join(root, 'a'), 'tiny'],
+        ['b', join(root, 'a'), 'tiny'],
+      ],
+    );
     const unloaded = await post(`${s.url}/v1/unload_lora_adapter`, { lora_name: 'b' });
     assert.deepEqual([unloaded.status, unloaded.text], [200, "Success: LoRA adapter 'b' removed successfully."]);
     const gone = await greedy(s.url, 'b');
-    assert.deepEqual([gone.status, (gone.error as { message: string }).message], [404, 'The model `b` does not exist.']);
+    assert.deepEqual(
+      [gone.status, (gone.error as { message: string }).message],
+      [404, 'The model `b` does not exist.'],
+    );
     const again = await post(`${s.url}/v1/unload_lora_adapter`, { lora_name: 'b' });
-    assert.deepEqual([again.status, (again.json!.error as { message: string }).message], [404, "The lora adapter 'b' cannot be found."]);
+    assert.deepEqual(
+      [again.status, (again.json!.error as { message: string }).message],
+      [404, "The lora adapter 'b' cannot be found."],
+    );
     const empty = await post(`${s.url}/v1/load_lora_adapter`, { lora_name: 'c' });
-    assert.deepEqual([empty.status, (empty.json!.error as { message: string }).message], [400, "Both 'lora_name' and 'lora_path' must be provided."]);
+    assert.deepEqual(
+      [empty.status, (empty.json!.error as { message: string }).message],
+      [400, "Both 'lora_name' and 'lora_path' must be provided."],
+    );
     const missing = await post(`${s.url}/v1/load_lora_adapter`, { lora_name: 'c', lora_path: join(root, 'nothing') });
-    assert.deepEqual([missing.status, (missing.json!.error as { message: string }).message], [404, `Loading lora c failed: No adapter found for ${join(root, 'nothing')}`]);
-    const tooBig = await post(`${s.url}/v1/load_lora_adapter`, { lora_name: 'c', lora_path: join(root, 'rank8'), });
+    assert.deepEqual(
+      [missing.status, (missing.json!.error as { message: string }).message],
+      [404, `Loading lora c failed: No adapter found for ${join(root, 'nothing')}`],
+    );
+    const tooBig = await post(`${s.url}/v1/load_lora_adapter`, { lora_name: 'c', lora_path: join(root, 'rank8') });
     assert.equal(tooBig.status, 200, 'rank 8 ≤ the default max 16');
     // the openai client routes by `model` too
     const client = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'unused', maxRetries: 0 });
-    const viaClient = await client.completions.create({ model: 'a', prompt: ids, max_tokens: 10, temperature: 0, ignore_eos: true } as OpenAI.CompletionCreateParamsNonStreaming & Record<string, unknown>);
+    const viaClient = await client.completions.create({
+      model: 'a',
+      prompt: ids,
+      max_tokens: 10,
+      temperature: 0,
+      ignore_eos: true,
+    } as OpenAI.CompletionCreateParamsNonStreaming & Record<string, unknown>);
     assert.equal(viaClient.model, 'a');
   } finally {
     await s.close();
   }
 });
 
-test('a bad adapter is a 400 naming the file and the tensor (another base\'s shapes, a layer the base lacks, rank over --max-lora-rank)', async () => {
+test("a bad adapter is a 400 naming the file and the tensor (another base's shapes, a layer the base lacks, rank over --max-lora-rank)", async () => {
   const s = await serveHf({ checkpoint: dir, name: 'tiny', enableLora: true, maxLoraRank: 4 });
   try {
-    const load = (name: string, path: string) => post(`${s.url}/v1/load_lora_adapter`, { lora_name: name, lora_path: path });
+    const load = (name: string, path: string) =>
+      post(`${s.url}/v1/load_lora_adapter`, { lora_name: name, lora_path: path });
     // another base: its down_proj takes 96 inputs, not 128
     const other = join(root, 'other-base');
     cpSync(join(root, 'a'), other, { recursive: true });
@@ -118,19 +179,33 @@ test('a bad adapter is a 400 naming the file and the tensor (another base\'s sha
     writeSafetensors(file, tensors);
     const r = await load('o', other);
     assert.equal(r.status, 400);
-    assert.equal((r.json!.error as { message: string }).message, `Loading lora o failed: ${file}: tensor ${down} has shape [4,96], this base model needs [4,128] (an adapter for another base model?)`);
+    assert.equal(
+      (r.json!.error as { message: string }).message,
+      `Loading lora o failed: ${file}: tensor ${down} has shape [4,96], this base model needs [4,128] (an adapter for another base model?)`,
+    );
     // a layer the base does not have
     const deep = join(root, 'deep');
     cpSync(join(root, 'a'), deep, { recursive: true });
     const deepFile = join(deep, 'adapter_model.safetensors');
     const more = readSafetensors(deepFile).tensors;
-    more['base_model.model.model.layers.7.self_attn.q_proj.lora_A.weight'] = { shape: [4, 64], data: new Float32Array(256) };
+    more['base_model.model.model.layers.7.self_attn.q_proj.lora_A.weight'] = {
+      shape: [4, 64],
+      data: new Float32Array(256),
+    };
     writeSafetensors(deepFile, more);
     const r2 = await load('d', deep);
     assert.equal(r2.status, 400);
-    assert.match((r2.json!.error as { message: string }).message, new RegExp(`^Loading lora d failed: ${deepFile}: tensor base_model\\.model\\.model\\.layers\\.7\\.self_attn\\.q_proj\\.lora_A\\.weight: module model\\.layers\\.7\\.self_attn\\.q_proj is not in this base model`));
+    assert.match(
+      (r2.json!.error as { message: string }).message,
+      new RegExp(
+        `^Loading lora d failed: ${deepFile}: tensor base_model\\.model\\.model\\.layers\\.7\\.self_attn\\.q_proj\\.lora_A\\.weight: module model\\.layers\\.7\\.self_attn\\.q_proj is not in this base model`,
+      ),
+    );
     const r3 = await load('big', join(root, 'rank8'));
-    assert.deepEqual([r3.status, (r3.json!.error as { message: string }).message], [400, 'Loading lora big failed: LoRA rank 8 is greater than max_lora_rank 4 (--max-lora-rank)']);
+    assert.deepEqual(
+      [r3.status, (r3.json!.error as { message: string }).message],
+      [400, 'Loading lora big failed: LoRA rank 8 is greater than max_lora_rank 4 (--max-lora-rank)'],
+    );
     assert.equal((await greedy(s.url, 'o')).status, 404, 'nothing was registered');
     // a good one still loads after the failures
     assert.equal((await load('a', join(root, 'a'))).status, 200);
@@ -146,7 +221,7 @@ test('a bad adapter is a 400 naming the file and the tensor (another base\'s sha
   }
 });
 
-test('adapters beyond --max-loras are read again when used; load/unload cycles and adapter sampling do not grow the kernels\' memory', async () => {
+test("adapters beyond --max-loras are read again when used; load/unload cycles and adapter sampling do not grow the kernels' memory", async () => {
   const engine = await loadServeEngine({ checkpoint: dir, name: 'tiny', enableLora: true, maxLoras: 1 });
   const lora = engine.options.lora!;
   const { ArborServer } = await import('../../src/serve/server.js');
@@ -167,7 +242,11 @@ test('adapters beyond --max-loras are read again when used; load/unload cycles a
     assert.match(kernels.name, /^wasm/, 'the WASM kernels (the arena that never frees) are in use');
     const before = kernels.alloc(4).byteOffset;
     for (let i = 0; i < 12; i++) {
-      assert.equal((await post(`${url}/v1/load_lora_adapter`, { lora_name: 'c', lora_path: join(root, i % 2 ? 'a' : 'b') })).status, 200);
+      assert.equal(
+        (await post(`${url}/v1/load_lora_adapter`, { lora_name: 'c', lora_path: join(root, i % 2 ? 'a' : 'b') }))
+          .status,
+        200,
+      );
       assert.equal((await greedy(url, 'c')).status, 200);
       assert.equal((await post(`${url}/v1/unload_lora_adapter`, { lora_name: 'c' })).status, 200);
     }
@@ -184,23 +263,54 @@ test('adapters beyond --max-loras are read again when used; load/unload cycles a
 
 test('--skip-tokenizer-init: a directory without a tokenizer is served with token ids in and out; text, chat and /tokenize are refused as vLLM does', async () => {
   const bare = join(root, 'bare');
-  makeHfModel({ out: bare, architecture: 'Qwen3ForCausalLM', hiddenSize: 64, layers: 1, heads: 4, kvHeads: 2, headDim: 16, intermediateSize: 128, vocabSize: 512, seed: 3, maxPositionEmbeddings: 128 });
-  await assert.rejects(loadServeEngine({ checkpoint: bare }), /tokenizer\.json/, 'without the flag the missing tokenizer is an error naming the file');
+  makeHfModel({
+    out: bare,
+    architecture: 'Qwen3ForCausalLM',
+    hiddenSize: 64,
+    layers: 1,
+    heads: 4,
+    kvHeads: 2,
+    headDim: 16,
+    intermediateSize: 128,
+    vocabSize: 512,
+    seed: 3,
+    maxPositionEmbeddings: 128,
+  });
+  await assert.rejects(
+    loadServeEngine({ checkpoint: bare }),
+    /tokenizer\.json/,
+    'without the flag the missing tokenizer is an error naming the file',
+  );
   const s = await serveHf({ checkpoint: bare, name: 'bare', skipTokenizerInit: true });
   try {
-    const ok = await post(`${s.url}/v1/completions`, { prompt: [1, 2, 3], max_tokens: 4, return_token_ids: true, logprobs: 1, return_tokens_as_token_ids: true });
+    const ok = await post(`${s.url}/v1/completions`, {
+      prompt: [1, 2, 3],
+      max_tokens: 4,
+      return_token_ids: true,
+      logprobs: 1,
+      return_tokens_as_token_ids: true,
+    });
     assert.equal(ok.status, 200);
-    const choice = (ok.json!.choices as Array<{ text: string; token_ids: number[]; logprobs: { tokens: string[] } }>)[0];
+    const choice = (
+      ok.json!.choices as Array<{ text: string; token_ids: number[]; logprobs: { tokens: string[] } }>
+    )[0];
     assert.equal(choice.text, '');
     assert.equal(choice.token_ids.length, 4);
-    assert.deepEqual(choice.logprobs.tokens, choice.token_ids.map((t) => `token_id:${t}`));
+    assert.deepEqual(
+      choice.logprobs.tokens,
+      choice.token_ids.map((t) => `token_id:${t}`),
+    );
     const noTok = 'Tokenizer not available when `skip_tokenizer_init=True`';
     const refusals: Array<[string, unknown, string]> = [
       ['/v1/completions', { prompt: 'hello' }, `field "prompt": ${noTok}`],
       ['/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }] }, `field "messages": ${noTok}`],
       ['/tokenize', { prompt: 'hello' }, `field "prompt": ${noTok}`],
       ['/detokenize', { tokens: [1, 2] }, `field "tokens": ${noTok}`],
-      ['/v1/completions', { prompt: [1, 2], logprobs: 1 }, 'field "skip_tokenizer_init": Unable to get tokenizer because `skip_tokenizer_init=True`'],
+      [
+        '/v1/completions',
+        { prompt: [1, 2], logprobs: 1 },
+        'field "skip_tokenizer_init": Unable to get tokenizer because `skip_tokenizer_init=True`',
+      ],
       ['/v1/completions', { prompt: [1, 2], stop: ['x'] }, `field "stop": stop strings need the tokenizer (${noTok})`],
     ];
     for (const [route, body, message] of refusals) {
@@ -213,19 +323,61 @@ test('--skip-tokenizer-init: a directory without a tokenizer is served with toke
 });
 
 test('the CLI: --lora-modules takes several NAME=DIR or JSON values after one flag; --enable-lora, --max-lora-rank, --skip-tokenizer-init, --max-model-len', async () => {
-  assert.deepEqual(takeLoraModules(['--checkpoint', 'x', '--lora-modules', 'a=/p', '{"name":"b","path":"/q","base_model_name":"m"}', '--enable-lora']), {
-    rest: ['--checkpoint', 'x', '--enable-lora'], items: ['a=/p', '{"name":"b","path":"/q","base_model_name":"m"}'],
-  });
-  assert.deepEqual(parseLoraModules(['a=/p', '{"name":"b","path":"/q","base_model_name":"m"}']), [{ name: 'a', path: '/p' }, { name: 'b', path: '/q', baseModelName: 'm' }]);
+  assert.deepEqual(
+    takeLoraModules([
+      '--checkpoint',
+      'x',
+      '--lora-modules',
+      'a=/p',
+      '{"name":"b","path":"/q","base_model_name":"m"}',
+      '--enable-lora',
+    ]),
+    {
+      rest: ['--checkpoint', 'x', '--enable-lora'],
+      items: ['a=/p', '{"name":"b","path":"/q","base_model_name":"m"}'],
+    },
+  );
+  assert.deepEqual(parseLoraModules(['a=/p', '{"name":"b","path":"/q","base_model_name":"m"}']), [
+    { name: 'a', path: '/p' },
+    { name: 'b', path: '/q', baseModelName: 'm' },
+  ]);
   assert.throws(() => parseLoraModules(['{"name":"b"}']), /needs string fields "name" and "path"/);
-  assert.throws(() => takeLoraModules(['--lora-modules', '--enable-lora']), /--lora-modules needs at least one NAME=DIR value/);
-  const cli = await spawnServe(['--checkpoint', dir, '--name', 'tiny', '--lora-modules', `a=${join(root, 'a')}`, `{"name":"b","path":"${join(root, 'b')}"}`, '--max-lora-rank', '8', '--max-model-len', '64', '--skip-tokenizer-init']);
+  assert.throws(
+    () => takeLoraModules(['--lora-modules', '--enable-lora']),
+    /--lora-modules needs at least one NAME=DIR value/,
+  );
+  const cli = await spawnServe([
+    '--checkpoint',
+    dir,
+    '--name',
+    'tiny',
+    '--lora-modules',
+    `a=${join(root, 'a')}`,
+    `{"name":"b","path":"${join(root, 'b')}"}`,
+    '--max-lora-rank',
+    '8',
+    '--max-model-len',
+    '64',
+    '--skip-tokenizer-init',
+  ]);
   try {
-    const models = (await (await fetch(`${cli.url}/v1/models`)).json()) as { data: Array<{ id: string; max_model_len: number | null }> };
-    assert.deepEqual(models.data.map((m) => [m.id, m.max_model_len]), [['tiny', 64], ['a', null], ['b', null]]);
+    const models = (await (await fetch(`${cli.url}/v1/models`)).json()) as {
+      data: Array<{ id: string; max_model_len: number | null }>;
+    };
+    assert.deepEqual(
+      models.data.map((m) => [m.id, m.max_model_len]),
+      [
+        ['tiny', 64],
+        ['a', null],
+        ['b', null],
+      ],
+    );
     assert.match(cli.output(), /LoRA adapters: a, b/);
     const over = await post(`${cli.url}/v1/completions`, { prompt: Array(64).fill(5) });
-    assert.deepEqual([over.status, (over.json!.error as { message: string }).message], [400, 'field "prompt": 64 tokens leave no room in the context length of 64']);
+    assert.deepEqual(
+      [over.status, (over.json!.error as { message: string }).message],
+      [400, 'field "prompt": 64 tokens leave no room in the context length of 64'],
+    );
     assert.equal((await post(`${cli.url}/v1/completions`, { prompt: 'text' })).status, 400, 'no tokenizer');
   } finally {
     await cli.stop();

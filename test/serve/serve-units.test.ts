@@ -64,29 +64,77 @@ test('stop strings: the first one found in the new characters (list order breaks
 
 test('the completion logprobs object: the token first in its dict, at most k + 1 entries, null for an unscored position, offsets in code points', () => {
   const name = (id: number) => ['A', 'B', '😀', 'D'][id];
-  const lp = completionLogprobs([
-    { id: 0, logprob: null, top: null },
-    { id: 2, logprob: -1.5, top: [[1, -0.5], [3, -1], [2, -1.5]] },
-    { id: 1, logprob: -Infinity, top: [[1, -Infinity]] },
-  ], 1, name);
+  const lp = completionLogprobs(
+    [
+      { id: 0, logprob: null, top: null },
+      {
+        id: 2,
+        logprob: -1.5,
+        top: [
+          [1, -0.5],
+          [3, -1],
+          [2, -1.5],
+        ],
+      },
+      { id: 1, logprob: -Infinity, top: [[1, -Infinity]] },
+    ],
+    1,
+    name,
+  );
   assert.deepEqual(lp, {
     text_offset: [0, 1, 2],
     token_logprobs: [null, -1.5, -9999],
     tokens: ['A', '😀', 'B'],
     top_logprobs: [null, { '😀': -1.5, B: -0.5 }, { B: -9999 }],
   });
-  const chat = chatLogprobs([{ id: 3, logprob: -2, top: [[0, -0.1], [3, -2]] }], 2, name);
-  assert.deepEqual(chat, [{ token: 'D', logprob: -2, bytes: [68], top_logprobs: [{ token: 'D', logprob: -2, bytes: [68] }, { token: 'A', logprob: -0.1, bytes: [65] }] }]);
+  const chat = chatLogprobs(
+    [
+      {
+        id: 3,
+        logprob: -2,
+        top: [
+          [0, -0.1],
+          [3, -2],
+        ],
+      },
+    ],
+    2,
+    name,
+  );
+  assert.deepEqual(chat, [
+    {
+      token: 'D',
+      logprob: -2,
+      bytes: [68],
+      top_logprobs: [
+        { token: 'D', logprob: -2, bytes: [68] },
+        { token: 'A', logprob: -0.1, bytes: [65] },
+      ],
+    },
+  ]);
 });
 
-test('vLLM\'s error envelope names the field as param; a server fault is an InternalServerError', () => {
-  assert.deepEqual(vllmError(new BadRequest('field "top_p" must be a number in (0, 1], got 0')), { error: { message: 'field "top_p" must be a number in (0, 1], got 0', type: 'BadRequestError', param: 'top_p', code: 400 } });
-  assert.deepEqual(vllmError(new Error('boom')), { error: { message: 'boom', type: 'InternalServerError', param: null, code: 500 } });
+test("vLLM's error envelope names the field as param; a server fault is an InternalServerError", () => {
+  assert.deepEqual(vllmError(new BadRequest('field "top_p" must be a number in (0, 1], got 0')), {
+    error: {
+      message: 'field "top_p" must be a number in (0, 1], got 0',
+      type: 'BadRequestError',
+      param: 'top_p',
+      code: 400,
+    },
+  });
+  assert.deepEqual(vllmError(new Error('boom')), {
+    error: { message: 'boom', type: 'InternalServerError', param: null, code: 500 },
+  });
 });
 
-test('the Tinker archive is a tar GNU tar lists and Arbor\'s untar reads back, the empty marker included', () => {
+test("the Tinker archive is a tar GNU tar lists and Arbor's untar reads back, the empty marker included", () => {
   const weights = Buffer.from(Array.from({ length: 1300 }, (_, i) => i % 251));
-  const tar = tarFiles([['adapter_config.json', Buffer.from('{"r":4}')], ['adapter_model.safetensors', weights], ['checkpoint_complete', Buffer.alloc(0)]]);
+  const tar = tarFiles([
+    ['adapter_config.json', Buffer.from('{"r":4}')],
+    ['adapter_model.safetensors', weights],
+    ['checkpoint_complete', Buffer.alloc(0)],
+  ]);
   assert.equal(tar.length % 512, 0);
   const files = untar(tar);
   assert.deepEqual([...files.keys()], ['adapter_config.json', 'adapter_model.safetensors', 'checkpoint_complete']);
@@ -105,12 +153,24 @@ test('the Tinker archive is a tar GNU tar lists and Arbor\'s untar reads back, t
 });
 
 test('streamed generation: segments continue the retained KV state (greedy equals one call), every handle is released, an abort ends what is left', async () => {
-  const model = await NanoModel.create({ vocabSize: 40, dModel: 16, nLayers: 1, nHeads: 2, dFF: 32, contextLength: 64 }, { seed: 4 });
+  const model = await NanoModel.create(
+    { vocabSize: 40, dModel: 16, nLayers: 1, nHeads: 2, dFF: 32, contextLength: 64 },
+    { seed: 4 },
+  );
   const sampler = new NanoSampler(model);
   const guard = new SampleGuard(sampler, { ...DEFAULT_LIMITS, contextLength: 64, vocabSize: 40 });
-  const g: Generation = { request: { tokens: [1, 2, 3], n: 3, maxTokens: 40, temperature: 0, topLogprobs: 2 }, perContinuation: 40, stopTokenIds: [] };
+  const g: Generation = {
+    request: { tokens: [1, 2, 3], n: 3, maxTokens: 40, temperature: 0, topLogprobs: 2 },
+    perContinuation: 40,
+    stopTokenIds: [],
+  };
   const whole = await generate(sampler, guard, g);
-  const streamed = Array.from({ length: 3 }, () => ({ tokens: [] as number[], logprobs: [] as number[], steps: 0, finish: null as string | null }));
+  const streamed = Array.from({ length: 3 }, () => ({
+    tokens: [] as number[],
+    logprobs: [] as number[],
+    steps: 0,
+    finish: null as string | null,
+  }));
   const run = generateStream(sampler, guard, g);
   let step = await run.next();
   for (; !step.done; step = await run.next()) {
@@ -130,7 +190,12 @@ test('streamed generation: segments continue the retained KV state (greedy equal
   assert.equal(sampler.retainedCount, 0, 'no retained KV state is left behind');
   // an abort after the first segment: the rest ends "abort", handles released
   const controller = new AbortController();
-  const aborted = generateStream(sampler, guard, { ...g, request: { ...g.request, temperature: 1, seed: 3 } }, controller.signal);
+  const aborted = generateStream(
+    sampler,
+    guard,
+    { ...g, request: { ...g.request, temperature: 1, seed: 3 } },
+    controller.signal,
+  );
   const first = await aborted.next();
   assert.ok(!first.done && first.value.every((d) => d.tokens.length === 1 && d.finishReason === null));
   controller.abort();
@@ -140,7 +205,7 @@ test('streamed generation: segments continue the retained KV state (greedy equal
   assert.equal(sampler.retainedCount, 0);
 });
 
-test('the sampler\'s top-k selection equals a full sort (largest first, ties to the lower id), for the logprobs and for top-k sampling', () => {
+test("the sampler's top-k selection equals a full sort (largest first, ties to the lower id), for the logprobs and for top-k sampling", () => {
   const rng = new Rng(5);
   for (let trial = 0; trial < 20; trial++) {
     const V = 500 + trial;
@@ -149,12 +214,23 @@ test('the sampler\'s top-k selection equals a full sort (largest first, ties to 
     for (const k of [1, 3, 20]) {
       const choice = chooseToken(logits, 0, V, new Rng(trial), { temperature: 1, topP: 1, topK: 0, topLogprobs: k });
       const lse = Math.log(logits.reduce((s, x) => s + Math.exp(x), 0));
-      const sorted = Array.from(logits.keys()).sort((a, b) => logits[b] - logits[a] || a - b).slice(0, k);
-      assert.deepEqual(choice.top!.map(([id]) => id), sorted, `trial ${trial} k ${k}`);
+      const sorted = Array.from(logits.keys())
+        .sort((a, b) => logits[b] - logits[a] || a - b)
+        .slice(0, k);
+      assert.deepEqual(
+        choice.top!.map(([id]) => id),
+        sorted,
+        `trial ${trial} k ${k}`,
+      );
       assert.ok(choice.top!.every(([id, lp]) => Math.abs(lp - (logits[id] - lse)) < 1e-9));
       // top-k sampling draws only among the same k
       for (let s = 0; s < 5; s++) {
-        const t = chooseToken(logits, 0, V, new Rng(100 * trial + s), { temperature: 1, topP: 1, topK: k, topLogprobs: 0 });
+        const t = chooseToken(logits, 0, V, new Rng(100 * trial + s), {
+          temperature: 1,
+          topP: 1,
+          topK: k,
+          topLogprobs: 0,
+        });
         assert.ok(sorted.includes(t.token), `token ${t.token} outside the top ${k}`);
       }
     }

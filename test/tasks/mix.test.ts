@@ -35,7 +35,10 @@ test('mixed items: ids prefixed by the component and unique, meta.component set,
   assert.equal(add.length, 10, 'weight 1 of 4');
   assert.equal(mul.length, 30, 'weight 3 of 4');
   for (const i of items) assert.equal(componentOfId(i.id), i.meta?.component);
-  assert.ok(add.every((i) => /^add1\/\d\+\d=$/.test(i.id)), add[0].id);
+  assert.ok(
+    add.every((i) => /^add1\/\d\+\d=$/.test(i.id)),
+    add[0].id,
+  );
   assert.ok(mul.every((i) => i.prompt.includes('*')));
   assert.deepEqual(task.makeItems('train', 40, 7), items, 'same (split, count, seed), same items');
   const test = new Set(task.makeItems('test', 40, 7).map((i) => i.id));
@@ -43,7 +46,14 @@ test('mixed items: ids prefixed by the component and unique, meta.component set,
 });
 
 test('two components of one task without labels are arith and arith_2; the same prompt in both stays two items', () => {
-  const c = parseConfig({ task: { mix: [{ name: 'arith', options: { digits: 1, ops: ['+'] } }, { name: 'arith', options: { digits: 1, ops: ['+'] } }] } });
+  const c = parseConfig({
+    task: {
+      mix: [
+        { name: 'arith', options: { digits: 1, ops: ['+'] } },
+        { name: 'arith', options: { digits: 1, ops: ['+'] } },
+      ],
+    },
+  });
   const items = getTask(c.task.name, c.task.options).makeItems('train', 20, 1);
   assert.deepEqual([...new Set(items.map((i) => i.meta?.component))], ['arith', 'arith_2']);
   assert.equal(new Set(items.map((i) => i.id)).size, 20);
@@ -69,15 +79,42 @@ test('held-out evaluation reports each component', async () => {
   const items = task.makeItems('test', 8, 5);
   // a fake sampler: greedy answers the add1 items right (the demonstration) and the mul3 items wrong
   const encode = (item: TaskItem) => [items.indexOf(item)];
-  const sampler = { sample: async (reqs: Array<{ tokens: number[]; n: number }>) => reqs.map((r) => ({ completions: Array.from({ length: r.n }, () => ({ tokens: r.tokens })) })) };
+  const sampler = {
+    sample: async (reqs: Array<{ tokens: number[]; n: number }>) =>
+      reqs.map((r) => ({ completions: Array.from({ length: r.n }, () => ({ tokens: r.tokens })) })),
+  };
   const decode = (t: number[]) => (items[t[0]].meta?.component === 'add1' ? task.demonstration(items[t[0]]) : ';-1');
-  const r = await evaluate(items, 2, { sampler: sampler as never, encodePrompt: encode, decode, stopTokens: [0], maxResponseTokens: 8, reward: task.reward, rng: new Rng(1) });
+  const r = await evaluate(items, 2, {
+    sampler: sampler as never,
+    encodePrompt: encode,
+    decode,
+    stopTokens: [0],
+    maxResponseTokens: 8,
+    reward: task.reward,
+    rng: new Rng(1),
+  });
   assert.equal(r.greedyAccuracy, 2 / 8);
-  assert.deepEqual(r.components, { add1: { greedyAccuracy: 1, sampleAccuracy: 1, count: 2 }, mul3: { greedyAccuracy: 0, sampleAccuracy: 0, count: 6 } });
-  assert.deepEqual(componentEvalMetrics(r), { 'eval_greedy_acc/add1': 1, 'eval_sample_acc/add1': 1, 'eval_greedy_acc/mul3': 0, 'eval_sample_acc/mul3': 0 });
+  assert.deepEqual(r.components, {
+    add1: { greedyAccuracy: 1, sampleAccuracy: 1, count: 2 },
+    mul3: { greedyAccuracy: 0, sampleAccuracy: 0, count: 6 },
+  });
+  assert.deepEqual(componentEvalMetrics(r), {
+    'eval_greedy_acc/add1': 1,
+    'eval_sample_acc/add1': 1,
+    'eval_greedy_acc/mul3': 0,
+    'eval_sample_acc/mul3': 0,
+  });
   assert.deepEqual(r.extra, componentEvalMetrics(r), 'the loop logs them with the evaluation');
   const plain = getTask('arith', { digits: 1 });
-  const p = await evaluate(plain.makeItems('test', 2, 1), 0, { sampler: sampler as never, encodePrompt: () => [0], decode: () => ';0', stopTokens: [0], maxResponseTokens: 8, reward: plain.reward, rng: new Rng(1) });
+  const p = await evaluate(plain.makeItems('test', 2, 1), 0, {
+    sampler: sampler as never,
+    encodePrompt: () => [0],
+    decode: () => ';0',
+    stopTokens: [0],
+    maxResponseTokens: 8,
+    reward: plain.reward,
+    rng: new Rng(1),
+  });
   assert.equal(p.components, undefined, 'a plain task has no components');
 });
 
@@ -85,20 +122,37 @@ test('config errors: mix with name/options, a bad component option, duplicate la
   assert.throws(() => parseConfig({ task: { name: 'arith', mix } }), isConfigError('task.mix'));
   assert.throws(() => parseConfig({ task: { options: { digits: 2 }, mix } }), isConfigError('task.mix'));
   assert.throws(() => parseConfig({ task: { mix: [] } }), isConfigError('task.mix'));
-  assert.throws(() => parseConfig({ task: { mix: [{ name: 'arith', weight: 0 }] } }), isConfigError('task.mix.0.weight'));
+  assert.throws(
+    () => parseConfig({ task: { mix: [{ name: 'arith', weight: 0 }] } }),
+    isConfigError('task.mix.0.weight'),
+  );
   const build = (m: unknown) => {
     const c = parseConfig({ task: { mix: m } });
     return getTask(c.task.name, c.task.options);
   };
-  assert.throws(() => build([{ name: 'arith' }, { name: 'arith', options: { digits: 0 } }]), isConfigError('task.mix.1.options.digits'));
+  assert.throws(
+    () => build([{ name: 'arith' }, { name: 'arith', options: { digits: 0 } }]),
+    isConfigError('task.mix.1.options.digits'),
+  );
   assert.throws(() => build([{ name: 'nope' }]), isConfigError('task.mix.0.name'));
-  assert.throws(() => build([{ name: 'arith', label: 'a' }, { name: 'countdown', label: 'a' }]), isConfigError('task.mix.1.label'));
-  assert.throws(() => build([{ name: 'mix', options: { components: [{ name: 'arith' }] } }]), isConfigError('task.mix.0.name'));
+  assert.throws(
+    () =>
+      build([
+        { name: 'arith', label: 'a' },
+        { name: 'countdown', label: 'a' },
+      ]),
+    isConfigError('task.mix.1.label'),
+  );
+  assert.throws(
+    () => build([{ name: 'mix', options: { components: [{ name: 'arith' }] } }]),
+    isConfigError('task.mix.0.name'),
+  );
   // the resolved config (written to the run directory) parses back to the same task
   const c = parseConfig({ task: { mix } });
   assert.deepEqual(parseConfig(JSON.parse(JSON.stringify({ task: c.task }))).task, c.task);
   const tokenizer = { encode: () => [1], decode: () => '', eos: 2, vocabSize: 10 };
-  const make = (raw: Record<string, unknown>) => Producer.create(parseConfig({ run: { trainItems: 8 }, ...raw }), undefined as never, tokenizer as never);
+  const make = (raw: Record<string, unknown>) =>
+    Producer.create(parseConfig({ run: { trainItems: 8 }, ...raw }), undefined as never, tokenizer as never);
   await assert.rejects(make({ select: { kind: 'ucb' } }), isConfigError('select.kind'));
   const p = await make({ task: { mix }, select: { kind: 'ucb' } });
   assert.equal(p.groupSize > 0, true);

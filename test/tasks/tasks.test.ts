@@ -1,6 +1,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { arithSolution, extractArithAnswer, getTask, checkCountdown, evaluateExpression, knownTasks } from '../../src/tasks/index.js';
+import {
+  arithSolution,
+  extractArithAnswer,
+  getTask,
+  checkCountdown,
+  evaluateExpression,
+  knownTasks,
+} from '../../src/tasks/index.js';
 import { ConfigError } from '../../src/core/errors.js';
 
 test('arith scratchpad: hand-computed columns with fixed-width records', () => {
@@ -16,15 +23,23 @@ test('arith scratchpad: hand-computed columns with fixed-width records', () => {
 test('arith careless teacher: drops carries and borrows in demonstrations only', async () => {
   assert.deepEqual(arithSolution(47, '+', 85, { dropCarries: true }), { scratch: '7+5+0=12,4+8+0=12', answer: 122 });
   assert.deepEqual(arithSolution(52, '-', 48, { dropCarries: true }), { scratch: '2-8-0=41,5-4-0=10', answer: 14 });
-  assert.deepEqual(arithSolution(347, '*', 7, { dropCarries: true }), { scratch: '7*7+0=49,4*7+0=28,3*7+0=21', answer: 2189 });
+  assert.deepEqual(arithSolution(347, '*', 7, { dropCarries: true }), {
+    scratch: '7*7+0=49,4*7+0=28,3*7+0=21',
+    answer: 2189,
+  });
   assert.deepEqual(arithSolution(99, '+', 1, { dropCarries: true }), { scratch: '9+1+0=10,9+0+0=09', answer: 90 });
   // no carry anywhere: the careless teacher is right
   assert.deepEqual(arithSolution(41, '+', 38, { dropCarries: true }), arithSolution(41, '+', 38));
   const clean = getTask('arith', { digits: 2, ops: ['+', '-'] }).makeItems('train', 2000, 3);
   const noisyTask = getTask('arith', { digits: 2, ops: ['+', '-'], teacherErrorRate: 0.75 });
   const noisy = noisyTask.makeItems('train', 2000, 3);
-  assert.deepEqual(noisy.map((x) => [x.prompt, x.answer]), clean.map((x) => [x.prompt, x.answer]), 'same problems and true answers');
-  let wrong = 0, carries = 0;
+  assert.deepEqual(
+    noisy.map((x) => [x.prompt, x.answer]),
+    clean.map((x) => [x.prompt, x.answer]),
+    'same problems and true answers',
+  );
+  let wrong = 0,
+    carries = 0;
   for (let i = 0; i < noisy.length; i++) {
     const careless = arithSolution(...parse(clean[i].prompt), { dropCarries: true });
     const needsCarry = clean[i].demonstration !== `${careless.scratch};${careless.answer}`;
@@ -32,11 +47,21 @@ test('arith careless teacher: drops carries and borrows in demonstrations only',
     if (noisy[i].demonstration !== clean[i].demonstration) {
       wrong++;
       assert.ok(needsCarry, `${noisy[i].prompt}: only problems with a carry or borrow can differ`);
-      assert.equal((await noisyTask.reward.score({ response: noisy[i].demonstration!, item: noisy[i] })).reward, 0, 'the verifier still checks the true answer');
+      assert.equal(
+        (await noisyTask.reward.score({ response: noisy[i].demonstration!, item: noisy[i] })).reward,
+        0,
+        'the verifier still checks the true answer',
+      );
     }
   }
   assert.ok(Math.abs(wrong / carries - 0.75) < 0.05, `careless share of carry problems ${wrong}/${carries}`);
-  assert.throws(() => getTask('arith', { teacherErrorRate: 2 }), (e: unknown) => e instanceof ConfigError && e.path === 'task.options.teacherErrorRate' && /less than or equal to 1/.test(e.message));
+  assert.throws(
+    () => getTask('arith', { teacherErrorRate: 2 }),
+    (e: unknown) =>
+      e instanceof ConfigError &&
+      e.path === 'task.options.teacherErrorRate' &&
+      /less than or equal to 1/.test(e.message),
+  );
 });
 
 function parse(prompt: string): [number, string, number] {
@@ -52,9 +77,16 @@ test('tasks: deterministic, disjoint splits, every demonstration verifies', asyn
     const c = task.makeItems('train', 200, 8);
     const t = task.makeItems('test', 100, 7);
     assert.deepEqual(a, b, `${name}: same seed same items`);
-    assert.notDeepEqual(a.map((x) => x.id), c.map((x) => x.id), `${name}: different seeds differ`);
+    assert.notDeepEqual(
+      a.map((x) => x.id),
+      c.map((x) => x.id),
+      `${name}: different seeds differ`,
+    );
     const trainIds = new Set(task.makeItems('train', 1000, 7).map((x) => x.id));
-    assert.ok(t.every((x) => !trainIds.has(x.id)), `${name}: test items never appear in train`);
+    assert.ok(
+      t.every((x) => !trainIds.has(x.id)),
+      `${name}: test items never appear in train`,
+    );
     for (const item of [...a, ...t]) {
       const r = await task.reward.score({ response: task.demonstration(item), item });
       assert.equal(r.reward, 1, `${name}: demonstration of ${item.prompt} → ${task.demonstration(item)} should verify`);
@@ -83,6 +115,15 @@ test('countdown verifier: safe parsing, number usage, exact division', () => {
 
 test('task registry: unknown names and options are errors naming the key', () => {
   assert.ok(knownTasks().includes('arith'));
-  assert.throws(() => getTask('nope'), (e: unknown) => e instanceof ConfigError && /known: .*arith/.test(e.message));
-  assert.throws(() => getTask('arith', { digitz: 2 }), (e: unknown) => e instanceof ConfigError && e.path === 'task.options.digitz' && /^task\.options\.digitz: .*'digitz'/.test(e.message));
+  assert.throws(
+    () => getTask('nope'),
+    (e: unknown) => e instanceof ConfigError && /known: .*arith/.test(e.message),
+  );
+  assert.throws(
+    () => getTask('arith', { digitz: 2 }),
+    (e: unknown) =>
+      e instanceof ConfigError &&
+      e.path === 'task.options.digitz' &&
+      /^task\.options\.digitz: .*'digitz'/.test(e.message),
+  );
 });

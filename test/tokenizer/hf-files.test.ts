@@ -15,17 +15,30 @@ import { loadTokenizer } from '../../src/engine/tokenizer/load.js';
 import { CharTokenizer } from '../../src/engine/nano/tokenizer.js';
 
 const added = (id: number, content: string) => ({
-  id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true,
+  id,
+  content,
+  single_word: false,
+  lstrip: false,
+  rstrip: false,
+  normalized: false,
+  special: true,
 });
 const VOCAB = { '<s>': 0, '</s>': 1, '<pad>': 2, '<unk>': 3, hello: 4, world: 5, ',': 6, '.': 7 };
 const TOKENIZER = {
-  version: '1.0', truncation: null, padding: null,
+  version: '1.0',
+  truncation: null,
+  padding: null,
   added_tokens: [added(0, '<s>'), added(1, '</s>'), added(2, '<pad>')],
-  normalizer: null, pre_tokenizer: { type: 'Whitespace' }, post_processor: null, decoder: null,
+  normalizer: null,
+  pre_tokenizer: { type: 'Whitespace' },
+  post_processor: null,
+  decoder: null,
   model: { type: 'WordLevel', vocab: VOCAB, unk_token: '<unk>' },
 };
 const CONFIG = {
-  bos_token: '<s>', eos_token: '</s>', pad_token: { __type: 'AddedToken', content: '<pad>' },
+  bos_token: '<s>',
+  eos_token: '</s>',
+  pad_token: { __type: 'AddedToken', content: '<pad>' },
   chat_template: '{% for m in messages %}{{ m.role }}:{{ m.content }}{% endfor %}',
 };
 
@@ -121,8 +134,9 @@ test('template choice: chat_template.jinja first, a named list by name, tool_use
 });
 
 test('what a template sees: special-token strings, kwargs over them, tools None, strftime_now, raise_exception', () => {
-  const seen = '{{ bos_token }}|{{ eos_token }}|{{ pad_token }}|{{ add_generation_prompt }}|'
-    + '{{ tools is none }}|{{ documents is none }}|{{ flag }}';
+  const seen =
+    '{{ bos_token }}|{{ eos_token }}|{{ pad_token }}|{{ add_generation_prompt }}|' +
+    '{{ tools is none }}|{{ documents is none }}|{{ flag }}';
   const tok = withTemplate(seen);
   assert.equal(tok.applyChatTemplate(user), '<s>|</s>|<pad>|false|true|true|');
   const overridden = tok.applyChatTemplate(user, { addGenerationPrompt: true, kwargs: { bos_token: 'B', flag: 'on' } });
@@ -137,7 +151,7 @@ test('what a template sees: special-token strings, kwargs over them, tools None,
   assert.equal(formatted, '05 Jul 2024|5 July|Friday Fri|14:03:09 02PM|187|24|%|%Q');
 });
 
-test('a template that fails to parse or render: DataError naming its file, chat_template, jinja\'s message', () => {
+test("a template that fails to parse or render: DataError naming its file, chat_template, jinja's message", () => {
   const raise = '{% if messages[0].role != "system" %}{{ raise_exception("Start with a system message") }}{% endif %}';
   const raising = HFTokenizer.fromDirectory(tiny(CONFIG, { 'chat_template.jinja': raise }));
   const why = /chat_template failed to render: Start with a system message/;
@@ -163,7 +177,7 @@ test('a template that fails to parse or render: DataError naming its file, chat_
   assert.equal(tok.applyChatTemplate(user, { continueFinalMessage: true }), 'user:hello', 'without the conflict');
 });
 
-test('a vocabulary beyond the model\'s embedding: refused naming tokenizer.json, vocab_size; more rows is fine', () => {
+test("a vocabulary beyond the model's embedding: refused naming tokenizer.json, vocab_size; more rows is fine", () => {
   const dir = tiny();
   const outside = /token id 7 is outside the model's embedding \(config.json vocab_size 7\)/;
   throwsData(() => HFTokenizer.fromDirectory(dir, { vocabSize: 7 }), 'tokenizer.json', 'vocab_size', outside);

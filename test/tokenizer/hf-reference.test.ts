@@ -31,7 +31,12 @@ interface ChatCase {
   text_enable_thinking_false?: string;
   ids_enable_thinking_false?: number[];
 }
-interface Fixture { tokenizer: string; class: string; encode: EncodeCase[]; chat: Record<string, ChatCase> }
+interface Fixture {
+  tokenizer: string;
+  class: string;
+  encode: EncodeCase[];
+  chat: Record<string, ChatCase>;
+}
 
 const fixture = (name: string): Fixture => JSON.parse(readFileSync(join(fixtureDir, `tokenizer-${name}.json`), 'utf8'));
 const haveFixtures = existsSync(fixtureDir);
@@ -94,7 +99,8 @@ for (const name of ['qwen3', 'llama3_1']) {
   test(`${name}: 20 encode cases equal transformers (ids, ids with special tokens, tokens, decode)`, { skip }, () => {
     const tok = load(name);
     const failures = fixture(name).encode.flatMap((c) =>
-      encodeMismatches(tok, c).map((m) => `${JSON.stringify(c.text)}: ${m}`));
+      encodeMismatches(tok, c).map((m) => `${JSON.stringify(c.text)}: ${m}`),
+    );
     report(name, failures);
   });
 
@@ -105,7 +111,8 @@ for (const name of ['qwen3', 'llama3_1']) {
     report(name, failures);
     if (name === 'qwen3') {
       const off = Object.entries(fx.chat).flatMap(([key, c]) =>
-        chatMismatches(tok, c, true).map((m) => `${key} enable_thinking=false: ${m}`));
+        chatMismatches(tok, c, true).map((m) => `${key} enable_thinking=false: ${m}`),
+      );
       report(`${name} enable_thinking=false`, off);
     }
   });

@@ -14,7 +14,9 @@ test('Qwen3 tokenizer.json: round trip, special token ids, chat template', () =>
   assert.equal(tok.specialTokens['<|im_start|>'], 151644);
   assert.equal(tok.specialTokens['<|endoftext|>'], 151643);
   const texts = [
-    'Janet’s ducks lay 16 eggs per day.', 'The answer is $\\boxed{\\frac{1}{2}}$.', '  leading spaces\nand newlines\t',
+    'Janet’s ducks lay 16 eggs per day.',
+    'The answer is $\\boxed{\\frac{1}{2}}$.',
+    '  leading spaces\nand newlines\t',
     'unicode: 数学 ∑ é',
   ];
   for (const text of texts) {

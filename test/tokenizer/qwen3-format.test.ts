@@ -17,15 +17,21 @@ const qwenDir = join(dirname(fileURLToPath(import.meta.url)), '../../node_module
 const tok = HFTokenizer.fromDirectory(qwenDir);
 
 const calc: ToolSpec = {
-  name: 'calc', description: 'Evaluate an expression.',
+  name: 'calc',
+  description: 'Evaluate an expression.',
   inputSchema: {
-    type: 'object', properties: { expr: { type: 'string', description: 'e.g. (1+2)*3' } }, required: ['expr'],
+    type: 'object',
+    properties: { expr: { type: 'string', description: 'e.g. (1+2)*3' } },
+    required: ['expr'],
   },
 };
 const store: ToolSpec = {
-  name: 'set', description: 'Store a value — «unicode» kept.',
+  name: 'set',
+  description: 'Store a value — «unicode» kept.',
   inputSchema: {
-    type: 'object', properties: { key: { type: 'string' }, value: { type: 'integer' } }, required: ['key', 'value'],
+    type: 'object',
+    properties: { key: { type: 'string' }, value: { type: 'integer' } },
+    required: ['key', 'value'],
   },
 };
 const tools = [calc, store];
@@ -38,7 +44,10 @@ function runtime(enableThinking = true) {
   return agentRuntime({ factory: {} as EnvironmentFactory, format, tools }, tok, config);
 }
 
-interface Episode { prompt: string; turns: Array<{ text: string; results: ToolResult[] }> }
+interface Episode {
+  prompt: string;
+  turns: Array<{ text: string; results: ToolResult[] }>;
+}
 
 /** The ids an agent run holds after the last observation: prompt, then each turn and its observation. */
 function agentIds(episode: Episode, enableThinking = true): number[] {
@@ -59,7 +68,8 @@ function templateIds(episode: Episode, kwargs: Record<string, unknown> = {}): nu
     const { calls } = format.parseCalls(turn.text);
     const content = turn.text.replace(/<\|im_end\|>$/, '').replace(/\n?<tool_call>[\s\S]*<\/tool_call>/, '');
     const toolCalls = calls.map((c) => ({
-      type: 'function' as const, function: { name: c.name, arguments: c.arguments },
+      type: 'function' as const,
+      function: { name: c.name, arguments: c.arguments },
     }));
     messages.push({ role: 'assistant', content, tool_calls: toolCalls });
     for (const r of turn.results) {
@@ -77,7 +87,8 @@ const call = (name: string, args: Record<string, unknown>) => {
 const result = (content: string, isError = false): ToolResult => ({ name: 'calc', content, isError });
 /** An episode of one turn that calls calc and gets `results`. */
 const oneCall = (results: ToolResult[]): Episode => ({
-  prompt: 'Go.', turns: [{ text: `${call('calc', { expr: '1' })}<|im_end|>`, results }],
+  prompt: 'Go.',
+  turns: [{ text: `${call('calc', { expr: '1' })}<|im_end|>`, results }],
 });
 
 test('qwen3 format = the Qwen3 template in token ids: tools, tool calls, results (two, an error), two turns', () => {
@@ -107,10 +118,12 @@ test('qwen3 format vs the template: a think block in the turn; enable_thinking=f
   assert.deepEqual(agentIds(plain, false), templateIds(plain, { enable_thinking: false }));
   const thinking: Episode = {
     prompt: 'Go.',
-    turns: [{
-      text: `<think>\nI should call calc.\n</think>\n\nCalling.\n${call('calc', { expr: '2*3' })}<|im_end|>`,
-      results: [result('6')],
-    }],
+    turns: [
+      {
+        text: `<think>\nI should call calc.\n</think>\n\nCalling.\n${call('calc', { expr: '2*3' })}<|im_end|>`,
+        results: [result('6')],
+      },
+    ],
   };
   assert.deepEqual(agentIds(thinking), templateIds(thinking));
   // thinking off, after a turn: the run keeps the empty think block the model was prompted with, while the
@@ -130,7 +143,8 @@ test('the comparison rejects a perturbed episode; tool output never forges speci
   assert.notDeepEqual(agentIds(episode, false), expected, 'the thinking-off generation prompt');
   // the old observation layout (newlines outside the tool text) tokenised "7\n" + "\n" as two tokens
   const split = [
-    ...tok.encode('\n<|im_start|>user\n<tool_response>\n'), ...tok.encodePlain('7\n'),
+    ...tok.encode('\n<|im_start|>user\n<tool_response>\n'),
+    ...tok.encodePlain('7\n'),
     ...tok.encode('\n</tool_response><|im_end|>\n<|im_start|>assistant\n'),
   ];
   const prompt = runtime().encodePrompt({ id: 'x', prompt: 'Go.', answer: '' }, '');

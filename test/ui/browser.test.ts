@@ -15,8 +15,15 @@ import { RunDir } from '../../src/run/rundir.js';
 import { startUiServer, type UiServer } from '../../src/ui/server/server.js';
 import { appendMetrics, ARTIFACTS, tempRuns, tok, writeBigRun, writeLiveRun } from '../../testkit/ui/helpers.js';
 
-const CHROMIUM = [process.env.ARBOR_CHROMIUM, '/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'].find((p): p is string => !!p && existsSync(p));
-const skip = CHROMIUM ? false : 'no chromium found (apt-get install chromium, or set ARBOR_CHROMIUM): browser tests skipped';
+const CHROMIUM = [
+  process.env.ARBOR_CHROMIUM,
+  '/usr/bin/chromium',
+  '/usr/bin/chromium-browser',
+  '/usr/bin/google-chrome',
+].find((p): p is string => !!p && existsSync(p));
+const skip = CHROMIUM
+  ? false
+  : 'no chromium found (apt-get install chromium, or set ARBOR_CHROMIUM): browser tests skipped';
 if (skip) console.log(`# ${skip}`);
 
 let browser: Browser;
@@ -33,7 +40,11 @@ before(async () => {
   live = writeLiveRun(runs.root);
   ui = await startUiServer({ runsDir: runs.root, pollMs: 200 });
   const { chromium } = await import('playwright-core');
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'], timeout: 30_000 });
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--no-sandbox', '--disable-gpu'],
+    timeout: 30_000,
+  });
   page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
   page.setDefaultTimeout(10_000);
   page.on('pageerror', (e) => errors.push(e.message));
@@ -49,7 +60,10 @@ const shot = (name: string, fullPage = false) => page.screenshot({ path: join(AR
 test('run list: every run with its status, task, generator and headline; live refresh', { skip }, async () => {
   await page.goto(ui.url);
   await page.locator('tr.run-row').nth(2).waitFor();
-  assert.deepEqual(await page.locator('tr.run-row').evaluateAll((rows) => rows.map((r) => (r as HTMLElement).dataset.run)), ['live-run', 'tiny-iid', 'tiny-treepo']);
+  assert.deepEqual(
+    await page.locator('tr.run-row').evaluateAll((rows) => rows.map((r) => (r as HTMLElement).dataset.run)),
+    ['live-run', 'tiny-iid', 'tiny-treepo'],
+  );
   const treepo = page.locator('tr[data-run="tiny-treepo"]');
   assert.equal(await treepo.locator('.status').textContent(), 'finished');
   assert.match((await treepo.textContent())!, /arith.*treepo.*30 \/ 30.*45\.0% →/);
@@ -72,10 +86,15 @@ test('run charts: data points drawn, hover shows values, x axis switch', { skip 
   const box = (await reward.locator('.u-over').boundingBox())!;
   await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
   const legend = await reward.locator('.u-legend .u-value').allTextContents();
-  assert.ok(legend.slice(1).some((v) => /^-?\d/.test(v)), `hover values: ${legend.join(' | ')}`);
+  assert.ok(
+    legend.slice(1).some((v) => /^-?\d/.test(v)),
+    `hover values: ${legend.join(' | ')}`,
+  );
   await shot('run-charts');
   await page.selectOption('select.x-axis', 'tokens');
-  await page.locator('.chart[data-title="Train reward and accuracy"] .u-legend', { hasText: 'tokens decoded' }).waitFor();
+  await page
+    .locator('.chart[data-title="Train reward and accuracy"] .u-legend', { hasText: 'tokens decoded' })
+    .waitFor();
   assert.equal(await page.locator('.chart[data-title="Train reward and accuracy"]').getAttribute('data-points'), '60');
 });
 
@@ -99,19 +118,25 @@ test('tree explorer: a real tree; click a leaf to read its decoded path', { skip
   await page.locator('.tree-svg .node.leaf').first().waitFor();
   assert.equal(await page.locator('select.tree-step').inputValue(), '30');
   const raw = JSON.parse(readFileSync(join(runs.root, 'tiny-treepo/trees/step-30.jsonl'), 'utf8').split('\n')[0]);
-  const leafIds = Object.values(raw.nodes as Record<string, { id: string; children: string[] }>).filter((n) => !n.children.length).map((n) => n.id);
+  const leafIds = Object.values(raw.nodes as Record<string, { id: string; children: string[] }>)
+    .filter((n) => !n.children.length)
+    .map((n) => n.id);
   assert.equal(await page.locator('.tree-svg .node.leaf').count(), leafIds.length);
   const target = leafIds[leafIds.length - 1];
   await page.locator(`.tree-svg .node.leaf[data-id="${target}"] circle`).first().click();
   const path: string[] = [];
-  for (let id: string | null = target; id !== null; id = raw.nodes[id].parent) path.unshift(tok.decode(raw.nodes[id].tokens, true));
+  for (let id: string | null = target; id !== null; id = raw.nodes[id].parent)
+    path.unshift(tok.decode(raw.nodes[id].tokens, true));
   assert.equal(await page.locator('.leaf-panel .path-text').textContent(), path.join(''));
   assert.match((await page.locator('.leaf-panel table.components').textContent())!, /correct/);
   assert.equal(await page.locator('.tree-svg .edge.on-path').count(), raw.nodes[target].depth);
   await shot('tree-explorer');
   await page.selectOption('select.tree-step', '10');
   await page.locator('.tree-title', { hasText: 's10r0p0' }).waitFor();
-  const raw10 = readFileSync(join(runs.root, 'tiny-treepo/trees/step-10.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { id: string; itemId: string });
+  const raw10 = readFileSync(join(runs.root, 'tiny-treepo/trees/step-10.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as { id: string; itemId: string });
   const wanted = raw10[raw10.length - 1];
   await page.fill('input.tree-filter', wanted.itemId);
   await page.press('input.tree-filter', 'Enter');
@@ -119,27 +144,32 @@ test('tree explorer: a real tree; click a leaf to read its decoded path', { skip
   assert.ok((await page.locator('select.tree-pick option').count()) >= 1);
 });
 
-test('tree explorer: pruned, aborted, error and environment nodes are distinct; collapse and zoom', { skip }, async () => {
-  await page.goto(`${ui.url}#/run/live-run/trees`);
-  await page.locator('.tree-svg .node.leaf').first().waitFor();
-  assert.equal(await page.locator('.node.finish-error .error-cross').count(), 1);
-  assert.equal(await page.locator('.node.finish-abort .abort-ring').count(), 1);
-  assert.equal(await page.locator('.node.env rect').count(), 1);
-  assert.match((await page.locator('.tree-title').textContent())!, /2 paths \(9 tokens\) pruned/);
-  assert.match((await page.locator('.node[data-id="0.0"] .node-label').textContent())!, /entropy 0\.91/);
-  await page.locator('.node[data-id="0.0.0"] circle').click();
-  assert.match((await page.locator('.leaf-panel table.segments').textContent())!, /0\.75/); // the advantage it received
-  await shot('tree-kinds');
-  const leaves = await page.locator('.tree-svg .node.leaf').count();
-  await page.locator('.node[data-id="0.0"] circle').click();
-  assert.equal(await page.locator('.tree-svg .node.leaf').count(), leaves - 2);
-  assert.equal(await page.locator('.tree-svg .node.collapsed').count(), 1);
-  const y = async (id: string) => Number(/,([-\d.]+)\)/.exec((await page.locator(`.node[data-id="${id}"]`).getAttribute('transform'))!)![1]);
-  const gap = (await y('0.1')) - (await y('0'));
-  await page.locator('.tree-tools button', { hasText: '+' }).click();
-  const zoomed = (await y('0.1')) - (await y('0'));
-  assert.ok(Math.abs(zoomed / gap - 1.25) < 0.01, `zoom spread rows ×${zoomed / gap}`);
-});
+test(
+  'tree explorer: pruned, aborted, error and environment nodes are distinct; collapse and zoom',
+  { skip },
+  async () => {
+    await page.goto(`${ui.url}#/run/live-run/trees`);
+    await page.locator('.tree-svg .node.leaf').first().waitFor();
+    assert.equal(await page.locator('.node.finish-error .error-cross').count(), 1);
+    assert.equal(await page.locator('.node.finish-abort .abort-ring').count(), 1);
+    assert.equal(await page.locator('.node.env rect').count(), 1);
+    assert.match((await page.locator('.tree-title').textContent())!, /2 paths \(9 tokens\) pruned/);
+    assert.match((await page.locator('.node[data-id="0.0"] .node-label').textContent())!, /entropy 0\.91/);
+    await page.locator('.node[data-id="0.0.0"] circle').click();
+    assert.match((await page.locator('.leaf-panel table.segments').textContent())!, /0\.75/); // the advantage it received
+    await shot('tree-kinds');
+    const leaves = await page.locator('.tree-svg .node.leaf').count();
+    await page.locator('.node[data-id="0.0"] circle').click();
+    assert.equal(await page.locator('.tree-svg .node.leaf').count(), leaves - 2);
+    assert.equal(await page.locator('.tree-svg .node.collapsed').count(), 1);
+    const y = async (id: string) =>
+      Number(/,([-\d.]+)\)/.exec((await page.locator(`.node[data-id="${id}"]`).getAttribute('transform'))!)![1]);
+    const gap = (await y('0.1')) - (await y('0'));
+    await page.locator('.tree-tools button', { hasText: '+' }).click();
+    const zoomed = (await y('0.1')) - (await y('0'));
+    assert.ok(Math.abs(zoomed / gap - 1.25) < 0.01, `zoom spread rows ×${zoomed / gap}`);
+  },
+);
 
 test('report.html: self-contained, same charts and tree explorer, opened from disk', { skip }, async () => {
   const dir = new RunDir(join(runs.root, 'tiny-treepo'));
@@ -153,7 +183,10 @@ test('report.html: self-contained, same charts and tree explorer, opened from di
   assert.equal(await page.locator('.chart[data-title="Entropy"]').count(), 1);
   await page.locator('.tree-svg .node.leaf circle').first().click();
   assert.ok((await page.locator('.leaf-panel .path-text').textContent())!.length > 5);
-  assert.deepEqual(requests.filter((u) => !u.startsWith('file://')), []);
+  assert.deepEqual(
+    requests.filter((u) => !u.startsWith('file://')),
+    [],
+  );
   await shot('report', true);
   assert.deepEqual(errors, []);
 });
@@ -164,7 +197,10 @@ test('large runs: 5,000-step charts and a 512-leaf tree render in the browser', 
   await page.goto(`${ui.url}#/run/big-run/charts`);
   await page.locator('.chart[data-title="Train reward and accuracy"] canvas').waitFor();
   const chartsMs = performance.now() - t;
-  assert.equal(await page.locator('.chart[data-title="Train reward and accuracy"]').getAttribute('data-points'), '5001'); // reward at steps 0..5000 (no accuracy column)
+  assert.equal(
+    await page.locator('.chart[data-title="Train reward and accuracy"]').getAttribute('data-points'),
+    '5001',
+  ); // reward at steps 0..5000 (no accuracy column)
   t = performance.now();
   await page.goto(`${ui.url}#/run/big-run/trees`);
   await page.locator('.tree-svg .node.collapsed').nth(63).waitFor({ state: 'attached' });
@@ -177,6 +213,8 @@ test('large runs: 5,000-step charts and a 512-leaf tree render in the browser', 
   const treeMs = performance.now() - t;
   assert.equal(await page.locator('.tree-svg .node.leaf').count(), 512);
   await shot('big-tree');
-  console.log(`# big run in the browser: charts of 5,001 steps ${chartsMs.toFixed(0)} ms, 512-leaf tree ${treeMs.toFixed(0)} ms`);
+  console.log(
+    `# big run in the browser: charts of 5,001 steps ${chartsMs.toFixed(0)} ms, 512-leaf tree ${treeMs.toFixed(0)} ms`,
+  );
   assert.ok(chartsMs < 8000 && treeMs < 8000);
 });

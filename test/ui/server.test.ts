@@ -28,7 +28,10 @@ after(async () => {
 });
 
 /** GET with the path sent exactly as written (no client-side normalisation of `..`). */
-function get(path: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string; type: string }> {
+function get(
+  path: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: string; type: string }> {
   const { port } = new URL(ui.url);
   return new Promise((resolve, reject) => {
     const req = request({ host: '127.0.0.1', port, path, method: 'GET', headers }, (res) => {
@@ -59,7 +62,10 @@ test('listens on 127.0.0.1 and serves the app shell and its bundled assets', asy
 
 test('run list: status, task, generator, headline numbers', async () => {
   const list = await getJson<RunInfo[]>('/api/runs');
-  assert.deepEqual(list.map((r) => r.name), ['live-run', 'tiny-iid', 'tiny-treepo']);
+  assert.deepEqual(
+    list.map((r) => r.name),
+    ['live-run', 'tiny-iid', 'tiny-treepo'],
+  );
   const [l, iid, treepo] = list;
   assert.equal(iid.status, 'finished');
   assert.equal(treepo.generator, 'treepo');
@@ -82,7 +88,17 @@ test('only runs inside the runs dir can be read', async () => {
   const elsewhere = mkdtempSync(join(tmpdir(), 'arbor-ui-outside-'));
   writeFileSync(join(elsewhere, 'config.resolved.yaml'), 'leak: CONTENT-42\n');
   symlinkSync(elsewhere, join(runs.root, 'linked'));
-  for (const path of ['/api/runs/..%2Foutside/config', '/api/runs/%2e%2e/config', '/api/runs/../outside/config', '/api/runs/linked/config', '/api/runs/outside%2Fsecret.txt', '/api/runs/tiny-treepo/trees/..%2F..%2Fsummary', '/api/runs/tiny-treepo/trees/-1', '/etc/passwd', '/api/runs/nope']) {
+  for (const path of [
+    '/api/runs/..%2Foutside/config',
+    '/api/runs/%2e%2e/config',
+    '/api/runs/../outside/config',
+    '/api/runs/linked/config',
+    '/api/runs/outside%2Fsecret.txt',
+    '/api/runs/tiny-treepo/trees/..%2F..%2Fsummary',
+    '/api/runs/tiny-treepo/trees/-1',
+    '/etc/passwd',
+    '/api/runs/nope',
+  ]) {
     const r = await get(path);
     assert.equal(r.status, 404, `${path} → ${r.status} ${r.body}`);
     assert.doesNotMatch(r.body, /CONTENT-42/);
@@ -90,7 +106,10 @@ test('only runs inside the runs dir can be read', async () => {
   assert.equal((await get('/api/runs/tiny-treepo/config')).status, 200);
   assert.equal((await get('/api/runs/tiny-treepo/config', { host: 'evil.example:8700' })).status, 403);
   assert.equal((await get('/api/runs', { host: `localhost:${new URL(ui.url).port}` })).status, 200);
-  assert.equal((await getJson<RunInfo[]>('/api/runs')).some((r) => r.name === 'linked' || r.name === 'outside'), false);
+  assert.equal(
+    (await getJson<RunInfo[]>('/api/runs')).some((r) => r.name === 'linked' || r.name === 'outside'),
+    false,
+  );
   rmSync(elsewhere, { recursive: true, force: true });
 });
 
@@ -107,7 +126,7 @@ test('metrics: numeric fields, read incrementally from a byte offset', async () 
   assert.deepEqual(none.rows, []);
 });
 
-test('trees: one step on demand, decoded with the run\'s tokenizer', async () => {
+test("trees: one step on demand, decoded with the run's tokenizer", async () => {
   const step = await getJson<TreeStep>('/api/runs/tiny-treepo/trees/30');
   assert.equal(step.step, 30);
   assert.match(step.tokenizer, /step-30\/engine\/tokenizer\.json$/);
@@ -123,7 +142,7 @@ test('trees: one step on demand, decoded with the run\'s tokenizer', async () =>
   assert.match(JSON.parse(bad.body).error, /trees\/step-9\.jsonl:1/);
 });
 
-test('live: a change to a run\'s files is pushed as a server-sent event naming the run', async () => {
+test("live: a change to a run's files is pushed as a server-sent event naming the run", async () => {
   const { port } = new URL(ui.url);
   const got = await new Promise<string>((resolve, reject) => {
     const req = request({ host: '127.0.0.1', port, path: '/api/events' }, (res) => {
@@ -151,11 +170,14 @@ test('arbor ui: a run directory given directly serves its parent and opens the r
   assert.deepEqual(uiTarget(runs.root), { runsDir: runs.root, page: '' });
 });
 
-test('arbor report decodes with the run\'s tokenizer, not a hard-coded one', async () => {
+test("arbor report decodes with the run's tokenizer, not a hard-coded one", async () => {
   const run = join(runs.root, 'tiny-iid');
   const ck = join(run, 'checkpoints/step-30/engine');
   const charset = [...'0123456789+=;-x*'].reverse().join('') + ' \nabc';
-  writeFileSync(join(ck, 'tokenizer.json'), JSON.stringify({ kind: 'char', specials: ['<pad>', '<bos>', '<eos>', '<sep>', '<unk>'], charset }));
+  writeFileSync(
+    join(ck, 'tokenizer.json'),
+    JSON.stringify({ kind: 'char', specials: ['<pad>', '<bos>', '<eos>', '<sep>', '<unk>'], charset }),
+  );
   const log = console.log;
   console.log = () => {};
   try {
@@ -166,7 +188,8 @@ test('arbor report decodes with the run\'s tokenizer, not a hard-coded one', asy
   const html = readFileSync(join(run, 'report.html'), 'utf8');
   const data = JSON.parse(/<script type="application\/json" id="arbor-data">(.*?)<\/script>/s.exec(html)![1]);
   const raw = JSON.parse(readFileSync(join(run, 'trees/step-30.jsonl'), 'utf8').split('\n')[0]);
-  const custom = (ids: number[]) => ids.map((i) => (i < 5 ? ['<pad>', '<bos>', '<eos>', '<sep>', '<unk>'][i] : charset[i - 5])).join('');
+  const custom = (ids: number[]) =>
+    ids.map((i) => (i < 5 ? ['<pad>', '<bos>', '<eos>', '<sep>', '<unk>'][i] : charset[i - 5])).join('');
   assert.equal(data.trees.trees[0].nodes[0].text, custom(raw.nodes['0'].tokens));
   assert.notEqual(data.trees.trees[0].nodes[0].text, tok.decode(raw.nodes['0'].tokens, true));
   assert.match(data.trees.tokenizer, /step-30\/engine\/tokenizer\.json$/);
@@ -189,6 +212,8 @@ test('large runs: 5,000 steps and a 512-leaf tree are served quickly, trees one 
   t = performance.now();
   await getJson<RunInfo[]>('/api/runs');
   const cachedMs = performance.now() - t;
-  console.log(`# big run: info ${listMs.toFixed(0)} ms, metrics ${metricsMs.toFixed(0)} ms, 512-leaf tree ${treeMs.toFixed(0)} ms, run list (cached) ${cachedMs.toFixed(0)} ms`);
+  console.log(
+    `# big run: info ${listMs.toFixed(0)} ms, metrics ${metricsMs.toFixed(0)} ms, 512-leaf tree ${treeMs.toFixed(0)} ms, run list (cached) ${cachedMs.toFixed(0)} ms`,
+  );
   assert.ok(listMs < 3000 && metricsMs < 3000 && treeMs < 3000, 'each request under 3 s on a shared 2-core machine');
 });

@@ -29,7 +29,10 @@ test('ticks: round positions, and labels never repeat for a narrow range (0.95, 
 test('smoothing: weight 0 is the identity, EMA is debiased, gaps stay gaps', () => {
   assert.deepEqual(smooth([1, null, 3], 0), [1, null, 3]);
   const s = smooth([1, 1, null, 1], 0.9);
-  assert.deepEqual(s.map((v) => (v === null ? null : Number(v.toFixed(9)))), [1, 1, null, 1]);
+  assert.deepEqual(
+    s.map((v) => (v === null ? null : Number(v.toFixed(9)))),
+    [1, 1, null, 1],
+  );
   const step = smooth([0, 0, 10], 0.5);
   assert.ok(step[2]! > 0 && step[2]! < 10);
 });
@@ -38,7 +41,10 @@ test('tree layout: leaves on consecutive rows, parents between their children, c
   const view = treeView(syntheticTree(), tok);
   const full = layoutTree(view.nodes, new Set(), { dx: 100, dy: 10 });
   const leaves = view.nodes.filter((n) => !n.children.length);
-  assert.deepEqual(leaves.map((n) => full.placed.get(n.id)!.y).sort((a, b) => a - b), leaves.map((_, i) => i * 10));
+  assert.deepEqual(
+    leaves.map((n) => full.placed.get(n.id)!.y).sort((a, b) => a - b),
+    leaves.map((_, i) => i * 10),
+  );
   const a = full.placed.get('0.0')!;
   assert.equal(a.x, 100);
   assert.equal(a.y, (full.placed.get('0.0.0')!.y + full.placed.get('0.0.1')!.y) / 2);
@@ -71,14 +77,17 @@ test('tree view model: decoded text, rewards, components, advantage, decision, s
   assert.equal(branchLabel(root, byId), '×3 v 0.4 H 0.4');
 });
 
-test('run tokenizer: the newest checkpoint\'s tokenizer.json, not the default char tokenizer', () => {
+test("run tokenizer: the newest checkpoint's tokenizer.json, not the default char tokenizer", () => {
   const { root, cleanup } = tempRuns();
   try {
     const run = join(root, 'tiny-treepo');
     assert.match(runTokenizer(run).source, /checkpoints\/step-30\/engine\/tokenizer\.json$/);
     const ck = join(run, 'checkpoints/step-99/engine');
     mkdirSync(ck, { recursive: true });
-    writeFileSync(join(ck, 'tokenizer.json'), JSON.stringify({ kind: 'char', specials: ['<pad>', '<bos>', '<eos>', '<sep>', '<unk>'], charset: 'zyx' }));
+    writeFileSync(
+      join(ck, 'tokenizer.json'),
+      JSON.stringify({ kind: 'char', specials: ['<pad>', '<bos>', '<eos>', '<sep>', '<unk>'], charset: 'zyx' }),
+    );
     const t = runTokenizer(run);
     assert.match(t.source, /step-99/);
     assert.equal(t.decoder.decode([5, 6, 7]), 'zyx');

@@ -20,7 +20,14 @@ const ms = (t0: number, n = 1) => ((performance.now() - t0) / n).toFixed(2);
 const add = { text: '', calls: [{ name: 'add', arguments: { key: 'n', amount: 1 }, raw: '' }] };
 
 async function mcp(): Promise<void> {
-  const stateful = mcpEnvironmentFactory({ kind: 'mcp', command: process.execPath, args: [server], stateful: true, spareProcesses: 0, stderr: 'ignore' });
+  const stateful = mcpEnvironmentFactory({
+    kind: 'mcp',
+    command: process.execPath,
+    args: [server],
+    stateful: true,
+    spareProcesses: 0,
+    stderr: 'ignore',
+  });
   let t0 = performance.now();
   const starts = 3;
   const envs = [];
@@ -34,7 +41,14 @@ async function mcp(): Promise<void> {
   console.log(`mcp: tools/call round trip ${ms(t0, calls)} ms (${calls} sequential calls)`);
   await stateful.close();
   for (const spareProcesses of [0, 1]) {
-    const f = mcpEnvironmentFactory({ kind: 'mcp', command: process.execPath, args: [server], stateful: true, spareProcesses, stderr: 'ignore' });
+    const f = mcpEnvironmentFactory({
+      kind: 'mcp',
+      command: process.execPath,
+      args: [server],
+      stateful: true,
+      spareProcesses,
+      stderr: 'ignore',
+    });
     const small = await f.create();
     await small.reset(item, { seed: 1, ...opts });
     for (let i = 0; i < 20; i++) await small.step(add, opts);

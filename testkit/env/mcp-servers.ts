@@ -26,7 +26,8 @@ export function everythingEnv(tools: string[] = [], env: Record<string, string> 
 
 /** A call as the policy writes it: arbor `@name{json}` (or positional `@name(text)`), qwen3 a <tool_call> block. */
 export function writeCall(format: 'arbor' | 'qwen3', call: Omit<ToolCall, 'raw'>, positional?: string): string {
-  if (format === 'qwen3') return `<tool_call>\n${pythonJson({ name: call.name, arguments: call.arguments })}\n</tool_call>`;
+  if (format === 'qwen3')
+    return `<tool_call>\n${pythonJson({ name: call.name, arguments: call.arguments })}\n</tool_call>`;
   return positional !== undefined ? `@${call.name}(${positional})` : `@${call.name}${JSON.stringify(call.arguments)}`;
 }
 
@@ -63,9 +64,17 @@ export interface ArborExit {
  * every 20 ms. `onStderr` sees the stderr so far (return a signal to send it to the child, once). A
  * child still running after `limitMs` is killed (SIGKILL) and reported with its signal.
  */
-export function runArbor(args: string[], mark: string, limitMs: number, onStderr?: (text: string) => NodeJS.Signals | undefined): Promise<ArborExit> {
+export function runArbor(
+  args: string[],
+  mark: string,
+  limitMs: number,
+  onStderr?: (text: string) => NodeJS.Signals | undefined,
+): Promise<ArborExit> {
   const started = Date.now();
-  const child = spawn(process.execPath, [join(root, 'bin/arbor.mjs'), ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [join(root, 'bin/arbor.mjs'), ...args], {
+    cwd: root,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   let signalled = false;

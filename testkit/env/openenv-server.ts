@@ -65,12 +65,17 @@ class GuessEnv {
     if (action.type === 'call_tool') return this.callTool(action);
     const extra = Object.keys(action).filter((k) => k !== 'message' && k !== 'metadata');
     if (extra.length > 0 || typeof action.message !== 'string') {
-      throw new ActionValidationError(extra.length > 0 ? extra.map((k) => ({ type: 'extra_forbidden', loc: [k], msg: 'Extra inputs are not permitted' })) : [{ type: 'missing', loc: ['message'], msg: 'Field required' }]);
+      throw new ActionValidationError(
+        extra.length > 0
+          ? extra.map((k) => ({ type: 'extra_forbidden', loc: [k], msg: 'Extra inputs are not permitted' }))
+          : [{ type: 'missing', loc: ['message'], msg: 'Field required' }],
+      );
     }
     if (action.message.includes('boom')) throw new Error('the environment raised: boom');
     if (action.message.includes('slow')) await new Promise((r) => setTimeout(r, 1500));
     const numbers = action.message.match(/-?\d+/g);
-    if (numbers === null) return { observation: { feedback: 'no number found', attempts: this.attempts }, reward: 0, done: false };
+    if (numbers === null)
+      return { observation: { feedback: 'no number found', attempts: this.attempts }, reward: 0, done: false };
     const g = this.guess(Number(numbers[numbers.length - 1]));
     return { observation: { feedback: g.feedback, attempts: this.attempts }, reward: g.reward, done: g.done };
   }
@@ -78,11 +83,21 @@ class GuessEnv {
   private callTool(action: Json): Json {
     const name = String(action.tool_name);
     const args = (action.arguments ?? {}) as Json;
-    const error = (error_type: string, message: string) => ({ observation: { tool_name: name, result: null, error: { error_type, message } }, reward: null, done: false });
+    const error = (error_type: string, message: string) => ({
+      observation: { tool_name: name, result: null, error: { error_type, message } },
+      reward: null,
+      done: false,
+    });
     if (name !== 'guess') return error('tool_not_found', `Tool '${name}' not found`);
     if (!Number.isInteger(args.n)) return error('invalid_args', 'invalid argument n: an integer is required');
     const g = this.guess(args.n as number);
-    const result = { content: [{ type: 'text', text: g.feedback, annotations: null, meta: null }], structured_content: { result: g.feedback }, meta: null, data: g.feedback, is_error: false };
+    const result = {
+      content: [{ type: 'text', text: g.feedback, annotations: null, meta: null }],
+      structured_content: { result: g.feedback },
+      meta: null,
+      data: g.feedback,
+      is_error: false,
+    };
     return { observation: { tool_name: name, result, error: null }, reward: g.reward, done: g.done };
   }
 
@@ -101,7 +116,9 @@ export interface GuessServer extends TestServer {
 }
 
 function listen(server: Server): Promise<string> {
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)));
+  return new Promise((resolve) =>
+    server.listen(0, '127.0.0.1', () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)),
+  );
 }
 
 function stopper(server: Server, wss: WebSocketServer): () => Promise<void> {
@@ -130,9 +147,18 @@ async function handleHttp(req: IncomingMessage, res: ServerResponse, stats: Gues
   if (req.method === 'GET' && req.url === '/health') return reply(res, 200, { status: 'healthy' });
   if (req.method === 'GET' && req.url === '/state') return reply(res, 200, env.state());
   if (req.method === 'GET' && req.url === '/schema') {
-    const action = { properties: { message: { type: 'string' }, metadata: { type: 'object' } }, required: ['message'], type: 'object', additionalProperties: false };
+    const action = {
+      properties: { message: { type: 'string' }, metadata: { type: 'object' } },
+      required: ['message'],
+      type: 'object',
+      additionalProperties: false,
+    };
     const observation = { properties: { feedback: { type: 'string' }, attempts: { type: 'integer' } }, type: 'object' };
-    return reply(res, 200, { action, observation, state: { properties: { episode_id: {}, step_count: { type: 'integer' } }, type: 'object' } });
+    return reply(res, 200, {
+      action,
+      observation,
+      state: { properties: { episode_id: {}, step_count: { type: 'integer' } }, type: 'object' },
+    });
   }
   if (req.method === 'POST' && req.url === '/reset') return reply(res, 200, env.reset(await readBody(req)));
   if (req.method === 'POST' && req.url === '/step') {
@@ -140,7 +166,10 @@ async function handleHttp(req: IncomingMessage, res: ServerResponse, stats: Gues
     try {
       return reply(res, 200, await env.step((body.action ?? {}) as Json));
     } catch (e) {
-      if (e instanceof ActionValidationError) return reply(res, 422, { detail: e.errors.map((x) => ({ ...x, loc: ['body', 'action', ...(x.loc as string[])] })) });
+      if (e instanceof ActionValidationError)
+        return reply(res, 422, {
+          detail: e.errors.map((x) => ({ ...x, loc: ['body', 'action', ...(x.loc as string[])] })),
+        });
       return reply(res, 500, { detail: (e as Error).message });
     }
   }
@@ -158,7 +187,10 @@ function serveSession(ws: WebSocket, stats: GuessServer['stats'], fixedTarget?: 
       try {
         msg = JSON.parse(String(raw)) as Json;
       } catch (e) {
-        return send({ type: 'error', data: { message: `Invalid JSON: ${(e as Error).message}`, code: 'INVALID_JSON' } });
+        return send({
+          type: 'error',
+          data: { message: `Invalid JSON: ${(e as Error).message}`, code: 'INVALID_JSON' },
+        });
       }
       try {
         if (msg.type === 'reset') return send({ type: 'observation', data: env.reset((msg.data ?? {}) as Json) });
@@ -170,7 +202,11 @@ function serveSession(ws: WebSocket, stats: GuessServer['stats'], fixedTarget?: 
         }
         send({ type: 'error', data: { message: `Unknown message type: ${String(msg.type)}`, code: 'UNKNOWN_TYPE' } });
       } catch (e) {
-        if (e instanceof ActionValidationError) return send({ type: 'error', data: { message: 'Invalid message', code: 'VALIDATION_ERROR', errors: e.errors } });
+        if (e instanceof ActionValidationError)
+          return send({
+            type: 'error',
+            data: { message: 'Invalid message', code: 'VALIDATION_ERROR', errors: e.errors },
+          });
         send({ type: 'error', data: { message: (e as Error).message, code: 'EXECUTION_ERROR' } });
       }
     });
@@ -181,13 +217,25 @@ function serveSession(ws: WebSocket, stats: GuessServer['stats'], fixedTarget?: 
  * The guess-the-number server on a free local port. `maxSessions` as `max_concurrent_envs`;
  * `ignoreSeed`: a nondeterministic environment whose /ws sessions alternate targets 10 and 90.
  */
-export async function startGuessServer(options: { maxSessions?: number; ignoreSeed?: boolean } = {}): Promise<GuessServer> {
+export async function startGuessServer(
+  options: { maxSessions?: number; ignoreSeed?: boolean } = {},
+): Promise<GuessServer> {
   const stats = { sessionsOpened: 0, sessionsActive: 0, closeMessages: 0, httpRequests: [] as string[] };
   const server = createServer((req, res) => void handleHttp(req, res, stats));
   const wss = new WebSocketServer({ server, path: '/ws' });
   wss.on('connection', (ws) => {
     if (stats.sessionsActive >= (options.maxSessions ?? Infinity)) {
-      ws.send(JSON.stringify({ type: 'error', data: { message: `Server at capacity (${stats.sessionsActive}/${options.maxSessions} sessions)`, code: 'CAPACITY_REACHED', active_sessions: stats.sessionsActive, max_sessions: options.maxSessions } }));
+      ws.send(
+        JSON.stringify({
+          type: 'error',
+          data: {
+            message: `Server at capacity (${stats.sessionsActive}/${options.maxSessions} sessions)`,
+            code: 'CAPACITY_REACHED',
+            active_sessions: stats.sessionsActive,
+            max_sessions: options.maxSessions,
+          },
+        }),
+      );
       return ws.close();
     }
     stats.sessionsOpened++;

@@ -22,7 +22,8 @@ server.setRequestHandler(ListToolsRequestSchema, async (request) => {
 });
 server.setRequestHandler(CallToolRequestSchema, async (request) => {
   const { name, arguments: args = {} } = request.params;
-  const text = name === 'echo' ? String(args.text) : name === 'getenv' ? (process.env[String(args.name)] ?? '') : process.cwd();
+  const text =
+    name === 'echo' ? String(args.text) : name === 'getenv' ? (process.env[String(args.name)] ?? '') : process.cwd();
   return { content: [{ type: 'text', text }] };
 });
 await server.connect(new StdioServerTransport());

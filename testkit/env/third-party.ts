@@ -6,7 +6,6 @@
  * that lets a test act (kill a server) before a chosen policy turn.
  */
 import { execFileSync } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import type { SampleRequest, SampleResult, Sampler } from '../../src/engine/types.js';
 import type { ToolCall, ToolCallFormat, ToolResult, ToolSpec } from '../../src/env/types.js';
 import type { AgentRuntime } from '../../src/generate/types.js';
@@ -17,12 +16,9 @@ import type { z } from 'zod';
 /** The `env` section of an MCP server, as written in a config. */
 export type McpInput = z.input<typeof mcpOptionsSchema>;
 
-export const EVERYTHING = fileURLToPath(
-  new URL('../../node_modules/@modelcontextprotocol/server-everything/dist/index.js', import.meta.url),
-);
-export const MEMORY = fileURLToPath(
-  new URL('../../node_modules/@modelcontextprotocol/server-memory/dist/index.js', import.meta.url),
-);
+/** The pinned servers' entry points (defined once, in mcp-servers.ts). */
+export { EVERYTHING_SERVER as EVERYTHING, MEMORY_SERVER as MEMORY } from './mcp-servers.js';
+import { EVERYTHING_SERVER as EVERYTHING, MEMORY_SERVER as MEMORY } from './mcp-servers.js';
 
 /** A unique argument the servers ignore: `ps` finds exactly this test's server processes by it. */
 export function newMarker(): string {

@@ -24,9 +24,22 @@ export interface ReferenceCase {
 
 /** reference.json + reference.safetensors of a model (or adapter) directory. */
 export function readReference(dir: string): ReferenceCase {
-  const meta = JSON.parse(readFileSync(join(dir, 'reference.json'), 'utf8')) as { sequences: number[][]; prompt_lengths: number[]; loss: number };
-  const { tensors } = decodeSafetensors(readFileSync(join(dir, 'reference.safetensors')), join(dir, 'reference.safetensors'));
-  return { dir, sequences: meta.sequences, promptLengths: meta.prompt_lengths, loss: meta.loss, tensors: Object.fromEntries(Object.entries(tensors).map(([k, t]) => [k, t.data])) };
+  const meta = JSON.parse(readFileSync(join(dir, 'reference.json'), 'utf8')) as {
+    sequences: number[][];
+    prompt_lengths: number[];
+    loss: number;
+  };
+  const { tensors } = decodeSafetensors(
+    readFileSync(join(dir, 'reference.safetensors')),
+    join(dir, 'reference.safetensors'),
+  );
+  return {
+    dir,
+    sequences: meta.sequences,
+    promptLengths: meta.prompt_lengths,
+    loss: meta.loss,
+    tensors: Object.fromEntries(Object.entries(tensors).map(([k, t]) => [k, t.data])),
+  };
 }
 
 export type { Comparison, Tolerance } from '../reference/parity.js';

@@ -88,7 +88,12 @@ export async function measureSampling(job: SampleJob): Promise<MeasureResult> {
   const { batch, promptLength, maxTokens } = job.sample;
   const prompts = benchTokens(batch, promptLength, model.dims.V, 0);
   const requests: SampleRequest[] = prompts.map((tokens, b) => ({
-    tokens, n: 1, maxTokens, temperature: 1, seed: b, stopTokens: [],
+    tokens,
+    n: 1,
+    maxTokens,
+    temperature: 1,
+    seed: b,
+    stopTokens: [],
   }));
   const tokensPerS: number[] = [];
   const kernelFraction: number[] = [];

@@ -56,7 +56,12 @@ export function referenceData(ref: ReferenceCase): Datum[] {
 export function decodeLogits(model: NanoModel, tokens: number[], adapter?: LoraAdapter): Float32Array {
   const cache = new PagedKVCache(model.dims.L, model.dims.Ckv, 16);
   const seq = cache.createSequence();
-  return forwardRows(model, cache, new DecodeWorkspace(model, adapter), tokens.map((token) => ({ seq, token, wantLogits: true })));
+  return forwardRows(
+    model,
+    cache,
+    new DecodeWorkspace(model, adapter),
+    tokens.map((token) => ({ seq, token, wantLogits: true })),
+  );
 }
 
 export interface HfParityRun {
@@ -66,8 +71,13 @@ export interface HfParityRun {
 }
 
 /** Every comparison of one case at one precision. */
-export async function parityCase(root: string, c: (typeof HF_CASES)[number], precision: 'float64' | 'float32'): Promise<HfParityRun> {
-  const kernels: Kernels = precision === 'float64' ? (referenceKernels64 as unknown as Kernels) : await loadKernels({ backend: 'wasm' });
+export async function parityCase(
+  root: string,
+  c: (typeof HF_CASES)[number],
+  precision: 'float64' | 'float32',
+): Promise<HfParityRun> {
+  const kernels: Kernels =
+    precision === 'float64' ? (referenceKernels64 as unknown as Kernels) : await loadKernels({ backend: 'wasm' });
   const dir = join(root, c.dir);
   const withAdapter = 'adapter' in c;
   const ref = readReference(withAdapter ? join(dir, c.adapter) : dir);
@@ -79,7 +89,8 @@ export async function parityCase(root: string, c: (typeof HF_CASES)[number], pre
   const add = (what: string, got: Float32Array | number[], expected: Float32Array) => {
     run.comparisons.push(compare(name(what), got, expected, tol));
     const kind = what.split(/[. ]/)[0];
-    if (!run.samples.some((s) => s.kind === kind)) run.samples.push({ kind, name: name(what), got, ref: expected, tol });
+    if (!run.samples.some((s) => s.kind === kind))
+      run.samples.push({ kind, name: name(what), got, ref: expected, tol });
   };
   ref.sequences.forEach((seq, i) => add(`logits.${i}`, decodeLogits(model, seq, adapter), ref.tensors[`logits.${i}`]));
   const trainer = new NanoTrainer(model, { adapter });
@@ -91,13 +102,26 @@ export async function parityCase(root: string, c: (typeof HF_CASES)[number], pre
   for (const spec of arena.specs) {
     const expected = ref.tensors[gradKey(spec.name, withAdapter)];
     if (!expected) {
-      run.comparisons.push({ name: name(`grad ${spec.name}`), pass: false, maxAbs: Infinity, worstRatio: Infinity, detail: 'no reference gradient' });
+      run.comparisons.push({
+        name: name(`grad ${spec.name}`),
+        pass: false,
+        maxAbs: Infinity,
+        worstRatio: Infinity,
+        detail: 'no reference gradient',
+      });
       continue;
     }
     add(`grad ${spec.name}`, grads.get(spec.name), expected);
   }
   const refGrads = Object.keys(ref.tensors).filter((k) => k.startsWith('grad.')).length;
-  if (refGrads !== arena.specs.length) run.comparisons.push({ name: name('gradient count'), pass: false, maxAbs: Infinity, worstRatio: Infinity, detail: `${arena.specs.length} parameters, ${refGrads} reference gradients` });
+  if (refGrads !== arena.specs.length)
+    run.comparisons.push({
+      name: name('gradient count'),
+      pass: false,
+      maxAbs: Infinity,
+      worstRatio: Infinity,
+      detail: `${arena.specs.length} parameters, ${refGrads} reference gradients`,
+    });
   return run;
 }
 

@@ -98,12 +98,16 @@ export class KernelProfiler {
    */
   snapshot(wallMs: number, per = 1, since?: ProfileMark): ProfileSnapshot {
     const minus = <T extends { calls: number; ms: number }>(m: Map<string, T>, before?: Map<string, T>) =>
-      [...m].map(([key, v]) => {
-        const b = before?.get(key);
-        return [key, { ...v, calls: v.calls - (b?.calls ?? 0), ms: v.ms - (b?.ms ?? 0) }] as const;
-      }).filter(([, v]) => v.calls > 0);
+      [...m]
+        .map(([key, v]) => {
+          const b = before?.get(key);
+          return [key, { ...v, calls: v.calls - (b?.calls ?? 0), ms: v.ms - (b?.ms ?? 0) }] as const;
+        })
+        .filter(([, v]) => v.calls > 0);
     const kernels = minus(this.byKernel, since?.byKernel).map(([kernel, k]) => ({
-      kernel, calls: k.calls / per, ms: k.ms / per,
+      kernel,
+      calls: k.calls / per,
+      ms: k.ms / per,
     }));
     kernels.sort((a, b) => b.ms - a.ms);
     const gemm = minus(this.byShape, since?.byShape).map(([, g]) => {
@@ -164,9 +168,13 @@ export function profileDecodeStep(
   };
   const ws = new DecodeWorkspace(model);
   const seqs = prompts.map(() => cache.createSequence());
-  const prefill = prompts.flatMap((p, b) => p.map((token, t) => ({
-    seq: seqs[b], token, wantLogits: t === p.length - 1,
-  })));
+  const prefill = prompts.flatMap((p, b) =>
+    p.map((token, t) => ({
+      seq: seqs[b],
+      token,
+      wantLogits: t === p.length - 1,
+    })),
+  );
   let logits = forwardRows(model, cache, ws, prefill);
   const argmax = (b: number) => {
     let best = 0;

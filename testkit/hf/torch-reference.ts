@@ -82,7 +82,9 @@ export function torchReferenceParity(root: string): TorchReferenceRun {
     add('loss', [out.loss], new Float32Array([ref.loss]));
     const names = Object.keys(out.grads).sort();
     for (const n of names) add(`grad ${n}`, out.grads[n], ref.tensors[fixtureGradKey(n, withAdapter)]);
-    const expected = Object.keys(ref.tensors).filter((k) => k.startsWith('grad.')).sort();
+    const expected = Object.keys(ref.tensors)
+      .filter((k) => k.startsWith('grad.'))
+      .sort();
     const got = names.map((n) => fixtureGradKey(n, withAdapter)).sort();
     const same = expected.length === got.length && expected.every((k, j) => k === got[j]);
     const counts = `${names.length} gradients from PyTorch, ${expected.length} in the fixture`;

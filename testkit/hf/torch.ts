@@ -46,7 +46,10 @@ export function openblasDir(): string | undefined {
 export function torchEnv(threads: number, openblas: boolean): Record<string, string> {
   const n = String(threads);
   const env: Record<string, string> = {
-    OMP_NUM_THREADS: n, OPENBLAS_NUM_THREADS: n, MKL_NUM_THREADS: n, OMP_WAIT_POLICY: 'PASSIVE',
+    OMP_NUM_THREADS: n,
+    OPENBLAS_NUM_THREADS: n,
+    MKL_NUM_THREADS: n,
+    OMP_WAIT_POLICY: 'PASSIVE',
   };
   const dir = openblas ? openblasDir() : undefined;
   if (dir) env.LD_LIBRARY_PATH = [dir, process.env.LD_LIBRARY_PATH].filter(Boolean).join(':');

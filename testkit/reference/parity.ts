@@ -43,7 +43,12 @@ export const TOLERANCES = {
   /** Same formulas, both in float64: only summation order differs. */
   f64: { logprob: { atol: 1e-11, rtol: 1e-11 }, loss: { atol: 1e-11, rtol: 1e-10 }, grad: { atol: 1e-10, rtol: 1e-8 } },
   /** Arbor's WASM fp32 kernels vs PyTorch fp32 (both have fp32 rounding; differences are sums of two such errors). */
-  f32: { logprob: { atol: 2e-6, rtol: 2e-6 }, loss: { atol: 5e-5, rtol: 5e-5 }, grad: { atol: 2e-5, rtol: 2e-3 }, adam: { atol: 1e-6, rtol: 1e-5 } },
+  f32: {
+    logprob: { atol: 2e-6, rtol: 2e-6 },
+    loss: { atol: 5e-5, rtol: 5e-5 },
+    grad: { atol: 2e-5, rtol: 2e-3 },
+    adam: { atol: 1e-6, rtol: 1e-5 },
+  },
   /** Sampler (fp32 decode with KV cache) vs PyTorch float64 full forward. */
   sampler: { logprob: { atol: 2e-5, rtol: 2e-5 }, entropy: { atol: 2e-5, rtol: 2e-5 }, nucleusSlack: 1e-5 },
 } as const;
@@ -80,7 +85,9 @@ export function findTorchPython(): { python?: string; reason: string } {
     if (r.status === 0) return { python: py, reason: '' };
     tried.push(`${py}: ${r.error ? r.error.message : (r.stderr || '').trim().split('\n').pop()}`);
   }
-  return { reason: `PyTorch is not importable (${tried.join('; ')}); install it with \`apt-get install python3-torch\`` };
+  return {
+    reason: `PyTorch is not importable (${tried.join('; ')}); install it with \`apt-get install python3-torch\``,
+  };
 }
 
 const NO_TORCH = /No module named '?torch'?(?![\w.])|ENOENT/;
@@ -89,7 +96,12 @@ const NO_TORCH = /No module named '?torch'?(?![\w.])|ENOENT/;
  * Run the reference with the first interpreter that has torch. An interpreter without torch (or a
  * missing one) moves on to the next; any other failure is an error (a broken reference must not skip).
  */
-export function runTorchFirst(pythons: string[], mode: 'parity' | 'bench', job: unknown, env?: Record<string, string>): { ok: true; python: string; out: ReturnType<typeof runTorch> } | { ok: false; reason: string } {
+export function runTorchFirst(
+  pythons: string[],
+  mode: 'parity' | 'bench',
+  job: unknown,
+  env?: Record<string, string>,
+): { ok: true; python: string; out: ReturnType<typeof runTorch> } | { ok: false; reason: string } {
   const tried: string[] = [];
   for (const py of pythons) {
     try {
@@ -100,7 +112,10 @@ export function runTorchFirst(pythons: string[], mode: 'parity' | 'bench', job: 
       tried.push(`${py}: ${msg.match(NO_TORCH)![0]}`);
     }
   }
-  return { ok: false, reason: `PyTorch is not importable (${tried.join('; ')}); install it with \`apt-get install python3-torch\`` };
+  return {
+    ok: false,
+    reason: `PyTorch is not importable (${tried.join('; ')}); install it with \`apt-get install python3-torch\``,
+  };
 }
 
 interface ModelCase {
@@ -111,22 +126,88 @@ interface ModelCase {
 }
 
 export const MODEL_CASES: ModelCase[] = [
-  { label: 'tied d16 L2 h2', config: { vocabSize: 23, dModel: 16, nLayers: 2, nHeads: 2, dFF: 24, contextLength: 40, tieEmbeddings: true, ropeTheta: 10000, normEps: 1e-5 }, lengths: [7, 3, 12, 1] },
-  { label: 'untied d24 L3 h3', config: { vocabSize: 37, dModel: 24, nLayers: 3, nHeads: 3, dFF: 40, contextLength: 48, tieEmbeddings: false, ropeTheta: 10000, normEps: 1e-5 }, lengths: [9, 16, 2, 5, 11] },
-  { label: 'untied d32 L1 h4 theta500', config: { vocabSize: 50, dModel: 32, nLayers: 1, nHeads: 4, dFF: 64, contextLength: 64, tieEmbeddings: false, ropeTheta: 500, normEps: 1e-6 }, lengths: [30, 4] },
-  { label: 'tied d32 L2 h2', config: { vocabSize: 64, dModel: 32, nLayers: 2, nHeads: 2, dFF: 48, contextLength: 64, tieEmbeddings: true, ropeTheta: 10000, normEps: 1e-5 }, lengths: [20, 13, 6] },
+  {
+    label: 'tied d16 L2 h2',
+    config: {
+      vocabSize: 23,
+      dModel: 16,
+      nLayers: 2,
+      nHeads: 2,
+      dFF: 24,
+      contextLength: 40,
+      tieEmbeddings: true,
+      ropeTheta: 10000,
+      normEps: 1e-5,
+    },
+    lengths: [7, 3, 12, 1],
+  },
+  {
+    label: 'untied d24 L3 h3',
+    config: {
+      vocabSize: 37,
+      dModel: 24,
+      nLayers: 3,
+      nHeads: 3,
+      dFF: 40,
+      contextLength: 48,
+      tieEmbeddings: false,
+      ropeTheta: 10000,
+      normEps: 1e-5,
+    },
+    lengths: [9, 16, 2, 5, 11],
+  },
+  {
+    label: 'untied d32 L1 h4 theta500',
+    config: {
+      vocabSize: 50,
+      dModel: 32,
+      nLayers: 1,
+      nHeads: 4,
+      dFF: 64,
+      contextLength: 64,
+      tieEmbeddings: false,
+      ropeTheta: 500,
+      normEps: 1e-6,
+    },
+    lengths: [30, 4],
+  },
+  {
+    label: 'tied d32 L2 h2',
+    config: {
+      vocabSize: 64,
+      dModel: 32,
+      nLayers: 2,
+      nHeads: 2,
+      dFF: 48,
+      contextLength: 64,
+      tieEmbeddings: true,
+      ropeTheta: 10000,
+      normEps: 1e-5,
+    },
+    lengths: [20, 13, 6],
+  },
 ];
 
 export const LOSS_CASES: Array<{ label: string; loss: LossSpec; extras?: LossExtras }> = [
   { label: 'cross_entropy', loss: { kind: 'cross_entropy' } },
   { label: 'importance_sampling', loss: { kind: 'importance_sampling' } },
-  { label: 'importance_sampling truncateAt+maskAbove', loss: { kind: 'importance_sampling', truncateAt: 1.2, maskAbove: 2.5 } },
+  {
+    label: 'importance_sampling truncateAt+maskAbove',
+    loss: { kind: 'importance_sampling', truncateAt: 1.2, maskAbove: 2.5 },
+  },
   { label: 'ppo clips', loss: { kind: 'ppo', clipLow: 0.2, clipHigh: 0.28 } },
-  { label: 'ppo dual clip + truncateAt', loss: { kind: 'ppo', clipLow: 0.2, clipHigh: 0.28, dualClip: 2, truncateAt: 1.5 } },
+  {
+    label: 'ppo dual clip + truncateAt',
+    loss: { kind: 'ppo', clipLow: 0.2, clipHigh: 0.28, dualClip: 2, truncateAt: 1.5 },
+  },
   { label: 'gspo', loss: { kind: 'gspo', clipLow: 0.2, clipHigh: 0.28 } },
   { label: 'ppo + k3 KL', loss: { kind: 'ppo', clipLow: 0.2, clipHigh: 0.28 }, extras: { klCoef: 0.3 } },
   { label: 'cross_entropy + entropy bonus', loss: { kind: 'cross_entropy' }, extras: { entropyCoef: 0.05 } },
-  { label: 'importance_sampling + k3 KL + entropy bonus', loss: { kind: 'importance_sampling' }, extras: { klCoef: 0.1, entropyCoef: 0.02 } },
+  {
+    label: 'importance_sampling + k3 KL + entropy bonus',
+    loss: { kind: 'importance_sampling' },
+    extras: { klCoef: 0.1, entropyCoef: 0.02 },
+  },
 ];
 
 /** The AdamW trajectory compared (two steps: bias correction and moment accumulation both show). */
@@ -143,7 +224,8 @@ function randomise(model: NanoModel, seed: number): void {
     const v = model.params.get(s.name);
     if (s.shape.length === 1) for (let i = 0; i < v.length; i++) v[i] = 1 + 0.3 * rng.normal();
     else {
-      const std = s.name === 'tok_emb' ? 1 : s.name === 'lm_head' ? 2 / Math.sqrt(s.shape[1]) : 1 / Math.sqrt(s.shape[1]);
+      const std =
+        s.name === 'tok_emb' ? 1 : s.name === 'lm_head' ? 2 / Math.sqrt(s.shape[1]) : 1 / Math.sqrt(s.shape[1]);
       for (let i = 0; i < v.length; i++) v[i] = std * rng.normal();
     }
   }
@@ -170,8 +252,27 @@ function sampleRequests(config: NanoConfig, rng: Rng): SampleRequest[] {
   const V = config.vocabSize;
   const prompt = (n: number) => Array.from({ length: n }, () => rng.int(V));
   return [
-    { tokens: prompt(5), n: 3, maxTokens: 12, temperature: 0.7, topP: 0.9, seed: 3, returnEntropy: true, stopTokens: [] },
-    { tokens: prompt(9), n: 2, maxTokens: 8, temperature: 1.3, topP: 0.8, topK: 5, seed: 4, returnEntropy: true, stopTokens: [] },
+    {
+      tokens: prompt(5),
+      n: 3,
+      maxTokens: 12,
+      temperature: 0.7,
+      topP: 0.9,
+      seed: 3,
+      returnEntropy: true,
+      stopTokens: [],
+    },
+    {
+      tokens: prompt(9),
+      n: 2,
+      maxTokens: 8,
+      temperature: 1.3,
+      topP: 0.8,
+      topK: 5,
+      seed: 4,
+      returnEntropy: true,
+      stopTokens: [],
+    },
     { tokens: prompt(1), n: 1, maxTokens: 10, temperature: 0, seed: 5, returnEntropy: true, stopTokens: [] },
     { tokens: prompt(3), n: 4, maxTokens: 10, temperature: 1, seed: 6, returnEntropy: true, stopTokens: [] },
   ];
@@ -179,7 +280,14 @@ function sampleRequests(config: NanoConfig, rng: Rng): SampleRequest[] {
 
 /** Entrywise comparison; `arbor` and `torch` are flat. */
 export function compare(name: string, arbor: ArrayLike<number>, torch: ArrayLike<number>, tol: Tolerance): Comparison {
-  if (arbor.length !== torch.length) return { name, maxAbs: Infinity, worstRatio: Infinity, pass: false, detail: `length ${arbor.length} vs ${torch.length}` };
+  if (arbor.length !== torch.length)
+    return {
+      name,
+      maxAbs: Infinity,
+      worstRatio: Infinity,
+      pass: false,
+      detail: `length ${arbor.length} vs ${torch.length}`,
+    };
   let scale = 0;
   for (let i = 0; i < torch.length; i++) scale = Math.max(scale, Math.abs(torch[i]));
   let maxAbs = 0;
@@ -203,7 +311,17 @@ export function compare(name: string, arbor: ArrayLike<number>, torch: ArrayLike
 /** Merge comparisons of the same quantity across cases: the worst one speaks for all. */
 function worstOf(name: string, cs: Comparison[]): Comparison {
   const worst = cs.reduce((a, b) => (b.worstRatio > a.worstRatio ? b : a));
-  return { name, maxAbs: Math.max(...cs.map((c) => c.maxAbs)), worstRatio: worst.worstRatio, pass: cs.every((c) => c.pass), detail: cs.filter((c) => !c.pass).map((c) => `${c.name}: ${c.detail}`).join('; ') || undefined };
+  return {
+    name,
+    maxAbs: Math.max(...cs.map((c) => c.maxAbs)),
+    worstRatio: worst.worstRatio,
+    pass: cs.every((c) => c.pass),
+    detail:
+      cs
+        .filter((c) => !c.pass)
+        .map((c) => `${c.name}: ${c.detail}`)
+        .join('; ') || undefined,
+  };
 }
 
 interface TorchCase {
@@ -213,10 +331,25 @@ interface TorchCase {
   samples: Array<{ logprobs: number[]; entropies: number[]; mass_above: number[]; rank: number[] }>;
 }
 
-function runTorch(python: string, mode: 'parity' | 'bench', job: unknown, env?: Record<string, string>): { torch: string; cases?: TorchCase[] } & Record<string, unknown> {
-  if (process.env.ARBOR_PARITY_DUMP) writeFileSync(`${process.env.ARBOR_PARITY_DUMP}-${mode}-${Date.now()}.json`, JSON.stringify(job));
-  const r = spawnSync(python, [REFERENCE_SCRIPT, mode], { input: JSON.stringify(job), encoding: 'utf8', maxBuffer: 1 << 30, timeout: 900_000, env: env ? { ...process.env, ...env } : process.env });
-  if (r.status !== 0) throw new Error(`${REFERENCE_SCRIPT} ${mode} failed (${r.error?.message ?? `exit ${r.status}`}): ${(r.stderr || '').slice(-2000)}`);
+function runTorch(
+  python: string,
+  mode: 'parity' | 'bench',
+  job: unknown,
+  env?: Record<string, string>,
+): { torch: string; cases?: TorchCase[] } & Record<string, unknown> {
+  if (process.env.ARBOR_PARITY_DUMP)
+    writeFileSync(`${process.env.ARBOR_PARITY_DUMP}-${mode}-${Date.now()}.json`, JSON.stringify(job));
+  const r = spawnSync(python, [REFERENCE_SCRIPT, mode], {
+    input: JSON.stringify(job),
+    encoding: 'utf8',
+    maxBuffer: 1 << 30,
+    timeout: 900_000,
+    env: env ? { ...process.env, ...env } : process.env,
+  });
+  if (r.status !== 0)
+    throw new Error(
+      `${REFERENCE_SCRIPT} ${mode} failed (${r.error?.message ?? `exit ${r.status}`}): ${(r.stderr || '').slice(-2000)}`,
+    );
   return JSON.parse(r.stdout);
 }
 
@@ -236,7 +369,9 @@ export interface ParityRun {
   seconds: number;
   arbor: Record<'float32' | 'float64', ArborSide[]>;
   adamArbor: Array<{ norms: number[]; params: Array<Record<string, number[]>> }>;
-  sampleArbor: Array<Array<{ request: SampleRequest; tokens: number[]; start: number; logprobs: number[]; entropies: number[] }>>;
+  sampleArbor: Array<
+    Array<{ request: SampleRequest; tokens: number[]; start: number; logprobs: number[]; entropies: number[] }>
+  >;
   out32: TorchCase[];
   out64: TorchCase[];
   /** The training batch of each model case (with behaviour/reference log-probs and advantages). */
@@ -247,7 +382,13 @@ export interface ParityRun {
 export async function runParity(options: { kernels?: Kernels } = {}): Promise<ParityReport> {
   const run = await collectParity(options);
   if (!run.available) return { available: false, reason: run.reason, comparisons: [], seconds: run.seconds };
-  return { available: true, python: run.python, torch: run.torch, comparisons: evaluateParity(run), seconds: run.seconds };
+  return {
+    available: true,
+    python: run.python,
+    torch: run.torch,
+    comparisons: evaluateParity(run),
+    seconds: run.seconds,
+  };
 }
 
 /**
@@ -280,7 +421,10 @@ export async function collectParity(options: { kernels?: Kernels } = {}): Promis
       const current = await new NanoTrainer(m64).logprobs(data);
       addPolicyFields(rng, data, current);
       datas.push(data);
-      for (const [prec, model] of [['float32', m32], ['float64', m64]] as const) {
+      for (const [prec, model] of [
+        ['float32', m32],
+        ['float64', m64],
+      ] as const) {
         const trainer = new NanoTrainer(model);
         const side: ArborSide = { logprobs: [], losses: [] };
         for (const [li, lc] of LOSS_CASES.entries()) {
@@ -293,7 +437,14 @@ export async function collectParity(options: { kernels?: Kernels } = {}): Promis
         }
         trainer.zeroGrad();
         arbor[prec].push(side);
-        jobs[prec].push({ checkpoint: ckpt, dtype: prec, data, losses: LOSS_CASES.map((l) => ({ loss: l.loss, extras: l.extras ?? {} })), adam: null, samples: [] });
+        jobs[prec].push({
+          checkpoint: ckpt,
+          dtype: prec,
+          data,
+          losses: LOSS_CASES.map((l) => ({ loss: l.loss, extras: l.extras ?? {} })),
+          adam: null,
+          samples: [],
+        });
       }
       // AdamW trajectory on the fp32 model (a copy: the sampler below uses the original weights)
       {
@@ -321,18 +472,51 @@ export async function collectParity(options: { kernels?: Kernels } = {}): Promis
       const results = await new NanoSampler(m32, { pageSize: 4 }).sample(requests);
       const samples: (typeof sampleArbor)[number] = [];
       results.forEach((r, i) => {
-        for (const c of r.completions) samples.push({ request: requests[i], tokens: requests[i].tokens.concat(c.tokens), start: requests[i].tokens.length, logprobs: c.logprobs, entropies: c.entropies ?? [] });
+        for (const c of r.completions)
+          samples.push({
+            request: requests[i],
+            tokens: requests[i].tokens.concat(c.tokens),
+            start: requests[i].tokens.length,
+            logprobs: c.logprobs,
+            entropies: c.entropies ?? [],
+          });
       });
       sampleArbor.push(samples);
-      (jobs.float64[ci] as { samples: unknown[] }).samples = samples.map((s) => ({ tokens: s.tokens, start: s.start, temperature: s.request.temperature ?? 1 }));
+      (jobs.float64[ci] as { samples: unknown[] }).samples = samples.map((s) => ({
+        tokens: s.tokens,
+        start: s.start,
+        temperature: s.request.temperature ?? 1,
+      }));
     }
     // one PyTorch process for everything (importing torch alone takes seconds)
     const n = MODEL_CASES.length;
     const torchOut = runTorchFirst(pythons, 'parity', { threads: 1, cases: [...jobs.float32, ...jobs.float64] });
     const seconds = (performance.now() - t0) / 1000;
-    if (!torchOut.ok) return { available: false, reason: torchOut.reason, seconds, arbor, adamArbor, sampleArbor, out32: [], out64: [], data: datas };
+    if (!torchOut.ok)
+      return {
+        available: false,
+        reason: torchOut.reason,
+        seconds,
+        arbor,
+        adamArbor,
+        sampleArbor,
+        out32: [],
+        out64: [],
+        data: datas,
+      };
     const cases = torchOut.out.cases!;
-    return { available: true, python: torchOut.python, torch: torchOut.out.torch, seconds, arbor, adamArbor, sampleArbor, out32: cases.slice(0, n), out64: cases.slice(n), data: datas };
+    return {
+      available: true,
+      python: torchOut.python,
+      torch: torchOut.out.torch,
+      seconds,
+      arbor,
+      adamArbor,
+      sampleArbor,
+      out32: cases.slice(0, n),
+      out64: cases.slice(n),
+      data: datas,
+    };
   } finally {
     if (!process.env.ARBOR_PARITY_DUMP) rmSync(dir, { recursive: true, force: true });
   }
@@ -343,13 +527,19 @@ export async function collectParity(options: { kernels?: Kernels } = {}): Promis
  * `tamper` may perturb Arbor's numbers first (the test uses it to prove each comparison can fail);
  * it receives copies.
  */
-export function evaluateParity(run: ParityRun, tamper: (what: string, values: number[]) => void = () => {}): Comparison[] {
+export function evaluateParity(
+  run: ParityRun,
+  tamper: (what: string, values: number[]) => void = () => {},
+): Comparison[] {
   const { arbor, adamArbor, sampleArbor } = run;
   const out32 = { cases: run.out32 };
   const out64 = { cases: run.out64 };
   {
     const comparisons: Comparison[] = [];
-    for (const [prec, out] of [['float32', out32], ['float64', out64]] as const) {
+    for (const [prec, out] of [
+      ['float32', out32],
+      ['float64', out64],
+    ] as const) {
       const tol = prec === 'float32' ? TOLERANCES.f32 : TOLERANCES.f64;
       const tag = prec === 'float32' ? 'fp32 WASM' : 'fp64 reference';
       const lpCmp: Comparison[] = [];
@@ -392,7 +582,9 @@ export function evaluateParity(run: ParityRun, tamper: (what: string, values: nu
         }
       });
     });
-    comparisons.push(worstOf('fp32 WASM: AdamW (torch.optim.AdamW, 2 steps, decay on matrices only, clipping)', adamCmp));
+    comparisons.push(
+      worstOf('fp32 WASM: AdamW (torch.optim.AdamW, 2 steps, decay on matrices only, clipping)', adamCmp),
+    );
     // sampler
     const lpS: Comparison[] = [];
     const entS: Comparison[] = [];
@@ -423,7 +615,13 @@ export function evaluateParity(run: ParityRun, tamper: (what: string, values: nu
             detail ||= `token ${j}: mass above ${mass}, rank ${t.rank[j]}`;
           }
         });
-        nucleus.push({ name: label, maxAbs: bad, worstRatio: bad ? Infinity : 0, pass: bad === 0, detail: detail || undefined });
+        nucleus.push({
+          name: label,
+          maxAbs: bad,
+          worstRatio: bad ? Infinity : 0,
+          pass: bad === 0,
+          detail: detail || undefined,
+        });
       });
     });
     comparisons.push(worstOf('sampler: log-probs under temperature/top-p/top-k vs PyTorch', lpS));

@@ -14,7 +14,8 @@ if (suffix) {
   let seen = 0;
   setWriteFaultHook((file) => {
     if (!file.endsWith(suffix) || ++seen !== at) return;
-    if (process.env.ARBOR_FAULT === 'enospc') throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
+    if (process.env.ARBOR_FAULT === 'enospc')
+      throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
     process.kill(process.pid, 'SIGKILL');
   });
 }

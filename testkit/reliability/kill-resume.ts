@@ -18,14 +18,30 @@ export const COMPARED = ['step', 'reward_mean', 'loss', 'tokens_decoded', 'grad_
 /** The trial config: tiny, checkpoints every 2 steps, evaluations every 3 (both are kill targets). */
 export function trialConfig(root: string, name: string, steps = 6): string {
   const file = join(root, `${name}.yaml`);
-  writeFileSync(file, YAML.stringify(tinyRun(root, name, { steps, evalEvery: 3, checkpointEvery: 2, logTreesEvery: 2 })));
+  writeFileSync(
+    file,
+    YAML.stringify(tinyRun(root, name, { steps, evalEvery: 3, checkpointEvery: 2, logTreesEvery: 2 })),
+  );
   return file;
 }
 
-const picked = (dir: string) => JSON.stringify(new RunDir(dir).readMetrics().filter((m) => m.step > 0).map((m) => COMPARED.map((k) => m[k] ?? null)));
+const picked = (dir: string) =>
+  JSON.stringify(
+    new RunDir(dir)
+      .readMetrics()
+      .filter((m) => m.step > 0)
+      .map((m) => COMPARED.map((k) => m[k] ?? null)),
+  );
 
-function arbor(args: string[], env: Record<string, string> = {}): { status: number | null; killed: boolean; stderr: string } {
-  const r = spawnSync(process.execPath, [...ENTRY, ...args], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 300_000 });
+function arbor(
+  args: string[],
+  env: Record<string, string> = {},
+): { status: number | null; killed: boolean; stderr: string } {
+  const r = spawnSync(process.execPath, [...ENTRY, ...args], {
+    encoding: 'utf8',
+    env: { ...process.env, ...env },
+    timeout: 300_000,
+  });
   return { status: r.status, killed: r.signal === 'SIGKILL', stderr: r.stderr };
 }
 
@@ -65,7 +81,15 @@ export interface TrialReport {
  * `random` kills at uniform moments of an uninterrupted run; `targets` kill inside those files'
  * writes; `enospc` targets fail those writes with ENOSPC (the run must stop naming the file).
  */
-export async function killResumeTrials(root: string, o: { random: number; targets: Array<{ file: string; at: number }>; enospc?: Array<{ file: string; at: number }>; seed: number }): Promise<TrialReport & { enospc: TrialReport['details'] }> {
+export async function killResumeTrials(
+  root: string,
+  o: {
+    random: number;
+    targets: Array<{ file: string; at: number }>;
+    enospc?: Array<{ file: string; at: number }>;
+    seed: number;
+  },
+): Promise<TrialReport & { enospc: TrialReport['details'] }> {
   mkdirSync(root, { recursive: true });
   const reference = trialConfig(root, 'reference');
   arbor(['train', reference, '--quiet']); // trains the shared SFT cache too
@@ -75,7 +99,14 @@ export async function killResumeTrials(root: string, o: { random: number; target
   if (again.status !== 0) throw new Error(`the uninterrupted run failed: ${again.stderr}`);
   const expected = picked(join(root, 'reference'));
   const rng = new Rng(o.seed);
-  const report: TrialReport & { enospc: TrialReport['details'] } = { trials: 0, identical: 0, killed: 0, details: [], referenceSeconds, enospc: [] };
+  const report: TrialReport & { enospc: TrialReport['details'] } = {
+    trials: 0,
+    identical: 0,
+    killed: 0,
+    details: [],
+    referenceSeconds,
+    enospc: [],
+  };
   const record = (kill: string, killed: boolean, dir: string, error?: string) => {
     const identical = !error && picked(dir) === expected;
     report.trials++;
@@ -93,16 +124,30 @@ export async function killResumeTrials(root: string, o: { random: number; target
   for (const [i, t] of o.targets.entries()) {
     const name = `target-${i}`;
     const config = trialConfig(root, name);
-    const { killed } = arbor(['train', config, '--quiet', '--force'], { ARBOR_KILL_ON: t.file, ARBOR_KILL_AT: String(t.at) });
+    const { killed } = arbor(['train', config, '--quiet', '--force'], {
+      ARBOR_KILL_ON: t.file,
+      ARBOR_KILL_AT: String(t.at),
+    });
     record(`SIGKILL inside write ${t.at} of ${t.file}`, killed, join(root, name), finish(config, join(root, name)));
   }
   for (const [i, t] of (o.enospc ?? []).entries()) {
     const name = `enospc-${i}`;
     const config = trialConfig(root, name);
-    const r = arbor(['train', config, '--quiet', '--force'], { ARBOR_KILL_ON: t.file, ARBOR_KILL_AT: String(t.at), ARBOR_FAULT: 'enospc' });
+    const r = arbor(['train', config, '--quiet', '--force'], {
+      ARBOR_KILL_ON: t.file,
+      ARBOR_KILL_AT: String(t.at),
+      ARBOR_FAULT: 'enospc',
+    });
     const named = r.status === 1 && r.stderr.includes(t.file) && r.stderr.includes('ENOSPC');
-    const error = named ? finish(config, join(root, name)) : `the run did not stop naming ${t.file} (exit ${r.status}): ${r.stderr.trim().slice(-300)}`;
-    report.enospc.push({ kill: `ENOSPC at write ${t.at} of ${t.file}`, killed: named, identical: !error && picked(join(root, name)) === expected, ...(error ? { error } : {}) });
+    const error = named
+      ? finish(config, join(root, name))
+      : `the run did not stop naming ${t.file} (exit ${r.status}): ${r.stderr.trim().slice(-300)}`;
+    report.enospc.push({
+      kill: `ENOSPC at write ${t.at} of ${t.file}`,
+      killed: named,
+      identical: !error && picked(join(root, name)) === expected,
+      ...(error ? { error } : {}),
+    });
   }
   return report;
 }

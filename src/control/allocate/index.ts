@@ -14,9 +14,16 @@ export { darsExtra } from './dars.js';
 export { xrpoPriority } from './xrpo.js';
 export { studentTQuantile, studentTCdf } from './student-t.js';
 
-const uniformSchema = z.object({ kind: z.literal('uniform').describe('every prompt gets G rollouts in one round') }).strict();
+const uniformSchema = z
+  .object({ kind: z.literal('uniform').describe('every prompt gets G rollouts in one round') })
+  .strict();
 
-export const allocateOptionsSchema = z.discriminatedUnion('kind', [uniformSchema, knapsackSchema, xrpoSchema, darsSchema]);
+export const allocateOptionsSchema = z.discriminatedUnion('kind', [
+  uniformSchema,
+  knapsackSchema,
+  xrpoSchema,
+  darsSchema,
+]);
 export type AllocateOptions = z.infer<typeof allocateOptionsSchema>;
 
 /** The allocator; `groupSize` is G (the uniform allocator's rollouts, and the per-prompt budget). */

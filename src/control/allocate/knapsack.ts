@@ -13,8 +13,16 @@ import { spreadEvenly, type AllocationPrompt, type Allocator } from './types.js'
 
 export const knapsackSchema = z
   .object({
-    kind: z.literal('knapsack').describe('Knapsack RL: maximise the expected informative gradients under the step budget'),
-    firstRound: z.number().int().min(1).max(256).default(2).describe('rollouts per prompt before allocating the rest (the authors give every prompt 2)'),
+    kind: z
+      .literal('knapsack')
+      .describe('Knapsack RL: maximise the expected informative gradients under the step budget'),
+    firstRound: z
+      .number()
+      .int()
+      .min(1)
+      .max(256)
+      .default(2)
+      .describe('rollouts per prompt before allocating the rest (the authors give every prompt 2)'),
     maxPerPrompt: z.number().int().min(1).max(1024).default(32).describe('most rollouts one prompt can get in a step'),
   })
   .strict();
@@ -39,13 +47,20 @@ export function knapsackAllocator(options: KnapsackOptions): Allocator {
       const n0 = options.firstRound;
       const p = prompts.map((q) => (q.recent.length ? q.recent.reduce((a, c) => a + c, 0) / q.recent.length : 0.5));
       const informative = p.map((v) => v > 0 && v < 1);
-      const cap = p.map((v, i) => (informative[i] ? Math.max(n0, Math.min(options.maxPerPrompt, usefulRollouts(v))) : n0) - n0);
+      const cap = p.map(
+        (v, i) => (informative[i] ? Math.max(n0, Math.min(options.maxPerPrompt, usefulRollouts(v))) : n0) - n0,
+      );
       const extra = solveKnapsack(cap, (i, k) => knapsackValue(n0 + k, p[i]), budget);
       let left = budget - extra.reduce((a, c) => a + c, 0);
       const room = prompts.map(() => options.maxPerPrompt - n0);
       const zeros = p.map((v, i) => (v === 0 ? i : -1)).filter((i) => i >= 0);
       left = spreadEvenly(extra, room, zeros, left);
-      spreadEvenly(extra, room, prompts.map((_, i) => i), left);
+      spreadEvenly(
+        extra,
+        room,
+        prompts.map((_, i) => i),
+        left,
+      );
       return extra;
     },
   };
@@ -57,7 +72,13 @@ export function knapsackAllocator(options: KnapsackOptions): Allocator {
  */
 export function solveKnapsack(cap: number[], value: (i: number, k: number) => number, budget: number): number[] {
   const m = cap.length;
-  const R = Math.max(0, Math.min(budget, cap.reduce((a, c) => a + c, 0)));
+  const R = Math.max(
+    0,
+    Math.min(
+      budget,
+      cap.reduce((a, c) => a + c, 0),
+    ),
+  );
   // best[r] = best value of the prompts so far using exactly ≤ r units; choice[i][r] = k_i taken
   let best = new Float64Array(R + 1);
   const choice: Int32Array[] = [];

@@ -6,7 +6,10 @@
 
 function logGamma(x: number): number {
   // Lanczos approximation (g = 7, n = 9)
-  const c = [0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313, -176.61502916214059, 12.507343278686905, -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7];
+  const c = [
+    0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313, -176.61502916214059,
+    12.507343278686905, -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7,
+  ];
   if (x < 0.5) return Math.log(Math.PI / Math.sin(Math.PI * x)) - logGamma(1 - x);
   x -= 1;
   let a = c[0];
@@ -49,7 +52,9 @@ export function incompleteBeta(x: number, a: number, b: number): number {
   if (x <= 0) return 0;
   if (x >= 1) return 1;
   const front = Math.exp(logGamma(a + b) - logGamma(a) - logGamma(b) + a * Math.log(x) + b * Math.log(1 - x));
-  return x < (a + 1) / (a + b + 2) ? (front * betaContinuedFraction(a, b, x)) / a : 1 - (front * betaContinuedFraction(b, a, 1 - x)) / b;
+  return x < (a + 1) / (a + b + 2)
+    ? (front * betaContinuedFraction(a, b, x)) / a
+    : 1 - (front * betaContinuedFraction(b, a, 1 - x)) / b;
 }
 
 /** P(T ≤ t) for Student's t with `df` degrees of freedom. */
@@ -60,7 +65,8 @@ export function studentTCdf(t: number, df: number): number {
 
 /** The q-quantile of Student's t with `df` > 0 degrees of freedom, q in (0, 1). */
 export function studentTQuantile(q: number, df: number): number {
-  if (!(q > 0 && q < 1) || !(df > 0)) throw new RangeError(`studentTQuantile: need 0 < q < 1 and df > 0 (got q=${q}, df=${df})`);
+  if (!(q > 0 && q < 1) || !(df > 0))
+    throw new RangeError(`studentTQuantile: need 0 < q < 1 and df > 0 (got q=${q}, df=${df})`);
   if (q === 0.5) return 0;
   if (q < 0.5) return -studentTQuantile(1 - q, df);
   let lo = 0;

@@ -25,7 +25,7 @@ export interface Allocator {
 /** Hand out `budget` units one at a time round-robin over `order`, respecting per-index room. */
 export function spreadEvenly(extra: number[], room: number[], order: number[], budget: number): number {
   let left = budget;
-  for (let progress = true; left > 0 && progress; ) {
+  for (let progress = true; left > 0 && progress;) {
     progress = false;
     for (const i of order) {
       if (left <= 0) break;

@@ -14,7 +14,13 @@ import type { AllocationPrompt, Allocator } from './types.js';
 export const xrpoSchema = z
   .object({
     kind: z.literal('xrpo').describe('XRPO: extra rollouts where they shrink the success-rate uncertainty most'),
-    firstRound: z.number().int().min(2).max(256).default(2).describe('rollouts per prompt before allocating the rest (≥ 2: the interval needs n − 1 ≥ 1)'),
+    firstRound: z
+      .number()
+      .int()
+      .min(2)
+      .max(256)
+      .default(2)
+      .describe('rollouts per prompt before allocating the rest (≥ 2: the interval needs n − 1 ≥ 1)'),
     maxPerPrompt: z.number().int().min(2).max(1024).default(32).describe('most rollouts one prompt can get in a step'),
     alpha: z.number().gt(0).lt(1).default(0.05).describe('confidence level α of the half-width t₁₋α/₂,ₙ₋₁ · s/√n'),
     lambda: z.number().min(0).max(10).default(0.05).describe('weight λ of the exploration bonus λ√(ln T / n)'),
@@ -60,6 +66,12 @@ export function xrpoAllocator(options: XrpoOptions): Allocator {
 }
 
 /** Π = h(n) − h(n + 1) + λ √(ln T / n). */
-export function xrpoPriority(n: number, s: number, T: number, lambda: number, halfWidth: (n: number, s: number) => number): number {
+export function xrpoPriority(
+  n: number,
+  s: number,
+  T: number,
+  lambda: number,
+  halfWidth: (n: number, s: number) => number,
+): number {
   return halfWidth(n, s) - halfWidth(n + 1, s) + lambda * Math.sqrt(Math.log(Math.max(T, 1)) / n);
 }

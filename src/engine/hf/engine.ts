@@ -22,16 +22,20 @@ import { copyTokenizerFiles, makeHfModel } from './make.js';
 import { loadHfModel } from './model.js';
 import { isPeftAdapterDir, loadPeftAdapter, readPeftConfig, savePeftAdapter } from './peft.js';
 
-
 /** The HF model directory a run names (model.checkpoint holding an HF config.json, else model.hf), created from model.create when missing. */
 export function hfModelDir(model: ModelConfig): string | undefined {
   if (model.checkpoint && isHfModelDir(model.checkpoint)) return model.checkpoint;
   if (!model.hf) {
-    if (model.create) throw new ConfigError('model.create needs model.hf: the directory the model is created in', 'model.hf');
+    if (model.create)
+      throw new ConfigError('model.create needs model.hf: the directory the model is created in', 'model.hf');
     return undefined;
   }
   if (!existsSync(join(model.hf, 'config.json'))) {
-    if (!model.create) throw new ConfigError(`model.hf: ${model.hf} has no config.json (give model.create to make a random model there)`, 'model.hf');
+    if (!model.create)
+      throw new ConfigError(
+        `model.hf: ${model.hf} has no config.json (give model.create to make a random model there)`,
+        'model.hf',
+      );
     createModel(model.hf, model.create);
   }
   return model.hf;
@@ -43,9 +47,19 @@ function createModel(dir: string, c: HfCreateConfig): void {
   rmSync(partial, { recursive: true, force: true });
   try {
     makeHfModel({
-      out: partial, architecture: c.architecture, tokenizer: c.tokenizer, hiddenSize: c.hiddenSize, layers: c.layers, heads: c.heads,
-      kvHeads: c.kvHeads, headDim: c.headDim, intermediateSize: c.intermediateSize, tieWordEmbeddings: c.tieWordEmbeddings,
-      maxPositionEmbeddings: c.maxPositionEmbeddings, dtype: c.dtype, seed: c.seed,
+      out: partial,
+      architecture: c.architecture,
+      tokenizer: c.tokenizer,
+      hiddenSize: c.hiddenSize,
+      layers: c.layers,
+      heads: c.heads,
+      kvHeads: c.kvHeads,
+      headDim: c.headDim,
+      intermediateSize: c.intermediateSize,
+      tieWordEmbeddings: c.tieWordEmbeddings,
+      maxPositionEmbeddings: c.maxPositionEmbeddings,
+      dtype: c.dtype,
+      seed: c.seed,
     });
   } catch (error) {
     rmSync(partial, { recursive: true, force: true });
@@ -68,7 +82,10 @@ export interface OpenedHfModel {
 }
 
 /** Load a model directory and its tokenizer (a tokenizer with ids beyond the model's vocabulary is refused). */
-export async function openHfModel(dir: string, options: { kernels?: Kernels; contextLength?: number } = {}): Promise<OpenedHfModel> {
+export async function openHfModel(
+  dir: string,
+  options: { kernels?: Kernels; contextLength?: number } = {},
+): Promise<OpenedHfModel> {
   const { model, info } = await loadHfModel(dir, options);
   const tokenizer = HFTokenizer.fromDirectory(dir, { vocabSize: info.config.vocabSize });
   return { model, info, tokenizer };
@@ -79,11 +96,19 @@ export function loraSettings(c: LoraConfig): LoraSettings {
 }
 
 /** The run's adapter: a PEFT directory when given, else a new one (PEFT init, seeded). */
-export function runAdapter(model: NanoModel, lora: LoraConfig | undefined, adapterDir: string | undefined, seed: number, log?: (line: string) => void): LoraAdapter | undefined {
+export function runAdapter(
+  model: NanoModel,
+  lora: LoraConfig | undefined,
+  adapterDir: string | undefined,
+  seed: number,
+  log?: (line: string) => void,
+): LoraAdapter | undefined {
   if (adapterDir) {
     const adapter = loadPeftAdapter(adapterDir, model);
     if (lora && (adapter.rank !== lora.rank || adapter.settings.alpha !== lora.alpha)) {
-      log?.(`warning: the adapter in ${adapterDir} has rank ${adapter.rank}, alpha ${adapter.settings.alpha}; model.lora says rank ${lora.rank}, alpha ${lora.alpha} (the adapter's are used)`);
+      log?.(
+        `warning: the adapter in ${adapterDir} has rank ${adapter.rank}, alpha ${adapter.settings.alpha}; model.lora says rank ${lora.rank}, alpha ${lora.alpha} (the adapter's are used)`,
+      );
     }
     return adapter;
   }
@@ -127,20 +152,36 @@ export interface HfWarmStart {
  * warm-start that is not there yet, it is trained first (SFT from `baseDir` through the run's prompt
  * encoder) and saved whole into place.
  */
-export async function hfStart(baseDir: string, model: ModelConfig, kernels: Kernels, warm: HfWarmStart | undefined, log?: (line: string) => void): Promise<{ baseDir: string; adapterDir?: string }> {
+export async function hfStart(
+  baseDir: string,
+  model: ModelConfig,
+  kernels: Kernels,
+  warm: HfWarmStart | undefined,
+  log?: (line: string) => void,
+): Promise<{ baseDir: string; adapterDir?: string }> {
   if (!warm) return { baseDir, adapterDir: model.lora?.adapter };
-  if (warm.trains === 'adapter' && !model.lora) throw new ConfigError('sft.trains: adapter needs model.lora', 'sft.trains');
+  if (warm.trains === 'adapter' && !model.lora)
+    throw new ConfigError('sft.trains: adapter needs model.lora', 'sft.trains');
   const ready = warm.trains === 'model' ? isHfModelDir(warm.dir) : isPeftAdapterDir(warm.dir);
   if (ready) {
     log?.(`warm-start: using ${warm.dir}`);
     return warm.trains === 'model' ? { baseDir: warm.dir, adapterDir: undefined } : { baseDir, adapterDir: warm.dir };
   }
-  if (existsSync(warm.dir)) log?.(`warm-start: ${warm.dir} is incomplete (an interrupted earlier run?); training it again`);
+  if (existsSync(warm.dir))
+    log?.(`warm-start: ${warm.dir} is incomplete (an interrupted earlier run?); training it again`);
   const { model: m, info, tokenizer } = await openHfModel(baseDir, { kernels, contextLength: model.contextLength });
-  const adapter = warm.trains === 'adapter' ? runAdapter(m, model.lora, model.lora?.adapter, model.initSeed, log) : undefined;
+  const adapter =
+    warm.trains === 'adapter' ? runAdapter(m, model.lora, model.lora?.adapter, model.initSeed, log) : undefined;
   const data = warm.examples();
-  log?.(`warm-start: SFT of ${adapter ? `a rank-${adapter.rank} LoRA adapter (${adapter.parameterCount} parameters) on` : 'every weight of'} ${baseDir} (${m.parameterCount} parameters) on ${data.length} demonstrations, ${warm.sft.steps} steps`);
-  const result = await runSft(m, tokenizer, data, { ...warm.sft, seed: warm.seed, encodePrompt: warm.encodePrompt(tokenizer), adapter });
+  log?.(
+    `warm-start: SFT of ${adapter ? `a rank-${adapter.rank} LoRA adapter (${adapter.parameterCount} parameters) on` : 'every weight of'} ${baseDir} (${m.parameterCount} parameters) on ${data.length} demonstrations, ${warm.sft.steps} steps`,
+  );
+  const result = await runSft(m, tokenizer, data, {
+    ...warm.sft,
+    seed: warm.seed,
+    encodePrompt: warm.encodePrompt(tokenizer),
+    adapter,
+  });
   const partial = `${warm.dir}.partial-${process.pid}`;
   rmSync(partial, { recursive: true, force: true });
   try {
@@ -155,7 +196,9 @@ export async function hfStart(baseDir: string, model: ModelConfig, kernels: Kern
   renameSync(partial, warm.dir);
   fsyncDirectory(dirname(resolve(warm.dir)));
   const held = result.heldOut[result.heldOut.length - 1];
-  log?.(`warm-start: done in ${(result.wallMs / 1000).toFixed(1)} s, train loss ${result.trainLoss[result.trainLoss.length - 1].toFixed(3)}${held ? `, held-out loss ${held.loss.toFixed(3)}` : ''} → ${warm.dir}`);
+  log?.(
+    `warm-start: done in ${(result.wallMs / 1000).toFixed(1)} s, train loss ${result.trainLoss[result.trainLoss.length - 1].toFixed(3)}${held ? `, held-out loss ${held.loss.toFixed(3)}` : ''} → ${warm.dir}`,
+  );
   return adapter ? { baseDir, adapterDir: warm.dir } : { baseDir: warm.dir };
 }
 
@@ -164,7 +207,10 @@ export function adapterBase(adapterDir: string, override?: string): string {
   if (override) return override;
   const { baseModel } = readPeftConfig(adapterDir);
   if (!baseModel || !isHfModelDir(baseModel)) {
-    throw new ConfigError(`${join(adapterDir, 'adapter_config.json')}: base_model_name_or_path ${JSON.stringify(baseModel)} is not a local model directory; give the base model's directory (--base)`, 'base_model_name_or_path');
+    throw new ConfigError(
+      `${join(adapterDir, 'adapter_config.json')}: base_model_name_or_path ${JSON.stringify(baseModel)} is not a local model directory; give the base model's directory (--base)`,
+      'base_model_name_or_path',
+    );
   }
   return baseModel;
 }

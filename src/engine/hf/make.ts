@@ -46,8 +46,18 @@ export interface MakeHfOptions {
   shardBytes?: number;
 }
 
-const MODEL_TYPE: Record<HfArchitecture, string> = { LlamaForCausalLM: 'llama', Qwen2ForCausalLM: 'qwen2', Qwen3ForCausalLM: 'qwen3' };
-const TOKENIZER_FILES = ['tokenizer.json', 'tokenizer_config.json', 'chat_template.jinja', 'special_tokens_map.json', 'generation_config.json'];
+const MODEL_TYPE: Record<HfArchitecture, string> = {
+  LlamaForCausalLM: 'llama',
+  Qwen2ForCausalLM: 'qwen2',
+  Qwen3ForCausalLM: 'qwen3',
+};
+const TOKENIZER_FILES = [
+  'tokenizer.json',
+  'tokenizer_config.json',
+  'chat_template.jinja',
+  'special_tokens_map.json',
+  'generation_config.json',
+];
 
 /** Copy a model directory's tokenizer files (and named chat templates, generation config) from `from` into `to`. */
 export function copyTokenizerFiles(from: string, to: string): void {
@@ -59,7 +69,11 @@ export function copyTokenizerFiles(from: string, to: string): void {
 const DTYPE_NAME: Record<FloatDtype, string> = { F32: 'float32', F16: 'float16', BF16: 'bfloat16' };
 
 /** The config.json of the options, in the Hub's usual shape. */
-export function hfConfigJson(o: MakeHfOptions, vocabSize: number, ids: { bos?: number; eos?: number }): Record<string, unknown> {
+export function hfConfigJson(
+  o: MakeHfOptions,
+  vocabSize: number,
+  ids: { bos?: number; eos?: number },
+): Record<string, unknown> {
   const qwen = o.architecture !== 'LlamaForCausalLM';
   return {
     architectures: [o.architecture],
@@ -79,7 +93,9 @@ export function hfConfigJson(o: MakeHfOptions, vocabSize: number, ids: { bos?: n
     hidden_act: 'silu',
     attention_bias: false,
     attention_dropout: 0.0,
-    ...(o.architecture === 'LlamaForCausalLM' ? { mlp_bias: false } : { use_sliding_window: false, sliding_window: null, max_window_layers: o.layers }),
+    ...(o.architecture === 'LlamaForCausalLM'
+      ? { mlp_bias: false }
+      : { use_sliding_window: false, sliding_window: null, max_window_layers: o.layers }),
     ...(ids.bos !== undefined ? { bos_token_id: ids.bos } : {}),
     ...(ids.eos !== undefined ? { eos_token_id: ids.eos } : {}),
     initializer_range: o.initStd ?? 0.02,
@@ -90,11 +106,14 @@ export function hfConfigJson(o: MakeHfOptions, vocabSize: number, ids: { bos?: n
 
 /** Write the model directory; returns its parameter count. */
 export function makeHfModel(o: MakeHfOptions): { dir: string; parameterCount: number; vocabSize: number } {
-  if (o.tokenizer && !existsSync(join(o.tokenizer, 'tokenizer.json'))) throw new ConfigError(`tokenizer directory ${o.tokenizer} has no tokenizer.json`, 'tokenizer');
+  if (o.tokenizer && !existsSync(join(o.tokenizer, 'tokenizer.json')))
+    throw new ConfigError(`tokenizer directory ${o.tokenizer} has no tokenizer.json`, 'tokenizer');
   const tokenizer = o.tokenizer ? HFTokenizer.fromDirectory(o.tokenizer) : undefined;
   const vocabSize = o.vocabSize ?? (tokenizer ? Math.ceil(tokenizer.vocabSize / 64) * 64 : undefined);
   if (vocabSize === undefined) throw new ConfigError('vocabSize is required without a tokenizer', 'vocabSize');
-  const ids = tokenizer ? { bos: tokenizer.specialTokens[String(tokenizer.specialTokensMap.bos_token)], eos: tokenizer.eos } : {};
+  const ids = tokenizer
+    ? { bos: tokenizer.specialTokens[String(tokenizer.specialTokensMap.bos_token)], eos: tokenizer.eos }
+    : {};
   const configJson = hfConfigJson(o, vocabSize, ids);
   const configFile = join(o.out, 'config.json');
   const { config } = parseHfConfig(configJson, configFile, o.out); // the same checks a load makes
@@ -115,7 +134,17 @@ export function makeHfModel(o: MakeHfOptions): { dir: string; parameterCount: nu
     copyTokenizerFiles(o.tokenizer, o.out);
   }
   if (!existsSync(join(o.out, 'generation_config.json'))) {
-    writeFileAtomic(join(o.out, 'generation_config.json'), JSON.stringify({ ...(ids.bos !== undefined ? { bos_token_id: ids.bos } : {}), ...(ids.eos !== undefined ? { eos_token_id: ids.eos } : {}) }, null, 2) + '\n');
+    writeFileAtomic(
+      join(o.out, 'generation_config.json'),
+      JSON.stringify(
+        {
+          ...(ids.bos !== undefined ? { bos_token_id: ids.bos } : {}),
+          ...(ids.eos !== undefined ? { eos_token_id: ids.eos } : {}),
+        },
+        null,
+        2,
+      ) + '\n',
+    );
   }
   return { dir: o.out, parameterCount: specs.reduce((n, s) => n + s.shape.reduce((a, b) => a * b, 1), 0), vocabSize };
 }
@@ -137,7 +166,12 @@ function shardList(specs: ParamSpec[], dtype: FloatDtype, shardBytes?: number): 
   return shards;
 }
 
-function writeShards(dir: string, shards: ParamSpec[][], fill: (name: string, out: Float32Array) => void, dtype: FloatDtype): void {
+function writeShards(
+  dir: string,
+  shards: ParamSpec[][],
+  fill: (name: string, out: Float32Array) => void,
+  dtype: FloatDtype,
+): void {
   const meta = { format: 'pt' };
   if (shards.length === 1) {
     writeSafetensorsFrom(join(dir, 'model.safetensors'), shards[0], fill, dtype, meta);
@@ -153,5 +187,8 @@ function writeShards(dir: string, shards: ParamSpec[][], fill: (name: string, ou
       total += s.shape.reduce((a, b) => a * b, 1) * (dtype === 'F32' ? 4 : 2);
     }
   });
-  writeFileAtomic(join(dir, 'model.safetensors.index.json'), JSON.stringify({ metadata: { total_size: total }, weight_map: weightMap }, null, 2) + '\n');
+  writeFileAtomic(
+    join(dir, 'model.safetensors.index.json'),
+    JSON.stringify({ metadata: { total_size: total }, weight_map: weightMap }, null, 2) + '\n',
+  );
 }

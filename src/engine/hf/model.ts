@@ -15,7 +15,10 @@ export interface HfLoadOptions {
   contextLength?: number;
 }
 
-export async function loadHfModel(dir: string, options: HfLoadOptions = {}): Promise<{ model: NanoModel; info: HfModelInfo }> {
+export async function loadHfModel(
+  dir: string,
+  options: HfLoadOptions = {},
+): Promise<{ model: NanoModel; info: HfModelInfo }> {
   const info = readHfConfig(dir, { contextLength: options.contextLength });
   const kernels = options.kernels ?? (await loadKernels());
   const model = NanoModel.createEmpty(info.config, kernels);

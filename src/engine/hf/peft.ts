@@ -37,14 +37,21 @@ export function readPeftConfig(dir: string): PeftConfig {
   const file = join(dir, ADAPTER_CONFIG);
   const raw = readJsonObject(file);
   const bad = (field: string, why: string) => new DataError(`${file}: ${field}: ${why}`, file, undefined, field);
-  if (raw.peft_type !== undefined && raw.peft_type !== 'LORA') throw bad('peft_type', `${JSON.stringify(raw.peft_type)} is not LORA`);
+  if (raw.peft_type !== undefined && raw.peft_type !== 'LORA')
+    throw bad('peft_type', `${JSON.stringify(raw.peft_type)} is not LORA`);
   const r = raw.r;
   const alpha = raw.lora_alpha;
-  if (!(typeof r === 'number' && Number.isInteger(r) && r >= 1)) throw bad('r', `must be a positive integer, got ${JSON.stringify(r)}`);
-  if (!(typeof alpha === 'number' && alpha > 0)) throw bad('lora_alpha', `must be a positive number, got ${JSON.stringify(alpha)}`);
+  if (!(typeof r === 'number' && Number.isInteger(r) && r >= 1))
+    throw bad('r', `must be a positive integer, got ${JSON.stringify(r)}`);
+  if (!(typeof alpha === 'number' && alpha > 0))
+    throw bad('lora_alpha', `must be a positive number, got ${JSON.stringify(alpha)}`);
   const unsupported: Array<[string, (v: unknown) => boolean, string]> = [
     ['use_dora', (v) => v === true, 'DoRA adapters are not supported'],
-    ['bias', (v) => v !== undefined && v !== null && v !== 'none', 'adapter biases are not supported (bias must be "none")'],
+    [
+      'bias',
+      (v) => v !== undefined && v !== null && v !== 'none',
+      'adapter biases are not supported (bias must be "none")',
+    ],
     ['lora_bias', (v) => v === true, 'LoRA biases are not supported'],
     ['modules_to_save', (v) => Array.isArray(v) && v.length > 0, 'fully trained extra modules are not supported'],
     ['fan_in_fan_out', (v) => v === true, 'Conv1D (fan_in_fan_out) layouts are not supported'],
@@ -57,7 +64,11 @@ export function readPeftConfig(dir: string): PeftConfig {
   for (const [field, isBad, why] of unsupported) if (isBad(raw[field])) throw bad(field, why);
   const targets = targetModules(raw.target_modules, bad);
   const settings: LoraSettings = { rank: r, alpha, targets, useRslora: raw.use_rslora === true };
-  return { settings, baseModel: typeof raw.base_model_name_or_path === 'string' ? raw.base_model_name_or_path : undefined, raw };
+  return {
+    settings,
+    baseModel: typeof raw.base_model_name_or_path === 'string' ? raw.base_model_name_or_path : undefined,
+    raw,
+  };
 }
 
 function isNonEmptyObject(v: unknown): boolean {
@@ -74,13 +85,23 @@ function targetModules(value: unknown, bad: (field: string, why: string) => Data
     } catch (cause) {
       throw bad('target_modules', `not a valid regular expression (${(cause as Error).message})`);
     }
-    const hits = ALL_LORA_MODULES.filter((m) => re.test(`model.layers.0.${m.endsWith('_proj') && ['gate_proj', 'up_proj', 'down_proj'].includes(m) ? 'mlp' : 'self_attn'}.${m}`));
-    if (!hits.length) throw bad('target_modules', `${JSON.stringify(value)} matches none of ${ALL_LORA_MODULES.join(', ')}`);
+    const hits = ALL_LORA_MODULES.filter((m) =>
+      re.test(
+        `model.layers.0.${m.endsWith('_proj') && ['gate_proj', 'up_proj', 'down_proj'].includes(m) ? 'mlp' : 'self_attn'}.${m}`,
+      ),
+    );
+    if (!hits.length)
+      throw bad('target_modules', `${JSON.stringify(value)} matches none of ${ALL_LORA_MODULES.join(', ')}`);
     return hits;
   }
-  if (!Array.isArray(value) || !value.length || !value.every((v) => typeof v === 'string')) throw bad('target_modules', 'must be a list of module names, "all-linear" or a regular expression');
+  if (!Array.isArray(value) || !value.length || !value.every((v) => typeof v === 'string'))
+    throw bad('target_modules', 'must be a list of module names, "all-linear" or a regular expression');
   const unknown = value.filter((v) => !(v in LORA_MODULES));
-  if (unknown.length) throw bad('target_modules', `${unknown.map((u) => JSON.stringify(u)).join(', ')}: not a linear layer this engine adapts (${ALL_LORA_MODULES.join(', ')})`);
+  if (unknown.length)
+    throw bad(
+      'target_modules',
+      `${unknown.map((u) => JSON.stringify(u)).join(', ')}: not a linear layer this engine adapts (${ALL_LORA_MODULES.join(', ')})`,
+    );
   return [...new Set(value as LoraModule[])];
 }
 
@@ -99,21 +120,40 @@ export function loadPeftAdapter(dir: string, model: NanoModel, options: { kernel
     for (const name of st.header.entries.keys()) {
       if (expected.has(name)) continue;
       const module = /^base_model\.model\.(.*)\.(lora_[AB]|lora_embedding_[AB])(\.weight)?$/.exec(name);
-      const why = !module ? 'not a LoRA tensor name (base_model.model.<module>.lora_A.weight)'
-        : module[2].startsWith('lora_embedding') ? 'embedding LoRA is not supported'
-        : `module ${module[1]} is not in this base model or not in target_modules ${JSON.stringify(settings.targets)}`;
-      throw new DataError(`${file}: tensor ${name}: ${why} (an adapter for another base model?)`, file, undefined, name);
+      const why = !module
+        ? 'not a LoRA tensor name (base_model.model.<module>.lora_A.weight)'
+        : module[2].startsWith('lora_embedding')
+          ? 'embedding LoRA is not supported'
+          : `module ${module[1]} is not in this base model or not in target_modules ${JSON.stringify(settings.targets)}`;
+      throw new DataError(
+        `${file}: tensor ${name}: ${why} (an adapter for another base model?)`,
+        file,
+        undefined,
+        name,
+      );
     }
     for (const spec of adapter.params.specs) {
       const entry = st.entry(spec.name);
-      if (!entry) throw new DataError(`${file}: missing tensor ${spec.name} (target_modules lists it, or the adapter is for another base model)`, file, undefined, spec.name);
+      if (!entry)
+        throw new DataError(
+          `${file}: missing tensor ${spec.name} (target_modules lists it, or the adapter is for another base model)`,
+          file,
+          undefined,
+          spec.name,
+        );
       if (entry.shape.join(',') !== spec.shape.join(',')) {
-        throw new DataError(`${file}: tensor ${spec.name} has shape [${entry.shape}], this base model needs [${spec.shape}] (an adapter for another base model?)`, file, undefined, spec.name);
+        throw new DataError(
+          `${file}: tensor ${spec.name} has shape [${entry.shape}], this base model needs [${spec.shape}] (an adapter for another base model?)`,
+          file,
+          undefined,
+          spec.name,
+        );
       }
       const view = adapter.params.get(spec.name);
       st.read(spec.name, view);
       for (let i = 0; i < view.length; i++) {
-        if (!Number.isFinite(view[i])) throw new DataError(`${file}: tensor ${spec.name} has NaN or infinite values`, file, undefined, spec.name);
+        if (!Number.isFinite(view[i]))
+          throw new DataError(`${file}: tensor ${spec.name} has NaN or infinite values`, file, undefined, spec.name);
       }
     }
   } finally {
@@ -125,17 +165,35 @@ export function loadPeftAdapter(dir: string, model: NanoModel, options: { kernel
 /** The adapter_config.json Arbor writes (tinker-cookbook's build_lora_adapter fields, plus use_rslora/use_dora). */
 export function peftConfigJson(settings: LoraSettings, baseModel: string): Record<string, unknown> {
   return {
-    peft_type: 'LORA', auto_mapping: null, base_model_name_or_path: baseModel, bias: 'none', fan_in_fan_out: false,
-    inference_mode: true, init_lora_weights: true, lora_alpha: settings.alpha, lora_dropout: 0.0, modules_to_save: null,
-    r: settings.rank, rank_pattern: {}, alpha_pattern: {}, target_modules: [...settings.targets].sort(), task_type: 'CAUSAL_LM',
-    use_rslora: settings.useRslora === true, use_dora: false,
+    peft_type: 'LORA',
+    auto_mapping: null,
+    base_model_name_or_path: baseModel,
+    bias: 'none',
+    fan_in_fan_out: false,
+    inference_mode: true,
+    init_lora_weights: true,
+    lora_alpha: settings.alpha,
+    lora_dropout: 0.0,
+    modules_to_save: null,
+    r: settings.rank,
+    rank_pattern: {},
+    alpha_pattern: {},
+    target_modules: [...settings.targets].sort(),
+    task_type: 'CAUSAL_LM',
+    use_rslora: settings.useRslora === true,
+    use_dora: false,
   };
 }
 
 /** Write the adapter as PEFT files into `dir` (each file atomically). */
 export function savePeftAdapter(dir: string, adapter: LoraAdapter, baseModel: string): void {
   mkdirSync(dir, { recursive: true });
-  const tensors: Record<string, Tensor> = Object.fromEntries(adapter.params.specs.map((s) => [s.name, { shape: s.shape, data: adapter.params.get(s.name) }]));
+  const tensors: Record<string, Tensor> = Object.fromEntries(
+    adapter.params.specs.map((s) => [s.name, { shape: s.shape, data: adapter.params.get(s.name) }]),
+  );
   writeSafetensors(join(dir, ADAPTER_WEIGHTS), tensors, { format: 'pt' });
-  writeFileAtomic(join(dir, ADAPTER_CONFIG), JSON.stringify(peftConfigJson(adapter.settings, baseModel), null, 2) + '\n');
+  writeFileAtomic(
+    join(dir, ADAPTER_CONFIG),
+    JSON.stringify(peftConfigJson(adapter.settings, baseModel), null, 2) + '\n',
+  );
 }

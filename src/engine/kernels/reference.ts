@@ -8,7 +8,13 @@
 import type { AdamWStep, FloatArray, Kernels } from './types.js';
 
 export function matmulRef(
-  out: FloatArray, a: FloatArray, b: FloatArray, M: number, K: number, N: number, accumulate: boolean,
+  out: FloatArray,
+  a: FloatArray,
+  b: FloatArray,
+  M: number,
+  K: number,
+  N: number,
+  accumulate: boolean,
 ): void {
   for (let i = 0; i < M; i++) {
     for (let j = 0; j < N; j++) {
@@ -20,7 +26,13 @@ export function matmulRef(
 }
 
 export function matmulBTRef(
-  out: FloatArray, a: FloatArray, b: FloatArray, M: number, K: number, N: number, accumulate: boolean,
+  out: FloatArray,
+  a: FloatArray,
+  b: FloatArray,
+  M: number,
+  K: number,
+  N: number,
+  accumulate: boolean,
 ): void {
   for (let i = 0; i < M; i++) {
     for (let j = 0; j < N; j++) {
@@ -32,7 +44,13 @@ export function matmulBTRef(
 }
 
 export function matmulATRef(
-  out: FloatArray, a: FloatArray, b: FloatArray, M: number, K: number, N: number, accumulate: boolean,
+  out: FloatArray,
+  a: FloatArray,
+  b: FloatArray,
+  M: number,
+  K: number,
+  N: number,
+  accumulate: boolean,
 ): void {
   for (let i = 0; i < M; i++) {
     for (let j = 0; j < N; j++) {
@@ -44,7 +62,13 @@ export function matmulATRef(
 }
 
 export function rmsnormForwardRef(
-  out: FloatArray, rstd: FloatArray, x: FloatArray, weight: FloatArray, N: number, C: number, eps: number,
+  out: FloatArray,
+  rstd: FloatArray,
+  x: FloatArray,
+  weight: FloatArray,
+  N: number,
+  C: number,
+  eps: number,
 ): void {
   for (let n = 0; n < N; n++) {
     let ss = 0;
@@ -56,8 +80,14 @@ export function rmsnormForwardRef(
 }
 
 export function rmsnormBackwardRef(
-  dx: FloatArray, dweight: FloatArray, dout: FloatArray, x: FloatArray, weight: FloatArray, rstd: FloatArray,
-  N: number, C: number,
+  dx: FloatArray,
+  dweight: FloatArray,
+  dout: FloatArray,
+  x: FloatArray,
+  weight: FloatArray,
+  rstd: FloatArray,
+  N: number,
+  C: number,
 ): void {
   for (let n = 0; n < N; n++) {
     const r = rstd[n];
@@ -138,7 +168,13 @@ export function attentionLayout(lengths: readonly number[], NH: number): Attenti
 }
 
 export function attentionForwardRef(
-  out: FloatArray, att: FloatArray, q: FloatArray, k: FloatArray, v: FloatArray, lengths: readonly number[], C: number,
+  out: FloatArray,
+  att: FloatArray,
+  q: FloatArray,
+  k: FloatArray,
+  v: FloatArray,
+  lengths: readonly number[],
+  C: number,
   NH: number,
 ): void {
   const hs = C / NH;
@@ -178,8 +214,17 @@ export function attentionForwardRef(
 }
 
 export function attentionBackwardRef(
-  dq: FloatArray, dk: FloatArray, dv: FloatArray, dout: FloatArray, att: FloatArray, q: FloatArray, k: FloatArray,
-  v: FloatArray, lengths: readonly number[], C: number, NH: number,
+  dq: FloatArray,
+  dk: FloatArray,
+  dv: FloatArray,
+  dout: FloatArray,
+  att: FloatArray,
+  q: FloatArray,
+  k: FloatArray,
+  v: FloatArray,
+  lengths: readonly number[],
+  C: number,
+  NH: number,
 ): void {
   const hs = C / NH;
   const { rowOffset, attOffset, rows } = attentionLayout(lengths, NH);
@@ -224,7 +269,14 @@ export function attentionBackwardRef(
  * [T, NKV·hd]; query head h reads key/value head ⌊h / (NH/NKV)⌋. Float64 accumulation throughout.
  */
 export function decodeAttentionRef(
-  out: FloatArray, q: FloatArray, k: FloatArray, v: FloatArray, T: number, NH: number, NKV: number, hd: number,
+  out: FloatArray,
+  q: FloatArray,
+  k: FloatArray,
+  v: FloatArray,
+  T: number,
+  NH: number,
+  NKV: number,
+  hd: number,
 ): void {
   const group = NH / NKV;
   const ld = NKV * hd;
@@ -254,8 +306,19 @@ export function decodeAttentionRef(
  * lengths[r] positions, gathered from its pages (row s mod P of layer `layer` of page pages[r·W + ⌊s/P⌋]).
  */
 export function pagedDecodeAttentionRef(
-  out: FloatArray, q: FloatArray, kPages: readonly FloatArray[], vPages: readonly FloatArray[], pages: Int32Array,
-  W: number, lengths: Int32Array, R: number, layer: number, P: number, NH: number, NKV: number, hd: number,
+  out: FloatArray,
+  q: FloatArray,
+  kPages: readonly FloatArray[],
+  vPages: readonly FloatArray[],
+  pages: Int32Array,
+  W: number,
+  lengths: Int32Array,
+  R: number,
+  layer: number,
+  P: number,
+  NH: number,
+  NKV: number,
+  hd: number,
 ): void {
   const C = NKV * hd;
   const Cq = NH * hd;
@@ -278,7 +341,12 @@ export function pagedDecodeAttentionRef(
  * stats = [logsumexp z, −Σ p·log p, Σ out].
  */
 export function samplingStatsRef(
-  out: FloatArray, stats: Float64Array, x: FloatArray, invT: FloatArray, N: number, V: number,
+  out: FloatArray,
+  stats: Float64Array,
+  x: FloatArray,
+  invT: FloatArray,
+  N: number,
+  V: number,
 ): void {
   for (let n = 0; n < N; n++) {
     const row = n * V;
@@ -300,7 +368,13 @@ export function samplingStatsRef(
 }
 
 export function ropeRef(
-  x: FloatArray, positions: Int32Array, N: number, C: number, NH: number, cos: FloatArray, sin: FloatArray,
+  x: FloatArray,
+  positions: Int32Array,
+  N: number,
+  C: number,
+  NH: number,
+  cos: FloatArray,
+  sin: FloatArray,
   inverse: boolean,
 ): void {
   const hs = C / NH;
@@ -329,7 +403,12 @@ export function swigluForwardRef(out: FloatArray, gate: FloatArray, up: FloatArr
 }
 
 export function swigluBackwardRef(
-  dgate: FloatArray, dup: FloatArray, dout: FloatArray, gate: FloatArray, up: FloatArray, n: number,
+  dgate: FloatArray,
+  dup: FloatArray,
+  dout: FloatArray,
+  gate: FloatArray,
+  up: FloatArray,
+  n: number,
 ): void {
   for (let i = 0; i < n; i++) {
     const g = gate[i];
@@ -340,8 +419,14 @@ export function swigluBackwardRef(
 }
 
 export function logitGradRef(
-  dlogits: FloatArray, entropy: FloatArray, lsm: FloatArray, coef: FloatArray, bonus: FloatArray, targets: Int32Array,
-  N: number, V: number,
+  dlogits: FloatArray,
+  entropy: FloatArray,
+  lsm: FloatArray,
+  coef: FloatArray,
+  bonus: FloatArray,
+  targets: Int32Array,
+  N: number,
+  V: number,
 ): void {
   for (let n = 0; n < N; n++) {
     const row = n * V;

@@ -11,9 +11,22 @@ import { Worker } from 'node:worker_threads';
 
 /** The kernels a helper can run (exports of the WASM module). */
 export const HELPER_OPS = [
-  'gemm', 'gemmDecodeBT', 'attentionForward', 'attentionBackward', 'decodeAttention', 'pagedAttention', 'swigluForward',
-  'swigluBackward', 'rope', 'rmsnormForward', 'rmsnormBackwardGroups', 'softmaxForward', 'softmaxBackward',
-  'samplingStats', 'logitGrad', 'adamw',
+  'gemm',
+  'gemmDecodeBT',
+  'attentionForward',
+  'attentionBackward',
+  'decodeAttention',
+  'pagedAttention',
+  'swigluForward',
+  'swigluBackward',
+  'rope',
+  'rmsnormForward',
+  'rmsnormBackwardGroups',
+  'softmaxForward',
+  'softmaxBackward',
+  'samplingStats',
+  'logitGrad',
+  'adamw',
 ] as const;
 export type HelperOp = (typeof HELPER_OPS)[number];
 /** Arguments passed as f32 (read through a Float32Array view of the control words); all others are i32. */
@@ -162,7 +175,12 @@ export class KernelPool {
   private loadCheck: { wallMs: number; cpuMicros: number } | undefined;
 
   /** `spinMs`: a fixed spin; by default defaultSpinMs of the machine's load, looked at again every second. */
-  constructor(module: WebAssembly.Module, memory: WebAssembly.Memory, readonly threads: number, spinMs?: number) {
+  constructor(
+    module: WebAssembly.Module,
+    memory: WebAssembly.Memory,
+    readonly threads: number,
+    spinMs?: number,
+  ) {
     const { timesOffset, bytes } = controlBytes(threads);
     const buffer = new SharedArrayBuffer(bytes);
     this.control = new Int32Array(buffer);

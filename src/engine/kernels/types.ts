@@ -73,7 +73,17 @@ export interface Kernels<F extends FloatArray = Float32Array> {
   attentionForward(out: F, att: F, q: F, k: F, v: F, lengths: readonly number[], C: number, NH: number): void;
   /** Writes dq, dk, dv [Σ T_b, C] given dout and att from forward (same packing). */
   attentionBackward(
-    dq: F, dk: F, dv: F, dout: F, att: F, q: F, k: F, v: F, lengths: readonly number[], C: number, NH: number,
+    dq: F,
+    dk: F,
+    dv: F,
+    dout: F,
+    att: F,
+    q: F,
+    k: F,
+    v: F,
+    lengths: readonly number[],
+    C: number,
+    NH: number,
   ): void;
   /**
    * The gradient of a token-level loss w.r.t. the logits, from log-softmax rows lsm [N, V]: per row,
@@ -113,7 +123,18 @@ export interface Kernels<F extends FloatArray = Float32Array> {
    * copied). Incremental decoding uses it when present (`pagedDecodeAttentionRef` is the oracle).
    */
   pagedDecodeAttention?(
-    out: F, q: F, kPages: readonly F[], vPages: readonly F[], pages: Int32Array, W: number, lengths: Int32Array,
-    R: number, layer: number, P: number, NH: number, NKV: number, hd: number,
+    out: F,
+    q: F,
+    kPages: readonly F[],
+    vPages: readonly F[],
+    pages: Int32Array,
+    W: number,
+    lengths: Int32Array,
+    R: number,
+    layer: number,
+    P: number,
+    NH: number,
+    NKV: number,
+    hd: number,
   ): void;
 }

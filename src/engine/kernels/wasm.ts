@@ -72,7 +72,14 @@ function chooseVariant(preference: 'auto' | WasmVariant): { variant: WasmVariant
 interface Exports {
   rmsnormForward(out: number, rstd: number, x: number, weight: number, N: number, C: number, eps: number): void;
   rmsnormBackward(
-    dx: number, dweight: number, dout: number, x: number, weight: number, rstd: number, N: number, C: number,
+    dx: number,
+    dweight: number,
+    dout: number,
+    x: number,
+    weight: number,
+    rstd: number,
+    N: number,
+    C: number,
   ): void;
   addRows(dst: number, src: number, G: number, C: number): void;
   attentionScratchBytes(T: number, hs: number): number;
@@ -237,8 +244,19 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
    * threads' measured speeds (AdaptiveSplit).
    */
   function gemm(
-    out: Float32Array, a: Float32Array, aFloats: number, sai: number, sak: number,
-    b: Float32Array, bFloats: number, sbk: number, sbj: number, M: number, K: number, N: number, accumulate: boolean,
+    out: Float32Array,
+    a: Float32Array,
+    aFloats: number,
+    sai: number,
+    sak: number,
+    b: Float32Array,
+    bFloats: number,
+    sbk: number,
+    sbj: number,
+    M: number,
+    K: number,
+    N: number,
+    accumulate: boolean,
   ): void {
     mem.beginScratch();
     const pa = mem.pointer(a, aFloats);
@@ -269,7 +287,11 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
       }
     }
     const times = runShares(shares);
-    if (S > 1) split.observe(shares.map((_, s) => bounds[s + 1] - bounds[s]), times);
+    if (S > 1)
+      split.observe(
+        shares.map((_, s) => bounds[s + 1] - bounds[s]),
+        times,
+      );
     if (!outOwned) out.set(mem.view(pc, M * N));
   }
 
@@ -278,8 +300,12 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
    * sequence-major, cut into contiguous ranges of equal work (T² per item) for a large call.
    */
   function attention(
-    op: 'attentionForward' | 'attentionBackward', p: number[], lengths: readonly number[], layout: AttentionLayout,
-    C: number, NH: number,
+    op: 'attentionForward' | 'attentionBackward',
+    p: number[],
+    lengths: readonly number[],
+    layout: AttentionLayout,
+    C: number,
+    NH: number,
   ): void {
     const B = lengths.length;
     const seqs = mem.scratch(Math.max(1, B) * 12);
@@ -342,11 +368,18 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
 
   /** Softmax (log = 0) or log-softmax (log = 1) backward by rows. */
   function softmaxBwd(dx: Float32Array, dout: Float32Array, y: Float32Array, N: number, C: number, log: number): void {
-    withPointers([[dout, N * C], [y, N * C]], [[dx, N * C]], ([pdx, pdo, py]) =>
-      byRows(N, C, (n0, n) => {
-        const o = n0 * C * 4;
-        return { op: 'softmaxBackward', args: [pdx + o, pdo + o, py + o, n, C, log] };
-      }));
+    withPointers(
+      [
+        [dout, N * C],
+        [y, N * C],
+      ],
+      [[dx, N * C]],
+      ([pdx, pdo, py]) =>
+        byRows(N, C, (n0, n) => {
+          const o = n0 * C * 4;
+          return { op: 'softmaxBackward', args: [pdx + o, pdo + o, py + o, n, C, log] };
+        }),
+    );
   }
 
   /**
@@ -355,7 +388,14 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
    * are added into dweight in group order.
    */
   function rmsnormBwd(
-    pdx: number, pdw: number, pdo: number, px: number, pw: number, pr: number, N: number, C: number,
+    pdx: number,
+    pdw: number,
+    pdo: number,
+    px: number,
+    pw: number,
+    pr: number,
+    N: number,
+    C: number,
   ): void {
     if (N * C < ELEMENTWISE_THREAD_MIN || N < 2) {
       ex.rmsnormBackward(pdx, pdw, pdo, px, pw, pr, N, C);
@@ -376,26 +416,40 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
    * kept whole when there are at least as many as threads), each with its own scores.
    */
   function decodeAttn(
-    out: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array,
-    T: number, NH: number, NKV: number, hd: number,
+    out: Float32Array,
+    q: Float32Array,
+    k: Float32Array,
+    v: Float32Array,
+    T: number,
+    NH: number,
+    NKV: number,
+    hd: number,
   ): void {
     if (!(Number.isInteger(NKV) && NKV >= 1 && NH % NKV === 0)) {
       throw new ArborError(`decodeAttention: ${NH} query heads are not a multiple of ${NKV} key/value heads`);
     }
     const C = NH * hd;
     const kvFloats = T * NKV * hd;
-    withPointers([[q, C], [k, kvFloats], [v, kvFloats]], [[out, C]], ([po, pq, pk, pv]) => {
-      const work = 2 * T * NH * hd;
-      const S = work >= ATTENTION_THREAD_MIN_WORK ? sharesFor(NH, work, ATTENTION_THREAD_MIN_WORK) : 1;
-      const group = NH / NKV;
-      const equal = new Array(S).fill(1 / S);
-      const bounds = S <= NKV ? partitionByShares(NKV, equal).map((b) => b * group) : partitionByShares(NH, equal);
-      const share = (s: number): Share => ({
-        op: 'decodeAttention',
-        args: [po, pq, pk, pv, T, NH, NKV, hd, bounds[s], bounds[s + 1], mem.scratch(T * 4)],
-      });
-      runShares(bounds.slice(0, S).map((_, s) => share(s)));
-    });
+    withPointers(
+      [
+        [q, C],
+        [k, kvFloats],
+        [v, kvFloats],
+      ],
+      [[out, C]],
+      ([po, pq, pk, pv]) => {
+        const work = 2 * T * NH * hd;
+        const S = work >= ATTENTION_THREAD_MIN_WORK ? sharesFor(NH, work, ATTENTION_THREAD_MIN_WORK) : 1;
+        const group = NH / NKV;
+        const equal = new Array(S).fill(1 / S);
+        const bounds = S <= NKV ? partitionByShares(NKV, equal).map((b) => b * group) : partitionByShares(NH, equal);
+        const share = (s: number): Share => ({
+          op: 'decodeAttention',
+          args: [po, pq, pk, pv, T, NH, NKV, hd, bounds[s], bounds[s + 1], mem.scratch(T * 4)],
+        });
+        runShares(bounds.slice(0, S).map((_, s) => share(s)));
+      },
+    );
   }
 
   /**
@@ -403,8 +457,18 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
    * is copied into scratch, once per call), then (row, kv head) items cut into ranges of equal Σ T.
    */
   function pagedDecodeAttn(
-    out: Float32Array, q: Float32Array, kPages: readonly Float32Array[], vPages: readonly Float32Array[],
-    pages: Int32Array, W: number, lengths: Int32Array, R: number, layer: number, P: number, NH: number, NKV: number,
+    out: Float32Array,
+    q: Float32Array,
+    kPages: readonly Float32Array[],
+    vPages: readonly Float32Array[],
+    pages: Int32Array,
+    W: number,
+    lengths: Int32Array,
+    R: number,
+    layer: number,
+    P: number,
+    NH: number,
+    NKV: number,
     hd: number,
   ): void {
     if (!(Number.isInteger(NKV) && NKV >= 1 && NH % NKV === 0)) {
@@ -458,27 +522,46 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
    * large call is cut into column ranges (any cut gives the same bits) at the threads' measured speeds.
    */
   function decodeBT(
-    out: Float32Array, a: Float32Array, b: Float32Array, M: number, K: number, N: number, accumulate: boolean,
+    out: Float32Array,
+    a: Float32Array,
+    b: Float32Array,
+    M: number,
+    K: number,
+    N: number,
+    accumulate: boolean,
   ): void {
-    withPointers([[a, M * K], [b, N * K]], [[out, M * N]], ([pc, pa, pb]) => {
-      const units = Math.ceil(N / 2);
-      const S = sharesFor(units, M * N * K, GEMM_THREAD_MIN_WORK);
-      const bounds = S > 1 ? partitionByShares(units, split.shares(S)) : [0, units];
-      const share = (s: number): Share => {
-        const j0 = bounds[s] * 2;
-        const cols = Math.min(N, bounds[s + 1] * 2) - j0;
-        const args = [M, cols, K, pa, pb + j0 * K * 4, pc + j0 * 4, N, accumulate ? 1 : 0, mem.scratch(16)];
-        return { op: 'gemmDecodeBT', args };
-      };
-      const shares = bounds.slice(0, S).map((_, s) => share(s));
-      const times = runShares(shares);
-      if (S > 1) split.observe(shares.map((_, s) => bounds[s + 1] - bounds[s]), times);
-    });
+    withPointers(
+      [
+        [a, M * K],
+        [b, N * K],
+      ],
+      [[out, M * N]],
+      ([pc, pa, pb]) => {
+        const units = Math.ceil(N / 2);
+        const S = sharesFor(units, M * N * K, GEMM_THREAD_MIN_WORK);
+        const bounds = S > 1 ? partitionByShares(units, split.shares(S)) : [0, units];
+        const share = (s: number): Share => {
+          const j0 = bounds[s] * 2;
+          const cols = Math.min(N, bounds[s + 1] * 2) - j0;
+          const args = [M, cols, K, pa, pb + j0 * K * 4, pc + j0 * 4, N, accumulate ? 1 : 0, mem.scratch(16)];
+          return { op: 'gemmDecodeBT', args };
+        };
+        const shares = bounds.slice(0, S).map((_, s) => share(s));
+        const times = runShares(shares);
+        if (S > 1)
+          split.observe(
+            shares.map((_, s) => bounds[s + 1] - bounds[s]),
+            times,
+          );
+      },
+    );
   }
 
   /** Run `fn` with WASM pointers for `inputs` (copied in if foreign) and `outputs` (copied back). */
   function withPointers(
-    inputs: Array<[Float32Array, number]>, outputs: Array<[Float32Array, number]>, fn: (pointers: number[]) => void,
+    inputs: Array<[Float32Array, number]>,
+    outputs: Array<[Float32Array, number]>,
+    fn: (pointers: number[]) => void,
   ): void {
     mem.beginScratch();
     const pointers = [...outputs, ...inputs].map(([a, n]) => mem.pointer(a, n));
@@ -491,43 +574,98 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
   const kernels: Kernels = {
     ...referenceKernels,
     rmsnormForward: (out, rstd, x, weight, N, C, eps) =>
-      withPointers([[x, N * C], [weight, C]], [[out, N * C], [rstd, N]], ([po, pr, px, pw]) =>
-        byRows(N, C, (n0, rows) => {
-          const o = n0 * C * 4;
-          return { op: 'rmsnormForward', args: [po + o, pr + n0 * 4, px + o, pw, rows, C, eps] };
-        })),
+      withPointers(
+        [
+          [x, N * C],
+          [weight, C],
+        ],
+        [
+          [out, N * C],
+          [rstd, N],
+        ],
+        ([po, pr, px, pw]) =>
+          byRows(N, C, (n0, rows) => {
+            const o = n0 * C * 4;
+            return { op: 'rmsnormForward', args: [po + o, pr + n0 * 4, px + o, pw, rows, C, eps] };
+          }),
+      ),
     rmsnormBackward: (dx, dweight, dout, x, weight, rstd, N, C) =>
       withPointers(
-        [[dout, N * C], [x, N * C], [weight, C], [rstd, N]],
-        [[dx, N * C], [dweight, C]],
+        [
+          [dout, N * C],
+          [x, N * C],
+          [weight, C],
+          [rstd, N],
+        ],
+        [
+          [dx, N * C],
+          [dweight, C],
+        ],
         ([pdx, pdw, pdo, px, pw, pr]) => rmsnormBwd(pdx, pdw, pdo, px, pw, pr, N, C),
       ),
     logitGrad: (dlogits, entropy, lsm, coef, bonus, targets, N, V) =>
-      withPointers([[lsm, N * V], [coef, N], [bonus, N]], [[dlogits, N * V], [entropy, N]], ([pd, pe, pl, pc, pb]) => {
-        const pt = ints(targets, N);
-        byRows(N, V, (n0, rows) => {
-          const [o, r] = [n0 * V * 4, n0 * 4];
-          return { op: 'logitGrad', args: [pd + o, pe + r, pl + o, pc + r, pb + r, pt + r, rows, V] };
-        });
-      }),
+      withPointers(
+        [
+          [lsm, N * V],
+          [coef, N],
+          [bonus, N],
+        ],
+        [
+          [dlogits, N * V],
+          [entropy, N],
+        ],
+        ([pd, pe, pl, pc, pb]) => {
+          const pt = ints(targets, N);
+          byRows(N, V, (n0, rows) => {
+            const [o, r] = [n0 * V * 4, n0 * 4];
+            return { op: 'logitGrad', args: [pd + o, pe + r, pl + o, pc + r, pb + r, pt + r, rows, V] };
+          });
+        },
+      ),
     adamw: (x, g, m, v, n, h: AdamWStep) =>
-      withPointers([[g, n]], [[x, n], [m, n], [v, n]], ([px, pm, pv, pg]) =>
-        byElements(n, (i0, len) => ({
-          op: 'adamw',
-          args: [
-            px + i0 * 4, pg + i0 * 4, pm + i0 * 4, pv + i0 * 4, len,
-            h.lr, h.beta1, h.beta2, h.eps, h.weightDecay, h.bc1, h.bc2, h.gradScale,
-          ],
-        }))),
+      withPointers(
+        [[g, n]],
+        [
+          [x, n],
+          [m, n],
+          [v, n],
+        ],
+        ([px, pm, pv, pg]) =>
+          byElements(n, (i0, len) => ({
+            op: 'adamw',
+            args: [
+              px + i0 * 4,
+              pg + i0 * 4,
+              pm + i0 * 4,
+              pv + i0 * 4,
+              len,
+              h.lr,
+              h.beta1,
+              h.beta2,
+              h.eps,
+              h.weightDecay,
+              h.bc1,
+              h.bc2,
+              h.gradScale,
+            ],
+          })),
+      ),
     rope: (x, positions, N, C, NH, cos, sin, inverse) =>
-      withPointers([[cos, cos.length], [sin, sin.length]], [[x, N * C]], ([px, pc, ps]) => {
-        const pp = ints(positions, N);
-        const half = C / NH / 2;
-        byRows(N, C, (n0, rows) => ({
-          op: 'rope',
-          args: [px + n0 * C * 4, pp + n0 * 4, rows, C, NH, pc, ps, half, inverse ? 1 : 0],
-        }));
-      }),
+      withPointers(
+        [
+          [cos, cos.length],
+          [sin, sin.length],
+        ],
+        [[x, N * C]],
+        ([px, pc, ps]) => {
+          const pp = ints(positions, N);
+          const half = C / NH / 2;
+          byRows(N, C, (n0, rows) => ({
+            op: 'rope',
+            args: [px + n0 * C * 4, pp + n0 * 4, rows, C, NH, pc, ps, half, inverse ? 1 : 0],
+          }));
+        },
+      ),
     softmaxForward: (out, x, N, C) => softmaxFwd(out, x, N, C, 0),
     logSoftmaxForward: (out, x, N, C) => softmaxFwd(out, x, N, C, 1),
     softmaxBackward: (dx, dout, y, N, C) => softmaxBwd(dx, dout, y, N, C, 0),
@@ -535,36 +673,82 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
     attentionForward: (out, att, q, k, v, lengths, C, NH) => {
       const layout = attentionLayout(lengths, NH);
       const n = layout.rows * C;
-      const outputs: Array<[Float32Array, number]> = [[out, n], [att, layout.attSize]];
-      withPointers([[q, n], [k, n], [v, n]], outputs, (p) => attention('attentionForward', p, lengths, layout, C, NH));
+      const outputs: Array<[Float32Array, number]> = [
+        [out, n],
+        [att, layout.attSize],
+      ];
+      withPointers(
+        [
+          [q, n],
+          [k, n],
+          [v, n],
+        ],
+        outputs,
+        (p) => attention('attentionForward', p, lengths, layout, C, NH),
+      );
     },
     attentionBackward: (dq, dk, dv, dout, att, q, k, v, lengths, C, NH) => {
       const layout = attentionLayout(lengths, NH);
       const n = layout.rows * C;
-      const inputs: Array<[Float32Array, number]> = [[dout, n], [att, layout.attSize], [q, n], [k, n], [v, n]];
-      const outputs: Array<[Float32Array, number]> = [[dq, n], [dk, n], [dv, n]];
+      const inputs: Array<[Float32Array, number]> = [
+        [dout, n],
+        [att, layout.attSize],
+        [q, n],
+        [k, n],
+        [v, n],
+      ];
+      const outputs: Array<[Float32Array, number]> = [
+        [dq, n],
+        [dk, n],
+        [dv, n],
+      ];
       withPointers(inputs, outputs, (p) => attention('attentionBackward', p, lengths, layout, C, NH));
     },
     swigluForward: (out, gate, up, n) =>
-      withPointers([[gate, n], [up, n]], [[out, n]], ([po, pg, pu]) =>
-        byElements(n, (i0, len) => ({ op: 'swigluForward', args: [po + i0 * 4, pg + i0 * 4, pu + i0 * 4, len] }))),
+      withPointers(
+        [
+          [gate, n],
+          [up, n],
+        ],
+        [[out, n]],
+        ([po, pg, pu]) =>
+          byElements(n, (i0, len) => ({ op: 'swigluForward', args: [po + i0 * 4, pg + i0 * 4, pu + i0 * 4, len] })),
+      ),
     swigluBackward: (dgate, dup, dout, gate, up, n) =>
-      withPointers([[dout, n], [gate, n], [up, n]], [[dgate, n], [dup, n]], ([pdg, pdu, pdo, pg, pu]) =>
-        byElements(n, (i0, len) => {
-          const o = i0 * 4;
-          return { op: 'swigluBackward', args: [pdg + o, pdu + o, pdo + o, pg + o, pu + o, len] };
-        })),
+      withPointers(
+        [
+          [dout, n],
+          [gate, n],
+          [up, n],
+        ],
+        [
+          [dgate, n],
+          [dup, n],
+        ],
+        ([pdg, pdu, pdo, pg, pu]) =>
+          byElements(n, (i0, len) => {
+            const o = i0 * 4;
+            return { op: 'swigluBackward', args: [pdg + o, pdu + o, pdo + o, pg + o, pu + o, len] };
+          }),
+      ),
     decodeAttention: decodeAttn,
     pagedDecodeAttention: pagedDecodeAttn,
     samplingStats: (out, stats, x, invT, N, V) =>
-      withPointers([[x, N * V], [invT, N]], [[out, N * V]], ([po, px, pt]) => {
-        const ps = mem.scratch(N * 24);
-        byRows(N, V, (n0, rows) => {
-          const o = n0 * V * 4;
-          return { op: 'samplingStats', args: [po + o, ps + n0 * 24, px + o, pt + n0 * 4, rows, V] };
-        });
-        stats.set(new Float64Array(mem.memory.buffer, ps, N * 3));
-      }),
+      withPointers(
+        [
+          [x, N * V],
+          [invT, N],
+        ],
+        [[out, N * V]],
+        ([po, px, pt]) => {
+          const ps = mem.scratch(N * 24);
+          byRows(N, V, (n0, rows) => {
+            const o = n0 * V * 4;
+            return { op: 'samplingStats', args: [po + o, ps + n0 * 24, px + o, pt + n0 * 4, rows, V] };
+          });
+          stats.set(new Float64Array(mem.memory.buffer, ps, N * 3));
+        },
+      ),
     name: (variant === 'fma' ? 'wasm-simd-fma' : 'wasm-simd') + (threads > 1 ? `-${threads}t` : ''),
     alloc: (n: number) => mem.alloc(n),
     matmul: (out, a, b, M, K, N, acc) => gemm(out, a, M * K, K, 1, b, K * N, N, 1, M, K, N, acc),

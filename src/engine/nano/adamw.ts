@@ -55,10 +55,22 @@ export class AdamW {
     if (!Number.isFinite(norm)) return norm;
     const scale = p.gradClipNorm && p.gradClipNorm > 0 && norm > p.gradClipNorm ? p.gradClipNorm / norm : 1;
     this.step++;
-    const step = { lr: p.learningRate, beta1, beta2, eps, weightDecay: 0, bc1: 1 - Math.pow(beta1, this.step), bc2: 1 - Math.pow(beta2, this.step), gradScale: scale };
+    const step = {
+      lr: p.learningRate,
+      beta1,
+      beta2,
+      eps,
+      weightDecay: 0,
+      bc1: 1 - Math.pow(beta1, this.step),
+      bc2: 1 - Math.pow(beta2, this.step),
+      gradScale: scale,
+    };
     const x = this.params.data;
     for (const [a, b, decays] of this.segments) {
-      this.kernels.adamw(x.subarray(a, b), grads.subarray(a, b), this.m.subarray(a, b), this.v.subarray(a, b), b - a, { ...step, weightDecay: decays ? wd : 0 });
+      this.kernels.adamw(x.subarray(a, b), grads.subarray(a, b), this.m.subarray(a, b), this.v.subarray(a, b), b - a, {
+        ...step,
+        weightDecay: decays ? wd : 0,
+      });
     }
     return norm;
   }

@@ -25,13 +25,24 @@ export function loadArena(arena: ParamArena, file: string): void {
   for (const s of arena.specs) {
     const t = tensors[s.name];
     if (!t) throw new DataError(`${file}: missing tensor ${s.name}`, file, undefined, s.name);
-    if (t.shape.join(',') !== s.shape.join(',')) throw new DataError(`${file}: tensor ${s.name} has shape [${t.shape}], config expects [${s.shape}]`, file, undefined, s.name);
+    if (t.shape.join(',') !== s.shape.join(','))
+      throw new DataError(
+        `${file}: tensor ${s.name} has shape [${t.shape}], config expects [${s.shape}]`,
+        file,
+        undefined,
+        s.name,
+      );
     const bad = t.data.reduce((n, x) => n + (Number.isFinite(x) ? 0 : 1), 0);
     if (bad) nonFinite.push(`${s.name} (${bad} of ${t.data.length})`);
   }
   if (nonFinite.length) {
     const first = nonFinite[0].replace(/ \(.*$/, '');
-    throw new DataError(`${file} has NaN or infinite weights in ${nonFinite.length} tensor(s): ${nonFinite.slice(0, 3).join(', ')}${nonFinite.length > 3 ? ', ...' : ''}; a checkpoint with NaN or infinite values cannot be used`, file, undefined, first);
+    throw new DataError(
+      `${file} has NaN or infinite weights in ${nonFinite.length} tensor(s): ${nonFinite.slice(0, 3).join(', ')}${nonFinite.length > 3 ? ', ...' : ''}; a checkpoint with NaN or infinite values cannot be used`,
+      file,
+      undefined,
+      first,
+    );
   }
   // every tensor is checked before any is copied: a bad file leaves the arena as it was
   for (const s of arena.specs) {
@@ -39,14 +50,24 @@ export function loadArena(arena: ParamArena, file: string): void {
   }
 }
 
-export function saveCheckpoint(dir: string, model: NanoModel, tokenizer: CharTokenizer, extra: Record<string, unknown> = {}): void {
+export function saveCheckpoint(
+  dir: string,
+  model: NanoModel,
+  tokenizer: CharTokenizer,
+  extra: Record<string, unknown> = {},
+): void {
   mkdirSync(dir, { recursive: true });
   writeSafetensors(join(dir, 'model.safetensors'), arenaTensors(model.params), { format: 'arbor-nano' });
   writeCheckpointMeta(dir, model, tokenizer, extra);
 }
 
 /** config.json + tokenizer.json beside a model.safetensors, so the directory loads with loadCheckpoint. */
-export function writeCheckpointMeta(dir: string, model: NanoModel, tokenizer: CharTokenizer, extra: Record<string, unknown> = {}): void {
+export function writeCheckpointMeta(
+  dir: string,
+  model: NanoModel,
+  tokenizer: CharTokenizer,
+  extra: Record<string, unknown> = {},
+): void {
   mkdirSync(dir, { recursive: true });
   writeFileAtomic(join(dir, 'config.json'), JSON.stringify({ ...model.config, ...extra }, null, 2));
   writeFileAtomic(join(dir, 'tokenizer.json'), JSON.stringify(tokenizer.toJSON(), null, 2));
@@ -73,7 +94,10 @@ export function readCheckpointConfig(dir: string): NanoConfig {
   return config;
 }
 
-export async function loadCheckpoint(dir: string, options: { kernels?: Kernels } = {}): Promise<{ model: NanoModel; tokenizer: CharTokenizer }> {
+export async function loadCheckpoint(
+  dir: string,
+  options: { kernels?: Kernels } = {},
+): Promise<{ model: NanoModel; tokenizer: CharTokenizer }> {
   const config = readCheckpointConfig(dir);
   const kernels = options.kernels ?? (await loadKernels());
   const model = NanoModel.createSync(config, kernels, 0);
@@ -86,6 +110,10 @@ export async function loadCheckpoint(dir: string, options: { kernels?: Kernels }
     if (cause instanceof DataError) throw cause;
     throw new DataError(`${tokFile}: cannot read tokenizer`, tokFile, undefined, undefined, { cause });
   }
-  if (tokenizer.vocabSize > config.vocabSize) throw new DataError(`${tokFile}: tokenizer has ${tokenizer.vocabSize} ids but model vocabSize is ${config.vocabSize}`, tokFile);
+  if (tokenizer.vocabSize > config.vocabSize)
+    throw new DataError(
+      `${tokFile}: tokenizer has ${tokenizer.vocabSize} ids but model vocabSize is ${config.vocabSize}`,
+      tokFile,
+    );
   return { model, tokenizer };
 }

@@ -60,8 +60,22 @@ export interface NanoConfig {
  */
 export type RopeScaling =
   | { type: 'linear'; factor: number }
-  | { type: 'llama3'; factor: number; lowFreqFactor: number; highFreqFactor: number; originalMaxPositionEmbeddings: number }
-  | { type: 'yarn'; factor: number; originalMaxPositionEmbeddings: number; betaFast: number; betaSlow: number; attentionFactor: number; truncate: boolean };
+  | {
+      type: 'llama3';
+      factor: number;
+      lowFreqFactor: number;
+      highFreqFactor: number;
+      originalMaxPositionEmbeddings: number;
+    }
+  | {
+      type: 'yarn';
+      factor: number;
+      originalMaxPositionEmbeddings: number;
+      betaFast: number;
+      betaSlow: number;
+      attentionFactor: number;
+      truncate: boolean;
+    };
 
 /** The derived dimensions of a config (Cq = NH·hd query width, Ckv = NKV·hd key/value width). */
 export interface ModelDims {
@@ -98,12 +112,16 @@ export const defaultNanoConfig: NanoConfig = {
 export function validateNanoConfig(c: NanoConfig): void {
   const positive = ['vocabSize', 'dModel', 'nLayers', 'nHeads', 'dFF', 'contextLength'] as const;
   for (const k of positive) {
-    if (!Number.isInteger(c[k]) || c[k] <= 0) throw new ConfigError(`model.${k} must be a positive integer, got ${c[k]}`, `model.${k}`);
+    if (!Number.isInteger(c[k]) || c[k] <= 0)
+      throw new ConfigError(`model.${k} must be a positive integer, got ${c[k]}`, `model.${k}`);
   }
   const { NH, NKV, hd } = modelDims(c);
-  if (c.headDim === undefined && c.dModel % c.nHeads !== 0) throw new ConfigError(`model.dModel (${c.dModel}) must be divisible by model.nHeads (${c.nHeads})`, 'model.nHeads');
-  if (!Number.isInteger(hd) || hd <= 0 || hd % 2 !== 0) throw new ConfigError(`head size ${hd} must be an even positive integer for rotary positions`, 'model.nHeads');
-  if (!Number.isInteger(NKV) || NKV <= 0 || NH % NKV !== 0) throw new ConfigError(`key/value heads (${NKV}) must divide the attention heads (${NH})`, 'model.nKVHeads');
+  if (c.headDim === undefined && c.dModel % c.nHeads !== 0)
+    throw new ConfigError(`model.dModel (${c.dModel}) must be divisible by model.nHeads (${c.nHeads})`, 'model.nHeads');
+  if (!Number.isInteger(hd) || hd <= 0 || hd % 2 !== 0)
+    throw new ConfigError(`head size ${hd} must be an even positive integer for rotary positions`, 'model.nHeads');
+  if (!Number.isInteger(NKV) || NKV <= 0 || NH % NKV !== 0)
+    throw new ConfigError(`key/value heads (${NKV}) must divide the attention heads (${NH})`, 'model.nKVHeads');
 }
 
 /** One named parameter tensor. */
@@ -117,8 +135,24 @@ export interface ParamSpec {
 
 /** Roles of a layer's parameters (a role absent from the config has no tensor). */
 export type LayerRole =
-  | 'attnNorm' | 'wq' | 'bq' | 'wk' | 'bk' | 'wv' | 'bv' | 'wo' | 'bo' | 'qNorm' | 'kNorm'
-  | 'mlpNorm' | 'wGate' | 'bGate' | 'wUp' | 'bUp' | 'wDown' | 'bDown';
+  | 'attnNorm'
+  | 'wq'
+  | 'bq'
+  | 'wk'
+  | 'bk'
+  | 'wv'
+  | 'bv'
+  | 'wo'
+  | 'bo'
+  | 'qNorm'
+  | 'kNorm'
+  | 'mlpNorm'
+  | 'wGate'
+  | 'bGate'
+  | 'wUp'
+  | 'bUp'
+  | 'wDown'
+  | 'bDown';
 
 /** The tensor name of every role: the model's own names, or the Hugging Face ones. */
 export interface ParamNames {
@@ -130,16 +164,44 @@ export interface ParamNames {
 }
 
 const HF_LAYER: Record<LayerRole, string> = {
-  attnNorm: 'input_layernorm.weight', wq: 'self_attn.q_proj.weight', bq: 'self_attn.q_proj.bias',
-  wk: 'self_attn.k_proj.weight', bk: 'self_attn.k_proj.bias', wv: 'self_attn.v_proj.weight', bv: 'self_attn.v_proj.bias',
-  wo: 'self_attn.o_proj.weight', bo: 'self_attn.o_proj.bias', qNorm: 'self_attn.q_norm.weight', kNorm: 'self_attn.k_norm.weight',
-  mlpNorm: 'post_attention_layernorm.weight', wGate: 'mlp.gate_proj.weight', bGate: 'mlp.gate_proj.bias',
-  wUp: 'mlp.up_proj.weight', bUp: 'mlp.up_proj.bias', wDown: 'mlp.down_proj.weight', bDown: 'mlp.down_proj.bias',
+  attnNorm: 'input_layernorm.weight',
+  wq: 'self_attn.q_proj.weight',
+  bq: 'self_attn.q_proj.bias',
+  wk: 'self_attn.k_proj.weight',
+  bk: 'self_attn.k_proj.bias',
+  wv: 'self_attn.v_proj.weight',
+  bv: 'self_attn.v_proj.bias',
+  wo: 'self_attn.o_proj.weight',
+  bo: 'self_attn.o_proj.bias',
+  qNorm: 'self_attn.q_norm.weight',
+  kNorm: 'self_attn.k_norm.weight',
+  mlpNorm: 'post_attention_layernorm.weight',
+  wGate: 'mlp.gate_proj.weight',
+  bGate: 'mlp.gate_proj.bias',
+  wUp: 'mlp.up_proj.weight',
+  bUp: 'mlp.up_proj.bias',
+  wDown: 'mlp.down_proj.weight',
+  bDown: 'mlp.down_proj.bias',
 };
 const NANO_LAYER: Record<LayerRole, string> = {
-  attnNorm: 'attn_norm', wq: 'wq', bq: 'bq', wk: 'wk', bk: 'bk', wv: 'wv', bv: 'bv', wo: 'wo', bo: 'bo',
-  qNorm: 'q_norm', kNorm: 'k_norm', mlpNorm: 'mlp_norm', wGate: 'w_gate', bGate: 'b_gate', wUp: 'w_up', bUp: 'b_up',
-  wDown: 'w_down', bDown: 'b_down',
+  attnNorm: 'attn_norm',
+  wq: 'wq',
+  bq: 'bq',
+  wk: 'wk',
+  bk: 'bk',
+  wv: 'wv',
+  bv: 'bv',
+  wo: 'wo',
+  bo: 'bo',
+  qNorm: 'q_norm',
+  kNorm: 'k_norm',
+  mlpNorm: 'mlp_norm',
+  wGate: 'w_gate',
+  bGate: 'b_gate',
+  wUp: 'w_up',
+  bUp: 'b_up',
+  wDown: 'w_down',
+  bDown: 'b_down',
 };
 
 export function paramNames(c: NanoConfig): ParamNames {
@@ -151,7 +213,12 @@ export function paramNames(c: NanoConfig): ParamNames {
     return Object.fromEntries(entries) as Record<LayerRole, string>;
   });
   const embed = hf ? 'model.embed_tokens.weight' : 'tok_emb';
-  return { embed, finalNorm: hf ? 'model.norm.weight' : 'final_norm', head: c.tieEmbeddings ? embed : hf ? 'lm_head.weight' : 'lm_head', layers };
+  return {
+    embed,
+    finalNorm: hf ? 'model.norm.weight' : 'final_norm',
+    head: c.tieEmbeddings ? embed : hf ? 'lm_head.weight' : 'lm_head',
+    layers,
+  };
 }
 
 /** The ordered parameter list for a config (the order of the arena and of checkpoints). */
@@ -164,20 +231,29 @@ export function paramSpecs(c: NanoConfig): ParamSpec[] {
   const bias = c.bias ?? {};
   for (let l = 0; l < L; l++) {
     const n = names.layers[l];
-    const zero = (role: LayerRole, size: number, on: boolean | undefined) => (on ? [{ name: n[role], shape: [size], init: 'zeros' as const }] : []);
+    const zero = (role: LayerRole, size: number, on: boolean | undefined) =>
+      on ? [{ name: n[role], shape: [size], init: 'zeros' as const }] : [];
     specs.push(
       { name: n.attnNorm, shape: [C], init: 'ones' },
-      { name: n.wq, shape: [Cq, C], init: 'normal', std }, ...zero('bq', Cq, bias.qkv),
-      { name: n.wk, shape: [Ckv, C], init: 'normal', std }, ...zero('bk', Ckv, bias.qkv),
-      { name: n.wv, shape: [Ckv, C], init: 'normal', std }, ...zero('bv', Ckv, bias.qkv),
-      { name: n.wo, shape: [C, Cq], init: 'normal', std: projStd }, ...zero('bo', C, bias.o),
+      { name: n.wq, shape: [Cq, C], init: 'normal', std },
+      ...zero('bq', Cq, bias.qkv),
+      { name: n.wk, shape: [Ckv, C], init: 'normal', std },
+      ...zero('bk', Ckv, bias.qkv),
+      { name: n.wv, shape: [Ckv, C], init: 'normal', std },
+      ...zero('bv', Ckv, bias.qkv),
+      { name: n.wo, shape: [C, Cq], init: 'normal', std: projStd },
+      ...zero('bo', C, bias.o),
     );
-    if (c.qkNorm) specs.push({ name: n.qNorm, shape: [hd], init: 'ones' }, { name: n.kNorm, shape: [hd], init: 'ones' });
+    if (c.qkNorm)
+      specs.push({ name: n.qNorm, shape: [hd], init: 'ones' }, { name: n.kNorm, shape: [hd], init: 'ones' });
     specs.push(
       { name: n.mlpNorm, shape: [C], init: 'ones' },
-      { name: n.wGate, shape: [F, C], init: 'normal', std }, ...zero('bGate', F, bias.mlp),
-      { name: n.wUp, shape: [F, C], init: 'normal', std }, ...zero('bUp', F, bias.mlp),
-      { name: n.wDown, shape: [C, F], init: 'normal', std: projStd }, ...zero('bDown', C, bias.mlp),
+      { name: n.wGate, shape: [F, C], init: 'normal', std },
+      ...zero('bGate', F, bias.mlp),
+      { name: n.wUp, shape: [F, C], init: 'normal', std },
+      ...zero('bUp', F, bias.mlp),
+      { name: n.wDown, shape: [C, F], init: 'normal', std: projStd },
+      ...zero('bDown', C, bias.mlp),
     );
   }
   specs.push({ name: names.finalNorm, shape: [C], init: 'ones' });

@@ -45,7 +45,10 @@ export class DecodeWorkspace {
   kRows: Float32Array = new Float32Array(0);
   vRows: Float32Array = new Float32Array(0);
 
-  constructor(readonly model: NanoModel, readonly adapter?: LoraAdapter) {}
+  constructor(
+    readonly model: NanoModel,
+    readonly adapter?: LoraAdapter,
+  ) {}
 
   /** [n] exponentials of the logit rows being sampled (kernels.samplingStats output), grown on demand. */
   private expBuffer: Float32Array = new Float32Array(0);
@@ -72,10 +75,18 @@ export class DecodeWorkspace {
     const { C, F, Cq, Ckv, NH } = this.model.dims;
     const qkNorm = this.model.config.qkNorm === true;
     const a = (n: number) => this.model.kernels.alloc(n);
-    this.x = a(cap * C); this.ln = a(cap * C); this.rstd = a(cap * NH);
-    this.q = a(cap * Math.max(Cq, C)); this.k = a(cap * Ckv); this.v = a(cap * Ckv); this.att = a(cap * Cq);
-    this.qRaw = qkNorm ? a(cap * Cq) : this.q; this.kRaw = qkNorm ? a(cap * Ckv) : this.k;
-    this.gate = a(cap * F); this.up = a(cap * F); this.act = a(cap * F);
+    this.x = a(cap * C);
+    this.ln = a(cap * C);
+    this.rstd = a(cap * NH);
+    this.q = a(cap * Math.max(Cq, C));
+    this.k = a(cap * Ckv);
+    this.v = a(cap * Ckv);
+    this.att = a(cap * Cq);
+    this.qRaw = qkNorm ? a(cap * Cq) : this.q;
+    this.kRaw = qkNorm ? a(cap * Ckv) : this.k;
+    this.gate = a(cap * F);
+    this.up = a(cap * F);
+    this.act = a(cap * F);
     this.loraH = a(cap * (this.adapter?.rank ?? 0));
     this.cap = cap;
   }
@@ -86,7 +97,13 @@ export class DecodeWorkspace {
  * with wantLogits, in row order; with `hiddenOut` ([Rl, C]), also their final-norm hidden states
  * (the activations the logits are computed from). The workspace's adapter, if any, is applied.
  */
-export function forwardRows(model: NanoModel, cache: PagedKVCache, ws: DecodeWorkspace, rows: DecodeRow[], hiddenOut?: Float32Array): Float32Array {
+export function forwardRows(
+  model: NanoModel,
+  cache: PagedKVCache,
+  ws: DecodeWorkspace,
+  rows: DecodeRow[],
+  hiddenOut?: Float32Array,
+): Float32Array {
   const { normEps } = model.config;
   const { C, F, V, L, NH, NKV, hd, Cq, Ckv } = model.dims;
   const kern = model.kernels;
@@ -97,7 +114,8 @@ export function forwardRows(model: NanoModel, cache: PagedKVCache, ws: DecodeWor
   const slot = new Int32Array(R);
   for (let r = 0; r < R; r++) {
     positions[r] = cache.length(rows[r].seq);
-    if (positions[r] >= model.config.contextLength) throw new Error(`decode: position ${positions[r]} exceeds contextLength ${model.config.contextLength}`);
+    if (positions[r] >= model.config.contextLength)
+      throw new Error(`decode: position ${positions[r]} exceeds contextLength ${model.config.contextLength}`);
     slot[r] = cache.appendSlot(rows[r].seq);
   }
   const table = kern.pagedDecodeAttention ? pageTable(cache, rows, positions) : undefined;
@@ -107,10 +125,29 @@ export function forwardRows(model: NanoModel, cache: PagedKVCache, ws: DecodeWor
   const adapter = ws.adapter;
   for (let l = 0; l < L; l++) {
     const n = model.names.layers[l];
-    const linear = (y: Float32Array, input: Float32Array, role: LayerRole, bias: LayerRole, inDim: number, outDim: number, accumulate: boolean) => {
+    const linear = (
+      y: Float32Array,
+      input: Float32Array,
+      role: LayerRole,
+      bias: LayerRole,
+      inDim: number,
+      outDim: number,
+      accumulate: boolean,
+    ) => {
       const t = adapter?.target(l, role);
       const lora = t && { A: t.A, B: t.B, rank: adapter!.rank, scale: adapter!.scale, h: ws.loraH };
-      linearForward(kern, y, input, model.param(n[role]), model.params.views.get(n[bias]), lora, R, inDim, outDim, accumulate);
+      linearForward(
+        kern,
+        y,
+        input,
+        model.param(n[role]),
+        model.params.views.get(n[bias]),
+        lora,
+        R,
+        inDim,
+        outDim,
+        accumulate,
+      );
     };
     kern.rmsnormForward(ws.ln, ws.rstd, x, model.param(n.attnNorm), R, C, normEps);
     linear(ws.qRaw, ws.ln, 'wq', 'bq', C, Cq, false);
@@ -122,20 +159,22 @@ export function forwardRows(model: NanoModel, cache: PagedKVCache, ws: DecodeWor
     }
     kern.rope(ws.q, positions, R, Cq, NH, model.rope.cos, model.rope.sin, false);
     kern.rope(ws.k, positions, R, Ckv, NKV, model.rope.cos, model.rope.sin, false);
-    for (let r = 0; r < R; r++) cache.write(slot[r], l, ws.k.subarray(r * Ckv, (r + 1) * Ckv), ws.v.subarray(r * Ckv, (r + 1) * Ckv));
+    for (let r = 0; r < R; r++)
+      cache.write(slot[r], l, ws.k.subarray(r * Ckv, (r + 1) * Ckv), ws.v.subarray(r * Ckv, (r + 1) * Ckv));
     if (table) {
       const { pages, W, lengths } = table;
       const P = cache.pageSize;
       kern.pagedDecodeAttention!(ws.att, ws.q, cache.kPages, cache.vPages, pages, W, lengths, R, l, P, NH, NKV, hd);
-    } else for (let r = 0; r < R; r++) {
-      const T = positions[r] + 1;
-      ws.ensureRows(T);
-      cache.gather(rows[r].seq, l, T, ws.kRows, ws.vRows);
-      const out = ws.att.subarray(r * Cq, (r + 1) * Cq);
-      const q = ws.q.subarray(r * Cq, (r + 1) * Cq);
-      if (kern.decodeAttention) kern.decodeAttention(out, q, ws.kRows, ws.vRows, T, NH, NKV, hd);
-      else attendRow(ws, out, q, T, NH, NKV, hd);
-    }
+    } else
+      for (let r = 0; r < R; r++) {
+        const T = positions[r] + 1;
+        ws.ensureRows(T);
+        cache.gather(rows[r].seq, l, T, ws.kRows, ws.vRows);
+        const out = ws.att.subarray(r * Cq, (r + 1) * Cq);
+        const q = ws.q.subarray(r * Cq, (r + 1) * Cq);
+        if (kern.decodeAttention) kern.decodeAttention(out, q, ws.kRows, ws.vRows, T, NH, NKV, hd);
+        else attendRow(ws, out, q, T, NH, NKV, hd);
+      }
     linear(x, ws.att, 'wo', 'bo', Cq, C, true);
     kern.rmsnormForward(ws.ln, ws.rstd, x, model.param(n.mlpNorm), R, C, normEps);
     linear(ws.gate, ws.ln, 'wGate', 'bGate', C, F, false);
@@ -159,7 +198,9 @@ export function forwardRows(model: NanoModel, cache: PagedKVCache, ws: DecodeWor
 
 /** Each row's pages [R, W] (W: the most any row spans) and its length after this step (position + 1). */
 function pageTable(
-  cache: PagedKVCache, rows: DecodeRow[], positions: Int32Array,
+  cache: PagedKVCache,
+  rows: DecodeRow[],
+  positions: Int32Array,
 ): { pages: Int32Array; W: number; lengths: Int32Array } {
   const P = cache.pageSize;
   const lengths = Int32Array.from(positions, (p) => p + 1);
@@ -174,7 +215,15 @@ function pageTable(
  * [T, NKV·hd], in float64 (the path for kernels without decodeAttention): per head, scores scaled by
  * 1/√hd, softmax, weighted sum of values in position order.
  */
-function attendRow(ws: DecodeWorkspace, out: Float32Array, q: Float32Array, T: number, NH: number, NKV: number, hd: number): void {
+function attendRow(
+  ws: DecodeWorkspace,
+  out: Float32Array,
+  q: Float32Array,
+  T: number,
+  NH: number,
+  NKV: number,
+  hd: number,
+): void {
   if (ws.scores.length < T + hd) ws.scores = new Float64Array(Math.max(T + hd, ws.scores.length * 2));
   const scores = ws.scores;
   const K = ws.kRows;

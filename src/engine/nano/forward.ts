@@ -109,7 +109,11 @@ export class TrainingGraph {
    * `adapter`: a LoRA on the model's linear layers (trained; the base is frozen when `model.frozen`).
    * `blockRows`: run the head in blocks of this many rows whatever the size (tests); default by size.
    */
-  constructor(readonly model: NanoModel, readonly adapter?: LoraAdapter, blockRows?: number) {
+  constructor(
+    readonly model: NanoModel,
+    readonly adapter?: LoraAdapter,
+    blockRows?: number,
+  ) {
     this.head = new OutputHead(model, blockRows);
   }
 
@@ -130,20 +134,45 @@ export class TrainingGraph {
         const lora: LayerCache['lora'] = {};
         for (const role of Object.keys(this.adapter?.layers[l] ?? {}) as LayerRole[]) lora[role] = a(cap * r);
         return {
-          xIn: a(cap * C), ln1: a(cap * C), rstd1: a(cap),
-          qRaw: qkNorm ? a(cap * Cq) : q, kRaw: qkNorm ? a(cap * Ckv) : kk,
-          rstdQ: qkNorm ? a(cap * NH) : a(0), rstdK: qkNorm ? a(cap * NKV) : a(0),
-          q, k: kk, v, kAtt: gqa ? a(cap * Cq) : kk, vAtt: gqa ? a(cap * Cq) : v,
-          att: this.layers[l]?.att ?? a(0), attnOut: a(cap * Cq), xMid: a(cap * C), ln2: a(cap * C), rstd2: a(cap),
-          gate: a(cap * F), up: a(cap * F), act: a(cap * F), lora,
+          xIn: a(cap * C),
+          ln1: a(cap * C),
+          rstd1: a(cap),
+          qRaw: qkNorm ? a(cap * Cq) : q,
+          kRaw: qkNorm ? a(cap * Ckv) : kk,
+          rstdQ: qkNorm ? a(cap * NH) : a(0),
+          rstdK: qkNorm ? a(cap * NKV) : a(0),
+          q,
+          k: kk,
+          v,
+          kAtt: gqa ? a(cap * Cq) : kk,
+          vAtt: gqa ? a(cap * Cq) : v,
+          att: this.layers[l]?.att ?? a(0),
+          attnOut: a(cap * Cq),
+          xMid: a(cap * C),
+          ln2: a(cap * C),
+          rstd2: a(cap),
+          gate: a(cap * F),
+          up: a(cap * F),
+          act: a(cap * F),
+          lora,
         };
       });
-      this.xF = a(cap * C); this.lnF = a(cap * C); this.rstdF = a(cap);
-      this.dx = a(cap * C); this.dx2 = a(cap * C); this.dln = a(cap * C);
-      this.dq = a(cap * Cq); this.dk = a(cap * Ckv); this.dv = a(cap * Ckv);
-      this.dkAtt = gqa ? a(cap * Cq) : this.dk; this.dvAtt = gqa ? a(cap * Cq) : this.dv;
-      this.dqRaw = qkNorm ? a(cap * Cq) : a(0); this.dkRaw = qkNorm ? a(cap * Ckv) : a(0);
-      this.dF1 = a(cap * F); this.dF2 = a(cap * F); this.dF3 = a(cap * F);
+      this.xF = a(cap * C);
+      this.lnF = a(cap * C);
+      this.rstdF = a(cap);
+      this.dx = a(cap * C);
+      this.dx2 = a(cap * C);
+      this.dln = a(cap * C);
+      this.dq = a(cap * Cq);
+      this.dk = a(cap * Ckv);
+      this.dv = a(cap * Ckv);
+      this.dkAtt = gqa ? a(cap * Cq) : this.dk;
+      this.dvAtt = gqa ? a(cap * Cq) : this.dv;
+      this.dqRaw = qkNorm ? a(cap * Cq) : a(0);
+      this.dkRaw = qkNorm ? a(cap * Ckv) : a(0);
+      this.dF1 = a(cap * F);
+      this.dF2 = a(cap * F);
+      this.dF3 = a(cap * F);
       this.tmpC = a(cap * Math.max(C, Cq));
       this.dLora = a(cap * r);
       this.sink = a(Math.max(C, this.model.dims.hd));
@@ -156,17 +185,44 @@ export class TrainingGraph {
   }
 
   /** y[N,out] (+)= x[N,in]·Wᵀ + b + s·(x·Aᵀ)·Bᵀ for layer l's `role` (bias role `biasRole` when the model has it). */
-  private linear(y: Float32Array, x: Float32Array, l: number, role: LayerRole, biasRole: LayerRole, N: number, inDim: number, outDim: number, accumulate: boolean): void {
+  private linear(
+    y: Float32Array,
+    x: Float32Array,
+    l: number,
+    role: LayerRole,
+    biasRole: LayerRole,
+    N: number,
+    inDim: number,
+    outDim: number,
+    accumulate: boolean,
+  ): void {
     const m = this.model;
     const names = m.names.layers[l];
     const bias = m.params.views.get(names[biasRole]);
     const t = this.adapter?.target(l, role);
-    const lora = t && { A: t.A, B: t.B, rank: this.adapter!.rank, scale: this.adapter!.scale, h: this.layers[l].lora[role]! };
+    const lora = t && {
+      A: t.A,
+      B: t.B,
+      rank: this.adapter!.rank,
+      scale: this.adapter!.scale,
+      h: this.layers[l].lora[role]!,
+    };
     linearForward(m.kernels, y, x, m.param(names[role]), bias, lora, N, inDim, outDim, accumulate);
   }
 
   /** Backward of `linear`: dx (+)= dy·W (+ LoRA), and the weight, bias and adapter gradients. */
-  private linearBackward(dx: Float32Array, dy: Float32Array, x: Float32Array, l: number, role: LayerRole, biasRole: LayerRole, N: number, inDim: number, outDim: number, accumulate: boolean): void {
+  private linearBackward(
+    dx: Float32Array,
+    dy: Float32Array,
+    x: Float32Array,
+    l: number,
+    role: LayerRole,
+    biasRole: LayerRole,
+    N: number,
+    inDim: number,
+    outDim: number,
+    accumulate: boolean,
+  ): void {
     const m = this.model;
     const k = m.kernels;
     const names = m.names.layers[l];
@@ -180,7 +236,14 @@ export class TrainingGraph {
   }
 
   /** dB += dyᵀ·h; dh = s·dy·B; dA += dhᵀ·x; dx += dh·A (h = s·x·Aᵀ cached by the forward). */
-  private loraBackward(dx: Float32Array, dy: Float32Array, x: Float32Array, t: LoraTarget, h: Float32Array, N: number): void {
+  private loraBackward(
+    dx: Float32Array,
+    dy: Float32Array,
+    x: Float32Array,
+    t: LoraTarget,
+    h: Float32Array,
+    N: number,
+  ): void {
     const k = this.model.kernels;
     const a = this.adapter!;
     const r = a.rank;
@@ -206,7 +269,8 @@ export class TrainingGraph {
     const seqs = batch.sequences;
     for (const s of seqs) {
       if (s.length === 0) throw new Error('forward: empty sequence');
-      if (s.length > contextLength) throw new Error(`forward: sequence of ${s.length} tokens exceeds contextLength ${contextLength}`);
+      if (s.length > contextLength)
+        throw new Error(`forward: sequence of ${s.length} tokens exceeds contextLength ${contextLength}`);
     }
     this.lengths = seqs.map((s) => s.length);
     const { rowOffset, rows: N, attSize } = attentionLayout(this.lengths, NH);
@@ -245,7 +309,16 @@ export class TrainingGraph {
       }
       const NQ = N * Cq;
       const NK = N * Cq;
-      k.attentionForward(c.attnOut.subarray(0, NQ), c.att, c.q.subarray(0, NQ), c.kAtt.subarray(0, NK), c.vAtt.subarray(0, NK), this.lengths, Cq, NH);
+      k.attentionForward(
+        c.attnOut.subarray(0, NQ),
+        c.att,
+        c.q.subarray(0, NQ),
+        c.kAtt.subarray(0, NK),
+        c.vAtt.subarray(0, NK),
+        this.lengths,
+        Cq,
+        NH,
+      );
       const xMid = c.xMid;
       xMid.set(c.xIn.subarray(0, NC));
       this.linear(xMid, c.attnOut, l, 'wo', 'bo', N, Cq, C, true);
@@ -315,7 +388,19 @@ export class TrainingGraph {
       const dq = this.dq.subarray(0, NQ);
       const dkAtt = this.dkAtt.subarray(0, NQ);
       const dvAtt = this.dvAtt.subarray(0, NQ);
-      k.attentionBackward(dq, dkAtt, dvAtt, dattnOut, c.att, c.q.subarray(0, NQ), c.kAtt.subarray(0, NQ), c.vAtt.subarray(0, NQ), this.lengths, Cq, NH);
+      k.attentionBackward(
+        dq,
+        dkAtt,
+        dvAtt,
+        dattnOut,
+        c.att,
+        c.q.subarray(0, NQ),
+        c.kAtt.subarray(0, NQ),
+        c.vAtt.subarray(0, NQ),
+        this.lengths,
+        Cq,
+        NH,
+      );
       const dk = this.dk.subarray(0, N * Ckv);
       const dv = this.dv.subarray(0, N * Ckv);
       if (NKV !== NH) {

@@ -42,7 +42,10 @@ export class OutputHead {
   private N = 0;
 
   /** `forcedBlockRows`: always blocks of this many rows (tests). */
-  constructor(readonly model: NanoModel, private readonly forcedBlockRows?: number) {}
+  constructor(
+    readonly model: NanoModel,
+    private readonly forcedBlockRows?: number,
+  ) {}
 
   private ensure(N: number): void {
     const { V, C } = this.model.dims;
@@ -50,14 +53,22 @@ export class OutputHead {
     if (N > this.capN) {
       const cap = Math.max(N, Math.ceil(this.capN * 1.5));
       this.capN = cap;
-      this.rowCoef = a(cap); this.rowBonus = a(cap); this.rowEntropy = a(cap);
-      this.rowTargets = new Int32Array(cap); this.rowLogprob = new Float64Array(cap);
+      this.rowCoef = a(cap);
+      this.rowBonus = a(cap);
+      this.rowEntropy = a(cap);
+      this.rowTargets = new Int32Array(cap);
+      this.rowLogprob = new Float64Array(cap);
       const sel = Math.max(1, Math.min(cap, Math.floor(FULL_HEAD_FLOATS / V), this.forcedBlockRows ?? Infinity));
-      this.logprobs = a(Math.min(cap * V, FULL_HEAD_FLOATS)); this.dlogits = a(Math.min(cap * V, FULL_HEAD_FLOATS));
+      this.logprobs = a(Math.min(cap * V, FULL_HEAD_FLOATS));
+      this.dlogits = a(Math.min(cap * V, FULL_HEAD_FLOATS));
       if (sel > this.capSel) {
         this.capSel = sel;
-        this.lnSel = a(sel * C); this.dlnSel = a(sel * C);
-        this.selCoef = a(sel); this.selBonus = a(sel); this.selEntropy = a(sel); this.selTargets = new Int32Array(sel);
+        this.lnSel = a(sel * C);
+        this.dlnSel = a(sel * C);
+        this.selCoef = a(sel);
+        this.selBonus = a(sel);
+        this.selEntropy = a(sel);
+        this.selTargets = new Int32Array(sel);
       }
     }
   }
@@ -80,7 +91,10 @@ export class OutputHead {
     if (!targets) throw new Error('forward: a head in blocks of rows needs the batch targets');
     this.rowTargets.set(targets.subarray(0, N));
     this.mode = this.forcedBlockRows === undefined && this.count * V <= FULL_HEAD_FLOATS ? 'kept' : 'blocks';
-    this.blockRows = this.mode === 'kept' ? Math.max(1, this.count) : Math.max(1, this.forcedBlockRows ?? Math.floor(HEAD_BLOCK_FLOATS / V));
+    this.blockRows =
+      this.mode === 'kept'
+        ? Math.max(1, this.count)
+        : Math.max(1, this.forcedBlockRows ?? Math.floor(HEAD_BLOCK_FLOATS / V));
     this.rowLogprob.fill(NaN, 0, N);
     this.rowEntropy.fill(0, 0, N);
     for (let b0 = 0; b0 < this.count; b0 += this.blockRows) {
@@ -89,7 +103,16 @@ export class OutputHead {
       this.selCoef.fill(0, 0, R);
       this.selBonus.fill(0, 0, R);
       // entropy of each row (coef = bonus = 0: dlogits is scratch here)
-      this.model.kernels.logitGrad(this.dlogits, this.selEntropy, lp, this.selCoef, this.selBonus, this.selTargets, R, V);
+      this.model.kernels.logitGrad(
+        this.dlogits,
+        this.selEntropy,
+        lp,
+        this.selCoef,
+        this.selBonus,
+        this.selTargets,
+        R,
+        V,
+      );
       for (let i = 0; i < R; i++) {
         const row = this.row(b0 + i);
         this.rowLogprob[row] = lp[i * V + this.rowTargets[row]];
@@ -136,7 +159,16 @@ export class OutputHead {
   gradient(): void {
     const V = this.model.dims.V;
     if (this.mode === 'full') {
-      this.model.kernels.logitGrad(this.dlogits, this.rowEntropy, this.logprobs, this.rowCoef, this.rowBonus, this.rowTargets, this.N, V);
+      this.model.kernels.logitGrad(
+        this.dlogits,
+        this.rowEntropy,
+        this.logprobs,
+        this.rowCoef,
+        this.rowBonus,
+        this.rowTargets,
+        this.N,
+        V,
+      );
     } else if (this.mode === 'kept') {
       this.blockGradient(0, this.count, this.logprobs.subarray(0, this.count * V));
     }
@@ -150,7 +182,16 @@ export class OutputHead {
       this.selBonus[i] = this.rowBonus[row];
       this.selTargets[i] = this.rowTargets[row];
     }
-    this.model.kernels.logitGrad(this.dlogits.subarray(0, R * this.model.dims.V), this.selEntropy, lp, this.selCoef, this.selBonus, this.selTargets, R, this.model.dims.V);
+    this.model.kernels.logitGrad(
+      this.dlogits.subarray(0, R * this.model.dims.V),
+      this.selEntropy,
+      lp,
+      this.selCoef,
+      this.selBonus,
+      this.selTargets,
+      R,
+      this.model.dims.V,
+    );
   }
 
   /** Backward into dlnF [N, C] (rows the head skipped get 0), and the head weight's gradient unless frozen. */

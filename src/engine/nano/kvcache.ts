@@ -29,7 +29,10 @@ class KVPagePool {
   private readonly free: number[] = [];
   private readonly pagesPerBlock: number;
 
-  constructor(readonly pageFloats: number, private readonly alloc: (n: number) => Float32Array) {
+  constructor(
+    readonly pageFloats: number,
+    private readonly alloc: (n: number) => Float32Array,
+  ) {
     this.pagesPerBlock = Math.max(1, Math.floor(BLOCK_FLOATS / pageFloats));
   }
 
@@ -83,7 +86,12 @@ export class PagedKVCache {
   /** Copy-on-write page copies. */
   pagesCopied = 0;
 
-  constructor(readonly L: number, readonly C: number, readonly pageSize: number, private readonly initialPages = 64) {}
+  constructor(
+    readonly L: number,
+    readonly C: number,
+    readonly pageSize: number,
+    private readonly initialPages = 64,
+  ) {}
 
   /** Floats per page (all layers). */
   get pageFloats(): number {

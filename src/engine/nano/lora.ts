@@ -16,7 +16,13 @@ import { ParamArena } from './params.js';
 
 /** Module leaf names a LoRA may target, and the weight role of each. */
 export const LORA_MODULES = {
-  q_proj: 'wq', k_proj: 'wk', v_proj: 'wv', o_proj: 'wo', gate_proj: 'wGate', up_proj: 'wUp', down_proj: 'wDown',
+  q_proj: 'wq',
+  k_proj: 'wk',
+  v_proj: 'wv',
+  o_proj: 'wo',
+  gate_proj: 'wGate',
+  up_proj: 'wUp',
+  down_proj: 'wDown',
 } as const satisfies Record<string, LayerRole>;
 
 export type LoraModule = keyof typeof LORA_MODULES;
@@ -63,13 +69,23 @@ export class LoraAdapter {
   /** Per layer, the adapted roles. */
   readonly layers: Array<Partial<Record<LayerRole, LoraTarget>>>;
 
-  constructor(readonly model: NanoModel, readonly settings: LoraSettings, private readonly kernels: Kernels = model.kernels) {
+  constructor(
+    readonly model: NanoModel,
+    readonly settings: LoraSettings,
+    private readonly kernels: Kernels = model.kernels,
+  ) {
     const { rank: r, alpha, targets } = settings;
-    if (!(Number.isInteger(r) && r >= 1)) throw new ConfigError(`model.lora.rank must be a positive integer, got ${r}`, 'model.lora.rank');
+    if (!(Number.isInteger(r) && r >= 1))
+      throw new ConfigError(`model.lora.rank must be a positive integer, got ${r}`, 'model.lora.rank');
     if (!(alpha > 0)) throw new ConfigError(`model.lora.alpha must be positive, got ${alpha}`, 'model.lora.alpha');
-    if (!targets.length) throw new ConfigError('model.lora.targets must name at least one module', 'model.lora.targets');
+    if (!targets.length)
+      throw new ConfigError('model.lora.targets must name at least one module', 'model.lora.targets');
     for (const t of targets) {
-      if (!(t in LORA_MODULES)) throw new ConfigError(`model.lora.targets: unknown module ${JSON.stringify(t)} (known: ${ALL_LORA_MODULES.join(', ')})`, 'model.lora.targets');
+      if (!(t in LORA_MODULES))
+        throw new ConfigError(
+          `model.lora.targets: unknown module ${JSON.stringify(t)} (known: ${ALL_LORA_MODULES.join(', ')})`,
+          'model.lora.targets',
+        );
     }
     this.scale = settings.useRslora ? alpha / Math.sqrt(r) : alpha / r;
     const specs: ParamSpec[] = [];
@@ -86,10 +102,14 @@ export class LoraAdapter {
       }
     });
     this.params = new ParamArena(specs, kernels);
-    this.layers = shapes.map((list) => Object.fromEntries(list.map(([role, weight, inDim, out]) => {
-      const { A, B } = peftNames(weight);
-      return [role, { A: this.params.get(A), B: this.params.get(B), nameA: A, nameB: B, in: inDim, out }];
-    })));
+    this.layers = shapes.map((list) =>
+      Object.fromEntries(
+        list.map(([role, weight, inDim, out]) => {
+          const { A, B } = peftNames(weight);
+          return [role, { A: this.params.get(A), B: this.params.get(B), nameA: A, nameB: B, in: inDim, out }];
+        }),
+      ),
+    );
   }
 
   /** PEFT's default init: A ~ U(−1/√in, 1/√in), B = 0 (seeded). */

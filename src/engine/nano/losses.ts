@@ -16,7 +16,12 @@ export interface LossOutput {
 }
 
 /** Per-token policy objective pieces for ppo/IS, shared with tests. Returns [loss, dloss/dlp, clipped]. */
-export function policyTokenLoss(loss: LossSpec, lp: number, behaviour: number, advantage: number): [number, number, boolean] {
+export function policyTokenLoss(
+  loss: LossSpec,
+  lp: number,
+  behaviour: number,
+  advantage: number,
+): [number, number, boolean] {
   const ratio = Math.exp(lp - behaviour);
   const trunc = 'truncateAt' in loss && loss.truncateAt !== undefined ? Math.min(ratio, loss.truncateAt) / ratio : 1;
   if (loss.kind === 'importance_sampling') {
@@ -69,7 +74,8 @@ export function computeLoss(graph: TrainingGraph, data: Datum[], loss: LossSpec,
     } else {
       const behaviour = d.samplingLogprobs;
       const adv = d.advantages;
-      if (!behaviour || !adv) throw new NumericsError(`loss ${loss.kind}: datum ${i} lacks samplingLogprobs/advantages`);
+      if (!behaviour || !adv)
+        throw new NumericsError(`loss ${loss.kind}: datum ${i} lacks samplingLogprobs/advantages`);
       if (loss.kind === 'gspo') {
         gspoSequence(loss, lps, behaviour, adv, d.weights, g, (l, c) => {
           total += l;
@@ -124,14 +130,31 @@ export function computeLoss(graph: TrainingGraph, data: Datum[], loss: LossSpec,
   });
   if (!Number.isFinite(total)) throw new NonFiniteLossError(`loss is ${total}`);
   const denom = weightSum || 1;
-  return { loss: total, logprobs, metrics: { clip_fraction: clippedWeight / denom, approx_kl: klSum / denom, entropy: entropySum / denom, tokens: graph.N } };
+  return {
+    loss: total,
+    logprobs,
+    metrics: {
+      clip_fraction: clippedWeight / denom,
+      approx_kl: klSum / denom,
+      entropy: entropySum / denom,
+      tokens: graph.N,
+    },
+  };
 }
 
 /**
  * GSPO: s = exp(Σ_t ŵ_t (lp_t − b_t)) with ŵ the datum's weights normalised to sum 1; Â = Σ ŵ_t A_t;
  * ℓ_seq = −min(s·Â, clip(s)·Â); contributes (Σ_t w_t)·ℓ_seq.
  */
-function gspoSequence(loss: { clipLow: number; clipHigh: number }, lps: number[], b: number[], adv: number[], w: number[], g: Float64Array, add: (loss: number, clippedWeight: number) => void): void {
+function gspoSequence(
+  loss: { clipLow: number; clipHigh: number },
+  lps: number[],
+  b: number[],
+  adv: number[],
+  w: number[],
+  g: Float64Array,
+  add: (loss: number, clippedWeight: number) => void,
+): void {
   let wsum = 0;
   for (const x of w) wsum += x;
   if (wsum === 0) return;

@@ -6,7 +6,16 @@
  */
 import type { Kernels } from '../kernels/types.js';
 import { loadKernels } from '../kernels/index.js';
-import { modelDims, paramNames, parameterCount, validateNanoConfig, type ModelDims, type NanoConfig, type ParamNames, defaultNanoConfig } from './config.js';
+import {
+  modelDims,
+  paramNames,
+  parameterCount,
+  validateNanoConfig,
+  type ModelDims,
+  type NanoConfig,
+  type ParamNames,
+  defaultNanoConfig,
+} from './config.js';
 import { createParams, initParams, type ParamArena } from './params.js';
 import { hfRopeTables, ropeTables, type RopeTables } from './ops/rope.js';
 
@@ -26,19 +35,26 @@ export class NanoModel {
   /** Incremented whenever weights change in a way samplers must see (optimiser step, load). */
   weightVersion = 0;
 
-  private constructor(readonly config: NanoConfig, readonly kernels: Kernels) {
+  private constructor(
+    readonly config: NanoConfig,
+    readonly kernels: Kernels,
+  ) {
     validateNanoConfig(config);
     this.dims = modelDims(config);
     this.names = paramNames(config);
     this.params = createParams(config, kernels);
     const alloc = (n: number) => kernels.alloc(n);
-    this.rope = config.naming === 'hf'
-      ? hfRopeTables(config.contextLength, this.dims.hd, config.ropeTheta, config.ropeScaling, alloc)
-      : ropeTables(config.contextLength, this.dims.hd, config.ropeTheta, alloc);
+    this.rope =
+      config.naming === 'hf'
+        ? hfRopeTables(config.contextLength, this.dims.hd, config.ropeTheta, config.ropeScaling, alloc)
+        : ropeTables(config.contextLength, this.dims.hd, config.ropeTheta, alloc);
   }
 
   /** Build a model with seeded random weights. */
-  static async create(config: Partial<NanoConfig>, options: { seed?: number; kernels?: Kernels } = {}): Promise<NanoModel> {
+  static async create(
+    config: Partial<NanoConfig>,
+    options: { seed?: number; kernels?: Kernels } = {},
+  ): Promise<NanoModel> {
     const full = { ...defaultNanoConfig, ...config };
     const kernels = options.kernels ?? (await loadKernels());
     const model = new NanoModel(full, kernels);

@@ -15,7 +15,10 @@ export class ParamArena {
   /** Offsets (in floats) of each tensor in `data`. */
   readonly offsets: Map<string, number>;
 
-  constructor(readonly specs: ParamSpec[], kernels: Kernels) {
+  constructor(
+    readonly specs: ParamSpec[],
+    kernels: Kernels,
+  ) {
     const total = specs.reduce((s, p) => s + numel(p.shape), 0);
     this.data = kernels.alloc(total);
     this.views = new Map();

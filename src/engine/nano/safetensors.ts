@@ -63,27 +63,60 @@ function parseHeader(file: string, headerLen: number, json: string, size: number
       metadata = entry as Record<string, string>;
       continue;
     }
-    if (!isObject(entry)) throw new DataError(`${file}: tensor ${name}: the entry is not an object`, file, undefined, name);
+    if (!isObject(entry))
+      throw new DataError(`${file}: tensor ${name}: the entry is not an object`, file, undefined, name);
     const { dtype, shape, data_offsets: offsets } = entry as { dtype: unknown; shape: unknown; data_offsets: unknown };
     if (dtype !== 'F32' && dtype !== 'F16' && dtype !== 'BF16') {
-      throw new DataError(`${file}: tensor ${name} has dtype ${String(dtype)}; only F32, F16 and BF16 are supported`, file, undefined, name);
+      throw new DataError(
+        `${file}: tensor ${name} has dtype ${String(dtype)}; only F32, F16 and BF16 are supported`,
+        file,
+        undefined,
+        name,
+      );
     }
-    if (!Array.isArray(shape) || !shape.every(isIndex) || !Array.isArray(offsets) || offsets.length !== 2 || !offsets.every(isIndex)) {
-      throw new DataError(`${file}: tensor ${name} needs a shape of non-negative integers and two data_offsets`, file, undefined, name);
+    if (
+      !Array.isArray(shape) ||
+      !shape.every(isIndex) ||
+      !Array.isArray(offsets) ||
+      offsets.length !== 2 ||
+      !offsets.every(isIndex)
+    ) {
+      throw new DataError(
+        `${file}: tensor ${name} needs a shape of non-negative integers and two data_offsets`,
+        file,
+        undefined,
+        name,
+      );
     }
     const n = (shape as number[]).reduce((a, b) => a * b, 1);
     const [begin, end] = offsets as [number, number];
     if (end < begin || end - begin !== n * BYTES[dtype]) {
-      throw new DataError(`${file}: tensor ${name} offsets [${begin}, ${end}] do not match its shape [${shape}] in ${dtype}`, file, undefined, name);
+      throw new DataError(
+        `${file}: tensor ${name} offsets [${begin}, ${end}] do not match its shape [${shape}] in ${dtype}`,
+        file,
+        undefined,
+        name,
+      );
     }
     if (dataStart + end > size) {
-      throw new DataError(`${file}: tensor ${name} offsets [${begin}, ${end}] run past the end of the file (${size} bytes): truncated`, file, undefined, name);
+      throw new DataError(
+        `${file}: tensor ${name} offsets [${begin}, ${end}] run past the end of the file (${size} bytes): truncated`,
+        file,
+        undefined,
+        name,
+      );
     }
     entries.set(name, { name, dtype, shape: shape as number[], begin: dataStart + begin, end: dataStart + end });
   }
   const sorted = [...entries.values()].sort((a, b) => a.begin - b.begin);
   for (let i = 1; i < sorted.length; i++) {
-    if (sorted[i].begin < sorted[i - 1].end) throw new DataError(`${file}: tensors ${sorted[i - 1].name} and ${sorted[i].name} overlap`, file, undefined, sorted[i].name);
+    if (sorted[i].begin < sorted[i - 1].end)
+      throw new DataError(
+        `${file}: tensors ${sorted[i - 1].name} and ${sorted[i].name} overlap`,
+        file,
+        undefined,
+        sorted[i].name,
+      );
   }
   return { file, entries, metadata, size };
 }
@@ -157,7 +190,10 @@ export class SafetensorsFile {
   private fd: number | undefined;
   readonly header: SafetensorsHeader;
 
-  private constructor(readonly file: string, fd: number) {
+  private constructor(
+    readonly file: string,
+    fd: number,
+  ) {
     this.fd = fd;
     try {
       const size = fstatSync(fd).size;
@@ -166,7 +202,10 @@ export class SafetensorsFile {
       readSync(fd, lenBytes, 0, 8, 0);
       const headerLen = Number(lenBytes.readBigUInt64LE(0));
       if (headerLen > size - 8 || headerLen > MAX_HEADER) {
-        throw new DataError(`${file}: header length ${headerLen} exceeds the file size (${size} bytes): truncated or not a safetensors file`, file);
+        throw new DataError(
+          `${file}: header length ${headerLen} exceeds the file size (${size} bytes): truncated or not a safetensors file`,
+          file,
+        );
       }
       const json = Buffer.alloc(headerLen);
       readSync(fd, json, 0, headerLen, 8);
@@ -198,17 +237,29 @@ export class SafetensorsFile {
     if (this.fd === undefined) throw new DataError(`${this.file}: read after close`, this.file, undefined, name);
     const n = e.shape.reduce((a, b) => a * b, 1);
     const target = out ?? new Float32Array(n);
-    if (target.length !== n) throw new DataError(`${this.file}: tensor ${name} has ${n} values, the model's has ${target.length}`, this.file, undefined, name);
+    if (target.length !== n)
+      throw new DataError(
+        `${this.file}: tensor ${name} has ${n} values, the model's has ${target.length}`,
+        this.file,
+        undefined,
+        name,
+      );
     const size = BYTES[e.dtype];
     const chunkElems = Math.max(1, Math.floor((8 << 20) / size));
     const buf = Buffer.alloc(Math.min(n, chunkElems) * size);
-    for (let done = 0; done < n; ) {
+    for (let done = 0; done < n;) {
       const count = Math.min(chunkElems, n - done);
       const bytes = count * size;
       let got = 0;
       while (got < bytes) {
         const r = readSync(this.fd, buf, got, bytes - got, e.begin + done * size + got);
-        if (r === 0) throw new DataError(`${this.file}: tensor ${name}: unexpected end of file (truncated)`, this.file, undefined, name);
+        if (r === 0)
+          throw new DataError(
+            `${this.file}: tensor ${name}: unexpected end of file (truncated)`,
+            this.file,
+            undefined,
+            name,
+          );
         got += r;
       }
       convert(buf, 0, e.dtype, target, done, count);
@@ -224,10 +275,14 @@ export class SafetensorsFile {
 }
 
 /** Every tensor of an in-memory safetensors file (small files: adapters, optimizer states, tests). */
-export function decodeSafetensors(buf: Buffer, file = 'safetensors'): { tensors: Record<string, Tensor>; metadata: Record<string, string> } {
+export function decodeSafetensors(
+  buf: Buffer,
+  file = 'safetensors',
+): { tensors: Record<string, Tensor>; metadata: Record<string, string> } {
   if (buf.length < 8) throw new DataError(`${file}: too short to be a safetensors file`, file);
   const headerLen = Number(buf.readBigUInt64LE(0));
-  if (headerLen > buf.length - 8 || headerLen > MAX_HEADER) throw new DataError(`${file}: header length ${headerLen} exceeds file size`, file);
+  if (headerLen > buf.length - 8 || headerLen > MAX_HEADER)
+    throw new DataError(`${file}: header length ${headerLen} exceeds file size`, file);
   const header = parseHeader(file, headerLen, buf.subarray(8, 8 + headerLen).toString('utf8'), buf.length);
   const tensors: Record<string, Tensor> = {};
   for (const e of header.entries.values()) {
@@ -240,13 +295,18 @@ export function decodeSafetensors(buf: Buffer, file = 'safetensors'): { tensors:
 }
 
 /** The header of `tensors` written in `dtype` (padded so the data starts 8-aligned). */
-function headerBytes(tensors: Record<string, Tensor>, dtype: FloatDtype, metadata?: Record<string, string>): { bytes: Buffer; dataSize: number } {
+function headerBytes(
+  tensors: Record<string, Tensor>,
+  dtype: FloatDtype,
+  metadata?: Record<string, string>,
+): { bytes: Buffer; dataSize: number } {
   const header: Record<string, unknown> = {};
   if (metadata) header.__metadata__ = metadata;
   let offset = 0;
   for (const [name, t] of Object.entries(tensors)) {
     const n = t.shape.reduce((a, b) => a * b, 1);
-    if (n !== t.data.length) throw new DataError(`safetensors: tensor ${name} has ${t.data.length} values for shape [${t.shape}]`);
+    if (n !== t.data.length)
+      throw new DataError(`safetensors: tensor ${name} has ${t.data.length} values for shape [${t.shape}]`);
     header[name] = { dtype, shape: t.shape, data_offsets: [offset, offset + n * BYTES[dtype]] };
     offset += n * BYTES[dtype];
   }
@@ -268,13 +328,22 @@ function tensorBytes(data: Float32Array, dtype: FloatDtype): Buffer {
   return out;
 }
 
-export function encodeSafetensors(tensors: Record<string, Tensor>, metadata?: Record<string, string>, dtype: FloatDtype = 'F32'): Buffer {
+export function encodeSafetensors(
+  tensors: Record<string, Tensor>,
+  metadata?: Record<string, string>,
+  dtype: FloatDtype = 'F32',
+): Buffer {
   const { bytes } = headerBytes(tensors, dtype, metadata);
   return Buffer.concat([bytes, ...Object.values(tensors).map((t) => tensorBytes(t.data, dtype))]);
 }
 
 /** Write tensors to `path` atomically, streaming one tensor at a time (large models never double in memory). */
-export function writeSafetensors(path: string, tensors: Record<string, Tensor>, metadata?: Record<string, string>, dtype: FloatDtype = 'F32'): void {
+export function writeSafetensors(
+  path: string,
+  tensors: Record<string, Tensor>,
+  metadata?: Record<string, string>,
+  dtype: FloatDtype = 'F32',
+): void {
   const { bytes } = headerBytes(tensors, dtype, metadata);
   writeFileAtomicWith(path, (write) => {
     write(bytes);
@@ -290,8 +359,19 @@ export function writeSafetensors(path: string, tensors: Record<string, Tensor>, 
  * the tensor's size): a model larger than memory allows in one piece is generated and written tensor by
  * tensor, atomically.
  */
-export function writeSafetensorsFrom(path: string, shapes: Array<{ name: string; shape: number[] }>, fill: (name: string, out: Float32Array) => void, dtype: FloatDtype = 'F32', metadata?: Record<string, string>): void {
-  const placeholders = Object.fromEntries(shapes.map((s) => [s.name, { shape: s.shape, data: { length: s.shape.reduce((a, b) => a * b, 1) } as Float32Array }]));
+export function writeSafetensorsFrom(
+  path: string,
+  shapes: Array<{ name: string; shape: number[] }>,
+  fill: (name: string, out: Float32Array) => void,
+  dtype: FloatDtype = 'F32',
+  metadata?: Record<string, string>,
+): void {
+  const placeholders = Object.fromEntries(
+    shapes.map((s) => [
+      s.name,
+      { shape: s.shape, data: { length: s.shape.reduce((a, b) => a * b, 1) } as Float32Array },
+    ]),
+  );
   const { bytes } = headerBytes(placeholders, dtype, metadata);
   writeFileAtomicWith(path, (write) => {
     write(bytes);

@@ -13,7 +13,14 @@
  */
 import { Rng } from '../../core/rng.js';
 import { EngineCallError } from '../../core/errors.js';
-import type { SampleCompletion, SampleOptions, SampleRequest, SampleResult, Sampler, SamplerCapabilities } from '../types.js';
+import type {
+  SampleCompletion,
+  SampleOptions,
+  SampleRequest,
+  SampleResult,
+  Sampler,
+  SamplerCapabilities,
+} from '../types.js';
 import { DecodeWorkspace, forwardRows, type DecodeRow } from './decode.js';
 import { PagedKVCache } from './kvcache.js';
 import type { NanoModel } from './model.js';
@@ -80,9 +87,20 @@ export class NanoSampler implements Sampler {
   /** Cumulative counters over the sampler's life. */
   readonly totals = { promptTokensComputed: 0, prefixTokensReused: 0, tokensDecoded: 0, forwardCalls: 0 };
 
-  constructor(readonly model: NanoModel, options: NanoSamplerOptions = {}) {
+  constructor(
+    readonly model: NanoModel,
+    options: NanoSamplerOptions = {},
+  ) {
     const { L, C, Ckv } = model.dims;
-    this.capabilities = { entropy: true, topLogprobs: true, forcedTokens: true, cacheHandles: true, prefixCaching: false, distinctFirstTokens: true, hiddenSize: C };
+    this.capabilities = {
+      entropy: true,
+      topLogprobs: true,
+      forcedTokens: true,
+      cacheHandles: true,
+      prefixCaching: false,
+      distinctFirstTokens: true,
+      hiddenSize: C,
+    };
     this.cache = new PagedKVCache(L, Ckv, options.pageSize ?? 16);
     this.ws = new DecodeWorkspace(model, options.adapter);
     this.adapter = options.adapter;
@@ -123,7 +141,11 @@ export class NanoSampler implements Sampler {
     const version = this.model.weightVersion;
     requests.forEach((r, i) => validateRequest(r, i, V, contextLength));
     const stop = options.stopAfterGroups;
-    if (stop && stop.groupOf.length !== requests.length) throw new EngineCallError(`nano sampler: stopAfterGroups.groupOf has ${stop.groupOf.length} entries for ${requests.length} requests`, { isRetryable: false });
+    if (stop && stop.groupOf.length !== requests.length)
+      throw new EngineCallError(
+        `nano sampler: stopAfterGroups.groupOf has ${stop.groupOf.length} entries for ${requests.length} requests`,
+        { isRetryable: false },
+      );
     const usage = requests.map(() => ({ promptTokensComputed: 0, prefixTokensReused: 0, tokensDecoded: 0 }));
     const continuations: Continuation[] = [];
     // 1. prefill contexts (once per request, or once per continuation without sharing)
@@ -131,7 +153,12 @@ export class NanoSampler implements Sampler {
     requests.forEach((r, i) => {
       const n = r.n ?? 1;
       const handle = this.prefixSharing && r.cacheHandle ? this.retained.get(r.cacheHandle) : undefined;
-      if (handle && handle.version === version && isPrefix(handle.tokens, r.tokens) && r.tokens.length > this.cache.length(handle.seq)) {
+      if (
+        handle &&
+        handle.version === version &&
+        isPrefix(handle.tokens, r.tokens) &&
+        r.tokens.length > this.cache.length(handle.seq)
+      ) {
         const [seq] = this.cache.fork(handle.seq, 1);
         prefills.push({ request: i, seq, start: this.cache.length(handle.seq) });
       } else if (this.prefixSharing) {
@@ -177,10 +204,18 @@ export class NanoSampler implements Sampler {
     // 3. decode all continuations together
     this.decode(requests, continuations, options.signal, stop, wantHidden);
     // 4. assemble results, retain or free sequences
-    const results: SampleResult[] = requests.map((_, i) => ({ completions: [], usage: usage[i], weightVersion: version }));
+    const results: SampleResult[] = requests.map((_, i) => ({
+      completions: [],
+      usage: usage[i],
+      weightVersion: version,
+    }));
     for (const c of continuations) {
       const r = requests[c.request];
-      const completion: SampleCompletion = { tokens: c.tokens, logprobs: c.logprobs, finishReason: c.finish ?? 'length' };
+      const completion: SampleCompletion = {
+        tokens: c.tokens,
+        logprobs: c.logprobs,
+        finishReason: c.finish ?? 'length',
+      };
       if (r.returnEntropy) completion.entropies = c.entropies;
       if (r.topLogprobs) completion.topLogprobs = c.top;
       if (r.returnHidden && c.hidden) completion.hidden = Array.from(c.hidden);
@@ -208,25 +243,37 @@ export class NanoSampler implements Sampler {
    * `topK` most likely tokens of each position when topK > 0. Runs in row blocks, so a long prompt over a
    * large vocabulary never holds all its logits at once.
    */
-  scorePrompt(tokens: number[], topK = 0): { logprobs: Array<number | null>; top: Array<Array<[number, number]> | null> } {
+  scorePrompt(
+    tokens: number[],
+    topK = 0,
+  ): { logprobs: Array<number | null>; top: Array<Array<[number, number]> | null> } {
     const { V } = this.model.dims;
     const fail = (msg: string) => new EngineCallError(`nano sampler: prompt scoring: ${msg}`, { isRetryable: false });
     if (!tokens.length) throw fail('tokens is empty');
-    if (tokens.length > this.model.config.contextLength) throw fail(`${tokens.length} tokens exceed contextLength ${this.model.config.contextLength}`);
-    for (const t of tokens) if (!(Number.isInteger(t) && t >= 0 && t < V)) throw fail(`token id ${t} outside vocabulary of ${V}`);
+    if (tokens.length > this.model.config.contextLength)
+      throw fail(`${tokens.length} tokens exceed contextLength ${this.model.config.contextLength}`);
+    for (const t of tokens)
+      if (!(Number.isInteger(t) && t >= 0 && t < V)) throw fail(`token id ${t} outside vocabulary of ${V}`);
     const logprobs: Array<number | null> = [null];
     const top: Array<Array<[number, number]> | null> = [null];
     const seq = this.cache.createSequence();
     try {
       const block = Math.max(1, Math.min(this.maxPrefillRows, Math.floor((1 << 24) / V)));
       for (let t0 = 0; t0 < tokens.length - 1; t0 += block) {
-        const rows = tokens.slice(t0, Math.min(tokens.length - 1, t0 + block)).map((token) => ({ seq, token, wantLogits: true }));
+        const rows = tokens
+          .slice(t0, Math.min(tokens.length - 1, t0 + block))
+          .map((token) => ({ seq, token, wantLogits: true }));
         const logits = forwardRows(this.model, this.cache, this.ws, rows);
         this.totals.forwardCalls++;
         for (let c0 = 0; c0 < rows.length; c0 += SCORE_CHUNK_ROWS) {
           const chunk = Math.min(SCORE_CHUNK_ROWS, rows.length - c0);
-          const o = (i: number): ChoiceOptions =>
-            ({ temperature: 1, topP: 1, topK: 0, topLogprobs: topK, forced: tokens[t0 + i + 1] });
+          const o = (i: number): ChoiceOptions => ({
+            temperature: 1,
+            topP: 1,
+            topK: 0,
+            topLogprobs: topK,
+            forced: tokens[t0 + i + 1],
+          });
           const rowLogits = logits.subarray(c0 * V, (c0 + chunk) * V);
           const ones = new Float64Array(chunk).fill(1);
           const dists = usesDistribution(o(0), V) ? this.distributions(rowLogits, ones) : undefined;
@@ -255,7 +302,11 @@ export class NanoSampler implements Sampler {
   }
 
   /** Prefill every context from its start; returns the last row's logits per prefill [P, V] (and hidden states [P, C]). */
-  private prefill(requests: SampleRequest[], prefills: Array<{ request: number; seq: number; start: number }>, wantHidden: boolean): { logits: Float32Array; hidden?: Float32Array } {
+  private prefill(
+    requests: SampleRequest[],
+    prefills: Array<{ request: number; seq: number; start: number }>,
+    wantHidden: boolean,
+  ): { logits: Float32Array; hidden?: Float32Array } {
     const { vocabSize: V, dModel: C } = this.model.config;
     const out = new Float32Array(prefills.length * V);
     const hiddenOut = wantHidden ? new Float32Array(prefills.length * C) : undefined;
@@ -288,7 +339,13 @@ export class NanoSampler implements Sampler {
     return { logits: out, hidden: hiddenOut };
   }
 
-  private decode(requests: SampleRequest[], continuations: Continuation[], signal: AbortSignal | undefined, stop: SampleOptions['stopAfterGroups'] | undefined, wantHidden: boolean): void {
+  private decode(
+    requests: SampleRequest[],
+    continuations: Continuation[],
+    signal: AbortSignal | undefined,
+    stop: SampleOptions['stopAfterGroups'] | undefined,
+    wantHidden: boolean,
+  ): void {
     const { vocabSize: V, contextLength, dModel: C } = this.model.config;
     let active = continuations.slice();
     const groupDone = stop ? groupTracker(continuations, stop.groupOf) : undefined;
@@ -304,7 +361,7 @@ export class NanoSampler implements Sampler {
       const choiceOptions = (c: Continuation): ChoiceOptions => {
         const r = requests[c.request];
         const first = c.tokens.length === 0;
-        const exclude = first && r.distinctFirstTokens ? taken.get(c.request) ?? new Set<number>() : undefined;
+        const exclude = first && r.distinctFirstTokens ? (taken.get(c.request) ?? new Set<number>()) : undefined;
         const forced = first ? c.forced : undefined;
         const topLogprobs = r.topLogprobs ?? 0;
         return { temperature: r.temperature ?? 1, topP: r.topP ?? 1, topK: r.topK ?? 0, topLogprobs, forced, exclude };
@@ -323,7 +380,8 @@ export class NanoSampler implements Sampler {
         c.entropies.push(choice.entropy);
         if (choice.top) c.top.push(choice.top);
         if (r.stopTokens?.includes(choice.token)) c.finish = 'stop';
-        else if (c.tokens.length >= r.maxTokens || c.contextLength + c.tokens.length >= contextLength) c.finish = 'length';
+        else if (c.tokens.length >= r.maxTokens || c.contextLength + c.tokens.length >= contextLength)
+          c.finish = 'length';
         else {
           next.push(c);
           rows.push({ seq: c.seq, token: choice.token, wantLogits: true });
@@ -370,8 +428,10 @@ function isPrefix(prefix: number[], tokens: number[]): boolean {
 function validateRequest(r: SampleRequest, i: number, V: number, contextLength: number): void {
   const fail = (msg: string) => new EngineCallError(`nano sampler: request ${i}: ${msg}`, { isRetryable: false });
   if (!r.tokens.length) throw fail('tokens is empty (give at least a BOS token)');
-  if (r.tokens.length >= contextLength) throw fail(`context of ${r.tokens.length} tokens leaves no room (contextLength ${contextLength})`);
-  for (const t of r.tokens) if (!(Number.isInteger(t) && t >= 0 && t < V)) throw fail(`token id ${t} outside vocabulary of ${V}`);
+  if (r.tokens.length >= contextLength)
+    throw fail(`context of ${r.tokens.length} tokens leaves no room (contextLength ${contextLength})`);
+  for (const t of r.tokens)
+    if (!(Number.isInteger(t) && t >= 0 && t < V)) throw fail(`token id ${t} outside vocabulary of ${V}`);
   if (!(r.maxTokens >= 1)) throw fail(`maxTokens must be ≥ 1, got ${r.maxTokens}`);
   const n = r.n ?? 1;
   if (!(Number.isInteger(n) && n >= 1)) throw fail(`n must be a positive integer, got ${n}`);

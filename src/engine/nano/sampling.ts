@@ -55,14 +55,23 @@ export function usesDistribution(o: ChoiceOptions, V: number): boolean {
  * when the kernels have no samplingStats.
  */
 export function rowDistributions(
-  kernels: Kernels, logits: Float32Array, R: number, V: number, temperatures: ArrayLike<number>, e: Float32Array,
+  kernels: Kernels,
+  logits: Float32Array,
+  R: number,
+  V: number,
+  temperatures: ArrayLike<number>,
+  e: Float32Array,
 ): RowDistribution[] | undefined {
   if (!kernels.samplingStats) return undefined;
   const invT = Float32Array.from({ length: R }, (_, r) => (temperatures[r] > 0 ? 1 / temperatures[r] : 1));
   const stats = new Float64Array(R * 3);
   kernels.samplingStats(e, stats, logits, invT, R, V);
   return Array.from({ length: R }, (_, r) => ({
-    e, offset: r * V, lse: stats[r * 3], entropy: stats[r * 3 + 1], sum: stats[r * 3 + 2],
+    e,
+    offset: r * V,
+    lse: stats[r * 3],
+    entropy: stats[r * 3 + 1],
+    sum: stats[r * 3 + 2],
   }));
 }
 
@@ -72,7 +81,12 @@ export function rowDistributions(
  * entropy and random walk from it (one uniform draw, as the float64 path).
  */
 export function chooseToken(
-  logits: Float32Array, offset: number, V: number, rng: Rng, o: ChoiceOptions, dist?: RowDistribution,
+  logits: Float32Array,
+  offset: number,
+  V: number,
+  rng: Rng,
+  o: ChoiceOptions,
+  dist?: RowDistribution,
 ): TokenChoice {
   if (dist && usesDistribution(o, V)) return chooseFromDistribution(logits, offset, V, rng, o, dist);
   const t = o.temperature > 0 ? o.temperature : 1;
@@ -111,7 +125,12 @@ export function chooseToken(
 }
 
 function chooseFromDistribution(
-  logits: Float32Array, offset: number, V: number, rng: Rng, o: ChoiceOptions, dist: RowDistribution,
+  logits: Float32Array,
+  offset: number,
+  V: number,
+  rng: Rng,
+  o: ChoiceOptions,
+  dist: RowDistribution,
 ): TokenChoice {
   let token: number;
   if (o.forced !== undefined) token = o.forced;
@@ -175,9 +194,10 @@ function sampleTruncated(logp: Float64Array, V: number, rng: Rng, topK: number, 
     }
     return argmax(logp);
   }
-  let idx = topK > 0 && topK < V
-    ? topEntries(logp, topK).map(([i]) => i)
-    : Array.from(logp.keys()).sort((a, b) => logp[b] - logp[a] || a - b);
+  let idx =
+    topK > 0 && topK < V
+      ? topEntries(logp, topK).map(([i]) => i)
+      : Array.from(logp.keys()).sort((a, b) => logp[b] - logp[a] || a - b);
   if (topP < 1) {
     let acc = 0;
     let cut = idx.length;

@@ -83,7 +83,9 @@ export function sftSequence(
   const prompt = encodePrompt(example.prompt);
   const completion: number[] = [];
   const mask: number[] = [];
-  const segments: NonNullable<SftExample['segments']> = example.segments ?? [{ text: example.completion, role: 'policy' }];
+  const segments: NonNullable<SftExample['segments']> = example.segments ?? [
+    { text: example.completion, role: 'policy' },
+  ];
   const encodeEnv = (text: string, plain?: boolean) =>
     plain && tokenizer.encodePlain ? tokenizer.encodePlain(text) : tokenizer.encode(text);
   for (const segment of segments) {
@@ -120,7 +122,12 @@ function warmupCosine(step: number, peak: number, warmupSteps: number, totalStep
   return peak * (0.1 + 0.9 * 0.5 * (1 + Math.cos(Math.PI * progress)));
 }
 
-export async function runSft(model: NanoModel, tokenizer: TextTokenizer, examples: SftExample[], options: SftOptions): Promise<SftResult> {
+export async function runSft(
+  model: NanoModel,
+  tokenizer: TextTokenizer,
+  examples: SftExample[],
+  options: SftOptions,
+): Promise<SftResult> {
   if (!examples.length) throw new DataError('sft: no examples');
   const rng = new Rng(options.seed ?? 0).fork('sft');
   const maxT = model.config.contextLength;
@@ -128,7 +135,9 @@ export async function runSft(model: NanoModel, tokenizer: TextTokenizer, example
   const tooLong = encoded.findIndex((d) => d.inputTokens.length > maxT);
   if (tooLong >= 0) {
     const where = examples[tooLong].source ?? `example ${tooLong + 1} of ${examples.length}`;
-    throw new DataError(`${where}: prompt + completion are ${encoded[tooLong].inputTokens.length + 1} tokens, over the model's contextLength ${maxT}`);
+    throw new DataError(
+      `${where}: prompt + completion are ${encoded[tooLong].inputTokens.length + 1} tokens, over the model's contextLength ${maxT}`,
+    );
   }
   const data = rng.shuffle(encoded);
   const nHeld = Math.min(Math.floor(data.length * (options.heldOutFraction ?? 0.05)), 256);
@@ -157,10 +166,17 @@ export async function runSft(model: NanoModel, tokenizer: TextTokenizer, example
     result.tokens += batch.reduce((s, d) => s + d.inputTokens.length, 0);
     let heldOutLoss: number | undefined;
     if (held.length && ((step + 1) % evalEvery === 0 || step + 1 === options.steps)) {
-      heldOutLoss = (await trainer.logprobsLoss(scaled(held)));
+      heldOutLoss = await trainer.logprobsLoss(scaled(held));
       result.heldOut.push({ step: step + 1, loss: heldOutLoss });
     }
-    options.onProgress?.({ step: step + 1, steps: options.steps, loss: out.loss, heldOutLoss, tokensPerSecond: result.tokens / ((Date.now() - started) / 1000 + 1e-9), learningRate: lr });
+    options.onProgress?.({
+      step: step + 1,
+      steps: options.steps,
+      loss: out.loss,
+      heldOutLoss,
+      tokensPerSecond: result.tokens / ((Date.now() - started) / 1000 + 1e-9),
+      learningRate: lr,
+    });
   }
   await trainer.saveForSampler();
   result.wallMs = Date.now() - started;
@@ -205,7 +221,8 @@ export function readSftJsonl(
     const read = readRow && row && typeof row === 'object' ? readRow(row, file, i + 1) : undefined;
     if (read) return void out.push(read);
     for (const field of ['prompt', 'completion']) {
-      if (typeof row[field] !== 'string') throw new DataError(`${file}:${i + 1}: field "${field}" must be a string`, file, i + 1, field);
+      if (typeof row[field] !== 'string')
+        throw new DataError(`${file}:${i + 1}: field "${field}" must be a string`, file, i + 1, field);
     }
     out.push({ prompt: row.prompt as string, completion: row.completion as string, source: `${file}:${i + 1}` });
   });

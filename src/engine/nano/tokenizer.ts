@@ -66,8 +66,15 @@ export class CharTokenizer {
 
   static fromJSON(json: unknown, source = 'tokenizer.json'): CharTokenizer {
     const j = json as TokenizerJSON;
-    if (!j || j.kind !== 'char' || typeof j.charset !== 'string') throw new DataError(`${source}: not a char tokenizer (expected {kind: "char", charset})`, source);
-    if (JSON.stringify(j.specials) !== JSON.stringify(SPECIAL_TOKENS)) throw new DataError(`${source}: unexpected special tokens ${JSON.stringify(j.specials)}`, source, undefined, 'specials');
+    if (!j || j.kind !== 'char' || typeof j.charset !== 'string')
+      throw new DataError(`${source}: not a char tokenizer (expected {kind: "char", charset})`, source);
+    if (JSON.stringify(j.specials) !== JSON.stringify(SPECIAL_TOKENS))
+      throw new DataError(
+        `${source}: unexpected special tokens ${JSON.stringify(j.specials)}`,
+        source,
+        undefined,
+        'specials',
+      );
     return new CharTokenizer(j.charset);
   }
 }

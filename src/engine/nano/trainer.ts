@@ -11,7 +11,15 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import { writeFileAtomic } from '../../core/files.js';
 import { join } from 'node:path';
 import { DataError } from '../../core/errors.js';
-import type { AdamParams, Datum, ForwardBackwardResult, LossExtras, LossSpec, OptimStepResult, Trainer } from '../types.js';
+import type {
+  AdamParams,
+  Datum,
+  ForwardBackwardResult,
+  LossExtras,
+  LossSpec,
+  OptimStepResult,
+  Trainer,
+} from '../types.js';
 import { AdamW } from './adamw.js';
 import { loadArena, arenaTensors } from './checkpoint.js';
 import { TrainingGraph } from './forward.js';
@@ -60,7 +68,10 @@ export class NanoTrainer implements Trainer {
   readonly adapter: LoraAdapter | undefined;
   private readonly baseModelName: string;
 
-  constructor(readonly model: NanoModel, options: NanoTrainerOptions = {}) {
+  constructor(
+    readonly model: NanoModel,
+    options: NanoTrainerOptions = {},
+  ) {
     this.adapter = options.adapter;
     if (this.adapter) model.frozen = true;
     this.optimizer = new AdamW(this.trained.params, model.kernels);
@@ -90,14 +101,24 @@ export class NanoTrainer implements Trainer {
     return (await this.run(data, { kind: 'cross_entropy' }, {}, false)).logprobs;
   }
 
-  private async run(data: Datum[], loss: LossSpec, extras: LossExtras | undefined, backward: boolean): Promise<ForwardBackwardResult> {
+  private async run(
+    data: Datum[],
+    loss: LossSpec,
+    extras: LossExtras | undefined,
+    backward: boolean,
+  ): Promise<ForwardBackwardResult> {
     data.forEach(validateDatum);
     let total = 0;
     const logprobs: number[][] = [];
     const sums: Record<string, number> = {};
     let weight = 0;
     for (const chunk of this.chunks(data)) {
-      this.graph.forward({ sequences: chunk.map((d) => d.inputTokens), targets: chunk.map((d) => d.targetTokens), weights: chunk.map((d) => d.weights), weightedRowsOnly: this.weightedRowsOnly });
+      this.graph.forward({
+        sequences: chunk.map((d) => d.inputTokens),
+        targets: chunk.map((d) => d.targetTokens),
+        weights: chunk.map((d) => d.weights),
+        weightedRowsOnly: this.weightedRowsOnly,
+      });
       const out = computeLoss(this.graph, chunk, loss, extras);
       if (backward) this.graph.backward();
       total += out.loss;
@@ -131,7 +152,9 @@ export class NanoTrainer implements Trainer {
     const grads = this.trained.grads.data;
     const gradNorm = this.optimizer.update(grads, params);
     grads.fill(0);
-    return Number.isFinite(gradNorm) ? { gradNorm, step: this.optimizer.step } : { gradNorm, step: this.optimizer.step, skipped: true };
+    return Number.isFinite(gradNorm)
+      ? { gradNorm, step: this.optimizer.step }
+      : { gradNorm, step: this.optimizer.step, skipped: true };
   }
 
   /** Discard accumulated gradients without stepping. */
@@ -158,7 +181,14 @@ export class NanoTrainer implements Trainer {
     }
     writeSafetensors(join(dir, 'optimizer.safetensors'), moments);
     const trained = this.adapter ? { lora: { rank: this.adapter.rank, targets: this.adapter.settings.targets } } : {};
-    writeFileAtomic(join(dir, 'trainer.json'), JSON.stringify({ step: this.optimizer.step, weightVersion: this.model.weightVersion, config: this.model.config, ...trained }, null, 2));
+    writeFileAtomic(
+      join(dir, 'trainer.json'),
+      JSON.stringify(
+        { step: this.optimizer.step, weightVersion: this.model.weightVersion, config: this.model.config, ...trained },
+        null,
+        2,
+      ),
+    );
   }
 
   /** Load weights, moments and counters; everything is read and checked before anything is replaced. */
@@ -171,7 +201,13 @@ export class NanoTrainer implements Trainer {
       for (const key of [`m.${s.name}`, `v.${s.name}`]) {
         const t = tensors[key];
         if (!t) throw new DataError(`${file}: missing moments for ${s.name}`, file, undefined, s.name);
-        if (t.data.length !== n) throw new DataError(`${file}: ${key} has ${t.data.length} values, the model's ${s.name} has ${n}`, file, undefined, key);
+        if (t.data.length !== n)
+          throw new DataError(
+            `${file}: ${key} has ${t.data.length} values, the model's ${s.name} has ${n}`,
+            file,
+            undefined,
+            key,
+          );
       }
     }
     const stateFile = join(dir, 'trainer.json');
@@ -179,14 +215,20 @@ export class NanoTrainer implements Trainer {
     try {
       state = JSON.parse(readFileSync(stateFile, 'utf8')) as { step: number; weightVersion: number };
     } catch (cause) {
-      throw new DataError(`${stateFile}: cannot read (${(cause as Error).message})`, stateFile, undefined, undefined, { cause });
+      throw new DataError(`${stateFile}: cannot read (${(cause as Error).message})`, stateFile, undefined, undefined, {
+        cause,
+      });
     }
-    if (!Number.isInteger(state?.step) || !Number.isInteger(state?.weightVersion)) throw new DataError(`${stateFile}: needs integer step and weightVersion`, stateFile);
+    if (!Number.isInteger(state?.step) || !Number.isInteger(state?.weightVersion))
+      throw new DataError(`${stateFile}: needs integer step and weightVersion`, stateFile);
     if (this.adapter) {
       // read into a fresh adapter (validated against the base) before anything of the live one changes
       const loaded = loadPeftAdapter(dir, this.model, { kernels: referenceKernels });
       if (loaded.params.size !== arena.size || loaded.scale !== this.adapter.scale) {
-        throw new DataError(`${join(dir, ADAPTER_WEIGHTS)}: adapter of rank ${loaded.rank} on ${loaded.settings.targets.join(',')}, the run trains rank ${this.adapter.rank} on ${this.adapter.settings.targets.join(',')}`, join(dir, ADAPTER_WEIGHTS));
+        throw new DataError(
+          `${join(dir, ADAPTER_WEIGHTS)}: adapter of rank ${loaded.rank} on ${loaded.settings.targets.join(',')}, the run trains rank ${this.adapter.rank} on ${this.adapter.settings.targets.join(',')}`,
+          join(dir, ADAPTER_WEIGHTS),
+        );
       }
       for (const s of arena.specs) arena.get(s.name).set(loaded.params.get(s.name));
     } else {
@@ -206,7 +248,19 @@ export class NanoTrainer implements Trainer {
 function validateDatum(d: Datum, i: number): void {
   const T = d.inputTokens.length;
   if (T === 0) throw new DataError(`datum ${i}: empty inputTokens`);
-  for (const [name, arr] of [['targetTokens', d.targetTokens], ['weights', d.weights], ['samplingLogprobs', d.samplingLogprobs], ['advantages', d.advantages], ['referenceLogprobs', d.referenceLogprobs]] as const) {
-    if (arr !== undefined && arr.length !== T) throw new DataError(`datum ${i}: ${name} has length ${arr.length}, inputTokens has ${T}`, undefined, undefined, name);
+  for (const [name, arr] of [
+    ['targetTokens', d.targetTokens],
+    ['weights', d.weights],
+    ['samplingLogprobs', d.samplingLogprobs],
+    ['advantages', d.advantages],
+    ['referenceLogprobs', d.referenceLogprobs],
+  ] as const) {
+    if (arr !== undefined && arr.length !== T)
+      throw new DataError(
+        `datum ${i}: ${name} has length ${arr.length}, inputTokens has ${T}`,
+        undefined,
+        undefined,
+        name,
+      );
   }
 }

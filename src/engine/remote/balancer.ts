@@ -12,7 +12,14 @@ export class ServerPool {
 
   constructor(servers: Array<string | JsonClientOptions>, concurrencyPerServer: number) {
     if (!servers.length) throw new Error('ServerPool: at least one server URL is required');
-    this.clients = servers.map((s) => new JsonClient(typeof s === 'string' ? { baseUrl: s, concurrency: concurrencyPerServer } : { concurrency: concurrencyPerServer, ...s }));
+    this.clients = servers.map(
+      (s) =>
+        new JsonClient(
+          typeof s === 'string'
+            ? { baseUrl: s, concurrency: concurrencyPerServer }
+            : { concurrency: concurrencyPerServer, ...s },
+        ),
+    );
   }
 
   pick(affinityKey?: string): JsonClient {

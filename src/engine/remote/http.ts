@@ -20,7 +20,12 @@ export interface RetryPolicy {
   timeoutMs: number;
 }
 
-export const defaultRetryPolicy: RetryPolicy = { maxAttempts: 5, baseDelayMs: 100, maxDelayMs: 5000, timeoutMs: 120_000 };
+export const defaultRetryPolicy: RetryPolicy = {
+  maxAttempts: 5,
+  baseDelayMs: 100,
+  maxDelayMs: 5000,
+  timeoutMs: 120_000,
+};
 
 /** A counting semaphore: at most `limit` holders at once, FIFO. */
 export class Semaphore {
@@ -114,7 +119,8 @@ export class JsonClient {
 
   /** POST JSON (or GET when body is undefined) and parse the JSON reply, retrying as configured. */
   async call<T = unknown>(path: string, body: unknown, signalOrOptions?: AbortSignal | CallOptions): Promise<T> {
-    const options: CallOptions = signalOrOptions instanceof AbortSignal ? { signal: signalOrOptions } : signalOrOptions ?? {};
+    const options: CallOptions =
+      signalOrOptions instanceof AbortSignal ? { signal: signalOrOptions } : (signalOrOptions ?? {});
     const signal = options.signal;
     const url = this.baseUrl + path;
     await this.semaphore.acquire();
@@ -127,9 +133,12 @@ export class JsonClient {
           if (isAbortError(error) || signal?.aborted) throw error;
           const status = error instanceof EngineCallError ? error.details.status : undefined;
           const timedOut = ((error as Error).cause as Error | undefined)?.name === 'TimeoutError';
-          const retryable = error instanceof EngineCallError
-            ? error.isRetryable && !(status !== undefined && options.noRetryStatuses?.includes(status)) && !(timedOut && options.retryTimeouts === false)
-            : true;
+          const retryable =
+            error instanceof EngineCallError
+              ? error.isRetryable &&
+                !(status !== undefined && options.noRetryStatuses?.includes(status)) &&
+                !(timedOut && options.retryTimeouts === false)
+              : true;
           if (!retryable || attempt >= (options.maxAttempts ?? this.retry.maxAttempts)) {
             this.stats.failures++;
             throw error;
@@ -148,40 +157,74 @@ export class JsonClient {
     const timeoutMs = options.timeoutMs ?? this.retry.timeoutMs;
     let reply: { status: number; text: string };
     try {
-      reply = await request(url, body === undefined ? undefined : JSON.stringify(body), this.headers, this.agent, timeoutMs, signal);
+      reply = await request(
+        url,
+        body === undefined ? undefined : JSON.stringify(body),
+        this.headers,
+        this.agent,
+        timeoutMs,
+        signal,
+      );
     } catch (cause) {
       if (signal?.aborted) throw signal.reason ?? cause;
       const timedOut = (cause as Error)?.name === 'TimeoutError';
-      throw new EngineCallError(`${url}: ${timedOut ? `timed out after ${timeoutMs} ms` : `connection failed (${(cause as Error)?.message ?? cause})`}`, { url, isRetryable: true }, { cause });
+      throw new EngineCallError(
+        `${url}: ${timedOut ? `timed out after ${timeoutMs} ms` : `connection failed (${(cause as Error)?.message ?? cause})`}`,
+        { url, isRetryable: true },
+        { cause },
+      );
     }
     const { status, text } = reply;
     if (status < 200 || status >= 300) {
-      throw new EngineCallError(`${url}: HTTP ${status}: ${text.slice(0, 500)}`, { url, status, body: text.slice(0, 2000) });
+      throw new EngineCallError(`${url}: HTTP ${status}: ${text.slice(0, 500)}`, {
+        url,
+        status,
+        body: text.slice(0, 2000),
+      });
     }
     try {
       return JSON.parse(text);
     } catch (cause) {
       if (options.accept === 'text') return { text };
-      throw new EngineCallError(`${url}: reply is not JSON: ${text.slice(0, 200)}`, { url, status, body: text.slice(0, 2000), isRetryable: false }, { cause });
+      throw new EngineCallError(
+        `${url}: reply is not JSON: ${text.slice(0, 200)}`,
+        { url, status, body: text.slice(0, 2000), isRetryable: false },
+        { cause },
+      );
     }
   }
 }
 
 /** One HTTP request over a keep-alive agent; resolves with status and body text. */
-function request(url: string, body: string | undefined, headers: Record<string, string>, agent: http.Agent, timeoutMs: number, signal?: AbortSignal): Promise<{ status: number; text: string }> {
+function request(
+  url: string,
+  body: string | undefined,
+  headers: Record<string, string>,
+  agent: http.Agent,
+  timeoutMs: number,
+  signal?: AbortSignal,
+): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
     const target = new URL(url);
     const lib = target.protocol === 'https:' ? https : http;
-    const req = lib.request(target, { method: body === undefined ? 'GET' : 'POST', headers: body === undefined ? headers : { ...headers, 'content-length': Buffer.byteLength(body) }, agent: target.protocol === 'https:' ? undefined : agent }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        cleanup();
-        resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') });
-      });
-      res.on('error', fail);
-    });
+    const req = lib.request(
+      target,
+      {
+        method: body === undefined ? 'GET' : 'POST',
+        headers: body === undefined ? headers : { ...headers, 'content-length': Buffer.byteLength(body) },
+        agent: target.protocol === 'https:' ? undefined : agent,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          cleanup();
+          resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') });
+        });
+        res.on('error', fail);
+      },
+    );
     let timer: NodeJS.Timeout | undefined;
     const onAbort = () => {
       req.destroy();
@@ -230,9 +273,18 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 }
 
 /** Narrow an unknown JSON value, throwing a clear EngineCallError naming the url and field path. */
-export function expectField<T>(value: unknown, path: string, url: string, check: (v: unknown) => boolean, what: string): T {
+export function expectField<T>(
+  value: unknown,
+  path: string,
+  url: string,
+  check: (v: unknown) => boolean,
+  what: string,
+): T {
   if (!check(value)) {
-    throw new EngineCallError(`${url}: malformed reply: field ${path} should be ${what}, got ${JSON.stringify(value)?.slice(0, 100)}`, { url, isRetryable: false });
+    throw new EngineCallError(
+      `${url}: malformed reply: field ${path} should be ${what}, got ${JSON.stringify(value)?.slice(0, 100)}`,
+      { url, isRetryable: false },
+    );
   }
   return value as T;
 }

@@ -16,7 +16,14 @@
  */
 import { EngineCallError } from '../../core/errors.js';
 import { sampleWithStopRule } from './stop-rule.js';
-import type { SampleCompletion, SampleOptions, SampleRequest, SampleResult, Sampler, SamplerCapabilities } from '../types.js';
+import type {
+  SampleCompletion,
+  SampleOptions,
+  SampleRequest,
+  SampleResult,
+  Sampler,
+  SamplerCapabilities,
+} from '../types.js';
 import type { JsonClientOptions } from './http.js';
 import { ServerPool } from './balancer.js';
 import { usageFromWire } from './usage.js';
@@ -50,7 +57,13 @@ interface CompletionChoice {
 
 export class OpenAICompletionsSampler implements Sampler {
   readonly specificationVersion = 'arbor.sampler.v1' as const;
-  readonly capabilities: SamplerCapabilities = { entropy: true, topLogprobs: true, forcedTokens: false, cacheHandles: false, prefixCaching: true };
+  readonly capabilities: SamplerCapabilities = {
+    entropy: true,
+    topLogprobs: true,
+    forcedTokens: false,
+    cacheHandles: false,
+    prefixCaching: true,
+  };
   private readonly pool: ServerPool;
   private version = 0;
   /** The `model` requests name: the served base model, then the LoRA adapter once one is loaded. */
@@ -89,9 +102,12 @@ export class OpenAICompletionsSampler implements Sampler {
   /** The request body sent for one SampleRequest (exported for tests and docs). */
   requestBody(request: SampleRequest): Record<string, unknown> {
     if (request.forcedTokens?.length) {
-      throw new EngineCallError('openai-completions sampler: forcedTokens is not supported by /v1/completions; use the embedded engine or SGLang', { isRetryable: false });
+      throw new EngineCallError(
+        'openai-completions sampler: forcedTokens is not supported by /v1/completions; use the embedded engine or SGLang',
+        { isRetryable: false },
+      );
     }
-    const k = Math.max(request.topLogprobs ?? 0, request.returnEntropy ? this.options.logprobs ?? 5 : 1);
+    const k = Math.max(request.topLogprobs ?? 0, request.returnEntropy ? (this.options.logprobs ?? 5) : 1);
     const body: Record<string, unknown> = {
       model: this.model,
       prompt: request.tokens,
@@ -119,41 +135,77 @@ export class OpenAICompletionsSampler implements Sampler {
   private async sampleOne(request: SampleRequest, signal?: AbortSignal): Promise<SampleResult> {
     const client = this.pool.pick(request.affinityKey);
     const version = this.version;
-    const reply = await this.gate.run(() => client.call<Record<string, unknown>>('/v1/completions', this.requestBody(request), signal));
+    const reply = await this.gate.run(() =>
+      client.call<Record<string, unknown>>('/v1/completions', this.requestBody(request), signal),
+    );
     return parseCompletionsReply(reply, request, client.baseUrl + '/v1/completions', version);
   }
 }
 
 /** Parse a /v1/completions reply into a SampleResult; throws EngineCallError on malformed input. */
-export function parseCompletionsReply(reply: Record<string, unknown>, request: SampleRequest, url: string, weightVersion: number): SampleResult {
-  const malformed = (what: string) => new EngineCallError(`${url}: malformed reply: ${what}`, { url, isRetryable: false, body: JSON.stringify(reply).slice(0, 2000) });
+export function parseCompletionsReply(
+  reply: Record<string, unknown>,
+  request: SampleRequest,
+  url: string,
+  weightVersion: number,
+): SampleResult {
+  const malformed = (what: string) =>
+    new EngineCallError(`${url}: malformed reply: ${what}`, {
+      url,
+      isRetryable: false,
+      body: JSON.stringify(reply).slice(0, 2000),
+    });
   if (!reply || !Array.isArray(reply.choices)) throw malformed('missing "choices" array');
   const n = request.n ?? 1;
   const choices = (reply.choices as CompletionChoice[]).slice().sort((a, b) => a.index - b.index);
   if (choices.length !== n) throw malformed(`expected ${n} choices, got ${choices.length}`);
   const completions: SampleCompletion[] = choices.map((choice, i) => parseChoice(choice, i, request, malformed));
   // cached_tokens is reported only by servers started with --enable-prompt-tokens-details
-  const usage = (reply.usage ?? {}) as { prompt_tokens?: number; prompt_tokens_details?: { cached_tokens?: number } | null };
+  const usage = (reply.usage ?? {}) as {
+    prompt_tokens?: number;
+    prompt_tokens_details?: { cached_tokens?: number } | null;
+  };
   const decoded = completions.reduce((s, c) => s + c.tokens.length, 0);
-  return { completions, usage: usageFromWire({ prompt_tokens: usage.prompt_tokens ?? request.tokens.length, cached_tokens: usage.prompt_tokens_details?.cached_tokens ?? 0 }, decoded), weightVersion };
+  return {
+    completions,
+    usage: usageFromWire(
+      {
+        prompt_tokens: usage.prompt_tokens ?? request.tokens.length,
+        cached_tokens: usage.prompt_tokens_details?.cached_tokens ?? 0,
+      },
+      decoded,
+    ),
+    weightVersion,
+  };
 }
 
-function parseChoice(choice: CompletionChoice, i: number, request: SampleRequest, malformed: (w: string) => Error): SampleCompletion {
+function parseChoice(
+  choice: CompletionChoice,
+  i: number,
+  request: SampleRequest,
+  malformed: (w: string) => Error,
+): SampleCompletion {
   const lp = choice.logprobs;
-  if (!lp || !Array.isArray(lp.token_logprobs)) throw malformed(`choices[${i}].logprobs.token_logprobs missing (was logprobs requested?)`);
+  if (!lp || !Array.isArray(lp.token_logprobs))
+    throw malformed(`choices[${i}].logprobs.token_logprobs missing (was logprobs requested?)`);
   let tokens: number[];
   if (Array.isArray(choice.token_ids)) tokens = choice.token_ids;
-  else if (Array.isArray(lp.tokens)) tokens = lp.tokens.map((t, j) => parseTokenId(t, `choices[${i}].logprobs.tokens[${j}]`, malformed));
+  else if (Array.isArray(lp.tokens))
+    tokens = lp.tokens.map((t, j) => parseTokenId(t, `choices[${i}].logprobs.tokens[${j}]`, malformed));
   else throw malformed(`choices[${i}] has neither token_ids nor logprobs.tokens`);
-  if (tokens.length !== lp.token_logprobs.length) throw malformed(`choices[${i}]: ${tokens.length} tokens but ${lp.token_logprobs.length} logprobs`);
+  if (tokens.length !== lp.token_logprobs.length)
+    throw malformed(`choices[${i}]: ${tokens.length} tokens but ${lp.token_logprobs.length} logprobs`);
   const logprobs = lp.token_logprobs.map((x, j) => {
-    if (typeof x !== 'number' || !Number.isFinite(x)) throw malformed(`choices[${i}].logprobs.token_logprobs[${j}] is ${x}`);
+    if (typeof x !== 'number' || !Number.isFinite(x))
+      throw malformed(`choices[${i}].logprobs.token_logprobs[${j}] is ${x}`);
     return x;
   });
   const completion: SampleCompletion = { tokens, logprobs, finishReason: finishReason(choice.finish_reason) };
   if (lp.top_logprobs && (request.returnEntropy || (request.topLogprobs ?? 0) > 0)) {
     const top = lp.top_logprobs.map((entry, j) =>
-      Object.entries(entry ?? {}).map(([t, v]) => [parseTokenId(t, `choices[${i}].logprobs.top_logprobs[${j}]`, malformed), v] as [number, number]),
+      Object.entries(entry ?? {}).map(
+        ([t, v]) => [parseTokenId(t, `choices[${i}].logprobs.top_logprobs[${j}]`, malformed), v] as [number, number],
+      ),
     );
     if (request.topLogprobs) completion.topLogprobs = top;
     if (request.returnEntropy) completion.entropies = top.map(entropyFromTopK);
@@ -177,7 +229,10 @@ export function entropyFromTopK(top: Array<[number, number]>): number {
 
 function parseTokenId(text: string, where: string, malformed: (w: string) => Error): number {
   const m = /^token_id:(\d+)$/.exec(text);
-  if (!m) throw malformed(`${where} is "${text}", expected "token_id:<id>" (start vLLM with return_tokens_as_token_ids support)`);
+  if (!m)
+    throw malformed(
+      `${where} is "${text}", expected "token_id:<id>" (start vLLM with return_tokens_as_token_ids support)`,
+    );
   return Number(m[1]);
 }
 

@@ -34,7 +34,10 @@ export class Secret {
  * The Tinker API key: `configured` (trainer.apiKey) when set, else `$TINKER_API_KEY`, else none
  * (SkyRL tx and `arbor serve` do not check keys).
  */
-export function tinkerApiKey(configured: Secret | string | undefined, env: NodeJS.ProcessEnv = process.env): Secret | undefined {
+export function tinkerApiKey(
+  configured: Secret | string | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+): Secret | undefined {
   if (configured instanceof Secret) return configured;
   if (typeof configured === 'string' && configured) return new Secret(configured);
   const fromEnv = env.TINKER_API_KEY;

@@ -13,7 +13,14 @@
  * tokenizer_manager.py (meta_info).
  */
 import { EngineCallError } from '../../core/errors.js';
-import type { SampleCompletion, SampleOptions, SampleRequest, SampleResult, Sampler, SamplerCapabilities } from '../types.js';
+import type {
+  SampleCompletion,
+  SampleOptions,
+  SampleRequest,
+  SampleResult,
+  Sampler,
+  SamplerCapabilities,
+} from '../types.js';
 import type { JsonClientOptions } from './http.js';
 import { ServerPool } from './balancer.js';
 import { entropyFromTopK } from './openai-completions.js';
@@ -40,7 +47,13 @@ let ridCounter = 0;
 
 export class SGLangSampler implements Sampler {
   readonly specificationVersion = 'arbor.sampler.v1' as const;
-  readonly capabilities: SamplerCapabilities = { entropy: true, topLogprobs: true, forcedTokens: false, cacheHandles: false, prefixCaching: true };
+  readonly capabilities: SamplerCapabilities = {
+    entropy: true,
+    topLogprobs: true,
+    forcedTokens: false,
+    cacheHandles: false,
+    prefixCaching: true,
+  };
   private readonly pool: ServerPool;
   private version = 0;
   /** The LoRA adapter requests use (`lora_path` = its name) once one is loaded; none = base model. */
@@ -74,9 +87,10 @@ export class SGLangSampler implements Sampler {
 
   /** Body for one request (n copies batched). */
   requestBody(request: SampleRequest, rids: string[]): Record<string, unknown> {
-    if (request.forcedTokens?.length) throw new EngineCallError('sglang sampler: forcedTokens is not supported', { isRetryable: false });
+    if (request.forcedTokens?.length)
+      throw new EngineCallError('sglang sampler: forcedTokens is not supported', { isRetryable: false });
     const n = request.n ?? 1;
-    const k = Math.max(request.topLogprobs ?? 0, request.returnEntropy ? this.options.topLogprobsForEntropy ?? 5 : 0);
+    const k = Math.max(request.topLogprobs ?? 0, request.returnEntropy ? (this.options.topLogprobsForEntropy ?? 5) : 0);
     const samplingParams = (i: number): Record<string, unknown> => {
       const p: Record<string, unknown> = {
         max_new_tokens: request.maxTokens,
@@ -104,10 +118,20 @@ export class SGLangSampler implements Sampler {
   async sample(requests: SampleRequest[], options: SampleOptions = {}): Promise<SampleResult[]> {
     // stopAfterGroups: /abort_request by rid, then /generate answers with the partial output
     const aborts: Array<() => void> = [];
-    return sampleWithStopRule(requests, options, (r, i, signal) => this.sampleOne(r, signal, (abort) => (aborts[i] = abort)), this.version, { abort: (i) => aborts[i]?.() });
+    return sampleWithStopRule(
+      requests,
+      options,
+      (r, i, signal) => this.sampleOne(r, signal, (abort) => (aborts[i] = abort)),
+      this.version,
+      { abort: (i) => aborts[i]?.() },
+    );
   }
 
-  private async sampleOne(request: SampleRequest, signal?: AbortSignal, exposeAbort?: (abort: () => void) => void): Promise<SampleResult> {
+  private async sampleOne(
+    request: SampleRequest,
+    signal?: AbortSignal,
+    exposeAbort?: (abort: () => void) => void,
+  ): Promise<SampleResult> {
     const client = this.pool.pick(request.affinityKey);
     const n = request.n ?? 1;
     const rids = Array.from({ length: n }, () => `arbor-${process.pid}-${++ridCounter}`);
@@ -118,7 +142,9 @@ export class SGLangSampler implements Sampler {
     exposeAbort?.(onAbort);
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
-      const reply = await this.gate.run(() => client.call<unknown>('/generate', this.requestBody(request, rids), signal));
+      const reply = await this.gate.run(() =>
+        client.call<unknown>('/generate', this.requestBody(request, rids), signal),
+      );
       return parseGenerateReply(reply, request, client.baseUrl + '/generate', version);
     } finally {
       signal?.removeEventListener('abort', onAbort);
@@ -126,8 +152,18 @@ export class SGLangSampler implements Sampler {
   }
 }
 
-export function parseGenerateReply(reply: unknown, request: SampleRequest, url: string, weightVersion: number): SampleResult {
-  const malformed = (what: string) => new EngineCallError(`${url}: malformed reply: ${what}`, { url, isRetryable: false, body: JSON.stringify(reply)?.slice(0, 2000) });
+export function parseGenerateReply(
+  reply: unknown,
+  request: SampleRequest,
+  url: string,
+  weightVersion: number,
+): SampleResult {
+  const malformed = (what: string) =>
+    new EngineCallError(`${url}: malformed reply: ${what}`, {
+      url,
+      isRetryable: false,
+      body: JSON.stringify(reply)?.slice(0, 2000),
+    });
   const items = (Array.isArray(reply) ? reply : [reply]) as Array<{ meta_info?: SGLangMeta; output_ids?: number[] }>;
   const n = request.n ?? 1;
   if (items.length !== n) throw malformed(`expected ${n} outputs, got ${items.length}`);
@@ -136,27 +172,41 @@ export function parseGenerateReply(reply: unknown, request: SampleRequest, url: 
   let decoded = 0;
   const completions: SampleCompletion[] = items.map((item, i) => {
     const meta = item?.meta_info;
-    if (!meta || !Array.isArray(meta.output_token_logprobs)) throw malformed(`[${i}].meta_info.output_token_logprobs missing`);
+    if (!meta || !Array.isArray(meta.output_token_logprobs))
+      throw malformed(`[${i}].meta_info.output_token_logprobs missing`);
     const tokens = meta.output_token_logprobs.map((e, j) => {
-      if (!Array.isArray(e) || typeof e[1] !== 'number') throw malformed(`[${i}].meta_info.output_token_logprobs[${j}] is not [logprob, id, text]`);
+      if (!Array.isArray(e) || typeof e[1] !== 'number')
+        throw malformed(`[${i}].meta_info.output_token_logprobs[${j}] is not [logprob, id, text]`);
       return e[1];
     });
     const logprobs = meta.output_token_logprobs.map((e, j) => {
-      if (typeof e[0] !== 'number' || !Number.isFinite(e[0])) throw malformed(`[${i}].meta_info.output_token_logprobs[${j}][0] is ${e[0]}`);
+      if (typeof e[0] !== 'number' || !Number.isFinite(e[0]))
+        throw malformed(`[${i}].meta_info.output_token_logprobs[${j}][0] is ${e[0]}`);
       return e[0];
     });
     const type = meta.finish_reason?.type;
-    const completion: SampleCompletion = { tokens, logprobs, finishReason: type === 'stop' ? 'stop' : type === 'abort' ? 'abort' : 'length' };
+    const completion: SampleCompletion = {
+      tokens,
+      logprobs,
+      finishReason: type === 'stop' ? 'stop' : type === 'abort' ? 'abort' : 'length',
+    };
     if (meta.output_top_logprobs && (request.returnEntropy || request.topLogprobs)) {
       const top = meta.output_top_logprobs.map((row) => (row ?? []).map((e) => [e[1], e[0]] as [number, number]));
       if (request.topLogprobs) completion.topLogprobs = top;
       if (request.returnEntropy) completion.entropies = top.map(entropyFromTopK);
     }
-    const usage = usageFromWire({ prompt_tokens: meta.prompt_tokens ?? request.tokens.length, cached_tokens: meta.cached_tokens ?? 0 }, tokens.length);
+    const usage = usageFromWire(
+      { prompt_tokens: meta.prompt_tokens ?? request.tokens.length, cached_tokens: meta.cached_tokens ?? 0 },
+      tokens.length,
+    );
     promptComputed += usage.promptTokensComputed;
     reused += usage.prefixTokensReused;
     decoded += usage.tokensDecoded;
     return completion;
   });
-  return { completions, usage: { promptTokensComputed: promptComputed, prefixTokensReused: reused, tokensDecoded: decoded }, weightVersion };
+  return {
+    completions,
+    usage: { promptTokensComputed: promptComputed, prefixTokensReused: reused, tokensDecoded: decoded },
+    weightVersion,
+  };
 }

@@ -30,7 +30,11 @@ export async function sampleWithStopRule(
 ): Promise<SampleResult[]> {
   const stop = options.stopAfterGroups;
   if (!stop) return Promise.all(requests.map((r, i) => one(r, i, options.signal)));
-  if (stop.groupOf.length !== requests.length) throw new EngineCallError(`stopAfterGroups.groupOf has ${stop.groupOf.length} entries for ${requests.length} requests`, { isRetryable: false });
+  if (stop.groupOf.length !== requests.length)
+    throw new EngineCallError(
+      `stopAfterGroups.groupOf has ${stop.groupOf.length} entries for ${requests.length} requests`,
+      { isRetryable: false },
+    );
   if (stop.count <= 0) return requests.map((r) => abortedResult(r, weightVersion));
   const controllers = requests.map(() => new AbortController());
   const onOuter = () => controllers.forEach((c) => c.abort(options.signal?.reason));
@@ -54,17 +58,22 @@ export async function sampleWithStopRule(
     if (groups.settle(i, finished) >= stop.count && !stopped) stopRest();
   };
   try {
-    return await Promise.all(requests.map(async (r, i) => {
-      try {
-        const result = await one(r, i, controllers[i].signal);
-        settle(i, result.completions.every((c) => c.finishReason !== 'abort'));
-        return result;
-      } catch (error) {
-        if (!stopped || options.signal?.aborted) throw error;
-        settle(i, false);
-        return abortedResult(r, weightVersion);
-      }
-    }));
+    return await Promise.all(
+      requests.map(async (r, i) => {
+        try {
+          const result = await one(r, i, controllers[i].signal);
+          settle(
+            i,
+            result.completions.every((c) => c.finishReason !== 'abort'),
+          );
+          return result;
+        } catch (error) {
+          if (!stopped || options.signal?.aborted) throw error;
+          settle(i, false);
+          return abortedResult(r, weightVersion);
+        }
+      }),
+    );
   } finally {
     options.signal?.removeEventListener('abort', onOuter);
     for (const t of timers) clearTimeout(t);
@@ -90,6 +99,10 @@ function groupCounter(groupOf: number[]): { settle: (i: number, finished: boolea
 
 /** A request stopped before its reply: one `abort` completion per continuation, no tokens. */
 function abortedResult(r: SampleRequest, weightVersion: number): SampleResult {
-  const completions = Array.from({ length: r.n ?? 1 }, () => ({ tokens: [], logprobs: [], finishReason: 'abort' as const }));
+  const completions = Array.from({ length: r.n ?? 1 }, () => ({
+    tokens: [],
+    logprobs: [],
+    finishReason: 'abort' as const,
+  }));
   return { completions, usage: { promptTokensComputed: 0, prefixTokensReused: 0, tokensDecoded: 0 }, weightVersion };
 }

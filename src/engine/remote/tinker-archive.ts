@@ -49,7 +49,11 @@ export async function fetchTinkerAdapter(path: string, options: AdapterOptions):
   const find = (name: string) => [...files.entries()].find(([f]) => f === name || f.endsWith(`/${name}`))?.[1];
   const weights = find('adapter_model.safetensors');
   const config = find('adapter_config.json');
-  if (!weights || !config) throw new EngineCallError(`${path}: archive has no adapter_model.safetensors + adapter_config.json (files: ${[...files.keys()].join(', ')})`, { isRetryable: false });
+  if (!weights || !config)
+    throw new EngineCallError(
+      `${path}: archive has no adapter_model.safetensors + adapter_config.json (files: ${[...files.keys()].join(', ')})`,
+      { isRetryable: false },
+    );
   const peft = convertToPeft(weights, JSON.parse(config.toString('utf8')) as Record<string, unknown>, options);
   const tmp = `${out}.tmp-${process.pid}`;
   rmSync(tmp, { recursive: true, force: true });
@@ -76,13 +80,23 @@ async function downloadArchive(p: TinkerPath, options: AdapterOptions): Promise<
     }
     if (res.status >= 300 && res.status < 400) {
       const location = res.headers.get('location');
-      if (!location) throw new EngineCallError(`${url}: redirect without a Location header`, { url, status: res.status, isRetryable: false });
+      if (!location)
+        throw new EngineCallError(`${url}: redirect without a Location header`, {
+          url,
+          status: res.status,
+          isRetryable: false,
+        });
       return fetchBytes(new URL(location, url).toString());
     }
-    if (res.status !== 200) throw new EngineCallError(`${url}: HTTP ${res.status}: ${(await res.text()).slice(0, 300)}`, { url, status: res.status });
+    if (res.status !== 200)
+      throw new EngineCallError(`${url}: HTTP ${res.status}: ${(await res.text()).slice(0, 300)}`, {
+        url,
+        status: res.status,
+      });
     if ((res.headers.get('content-type') ?? '').includes('application/json')) {
       const body = (await res.json()) as { url?: unknown };
-      if (typeof body.url !== 'string') throw new EngineCallError(`${url}: malformed reply: missing "url"`, { url, isRetryable: false });
+      if (typeof body.url !== 'string')
+        throw new EngineCallError(`${url}: malformed reply: missing "url"`, { url, isRetryable: false });
       return fetchBytes(body.url);
     }
     return Buffer.from(await res.arrayBuffer());
@@ -93,7 +107,11 @@ async function downloadArchive(p: TinkerPath, options: AdapterOptions): Promise<
 /** GET a (signed) URL without credentials. */
 async function fetchBytes(url: string): Promise<Buffer> {
   const res = await fetch(url);
-  if (!res.ok) throw new EngineCallError(`${url.split('?')[0]}: HTTP ${res.status} downloading the checkpoint archive`, { url: url.split('?')[0], status: res.status });
+  if (!res.ok)
+    throw new EngineCallError(`${url.split('?')[0]}: HTTP ${res.status} downloading the checkpoint archive`, {
+      url: url.split('?')[0],
+      status: res.status,
+    });
   return Buffer.from(await res.arrayBuffer());
 }
 
@@ -101,10 +119,14 @@ async function fetchBytes(url: string): Promise<Buffer> {
 export function untar(tar: Buffer): Map<string, Buffer> {
   const files = new Map<string, Buffer>();
   let longName: string | undefined;
-  for (let off = 0; off + 512 <= tar.length; ) {
+  for (let off = 0; off + 512 <= tar.length;) {
     const header = tar.subarray(off, off + 512);
     if (header.every((b) => b === 0)) break;
-    const field = (start: number, len: number) => header.subarray(start, start + len).toString('utf8').replace(/\0.*$/s, '');
+    const field = (start: number, len: number) =>
+      header
+        .subarray(start, start + len)
+        .toString('utf8')
+        .replace(/\0.*$/s, '');
     const size = parseInt(field(124, 12).trim() || '0', 8);
     const type = field(156, 1) || '0';
     const prefix = field(345, 155);
@@ -125,9 +147,15 @@ interface TensorInfo {
 }
 
 /** Parse a safetensors file into its tensors (raw bytes) and metadata. */
-export function readSafetensors(file: Buffer): { tensors: Map<string, { dtype: string; shape: number[]; data: Buffer }>; metadata?: Record<string, string> } {
+export function readSafetensors(file: Buffer): {
+  tensors: Map<string, { dtype: string; shape: number[]; data: Buffer }>;
+  metadata?: Record<string, string>;
+} {
   const n = Number(file.readBigUInt64LE(0));
-  const header = JSON.parse(file.subarray(8, 8 + n).toString('utf8')) as Record<string, TensorInfo | Record<string, string>>;
+  const header = JSON.parse(file.subarray(8, 8 + n).toString('utf8')) as Record<
+    string,
+    TensorInfo | Record<string, string>
+  >;
   const body = file.subarray(8 + n);
   const tensors = new Map<string, { dtype: string; shape: number[]; data: Buffer }>();
   for (const [name, info] of Object.entries(header)) {
@@ -139,7 +167,10 @@ export function readSafetensors(file: Buffer): { tensors: Map<string, { dtype: s
 }
 
 /** Write tensors as a safetensors file (header padded to 8 bytes, data in insertion order). */
-export function writeSafetensors(tensors: Map<string, { dtype: string; shape: number[]; data: Buffer }>, metadata?: Record<string, string>): Buffer {
+export function writeSafetensors(
+  tensors: Map<string, { dtype: string; shape: number[]; data: Buffer }>,
+  metadata?: Record<string, string>,
+): Buffer {
   const header: Record<string, unknown> = metadata ? { __metadata__: metadata } : {};
   let offset = 0;
   for (const [name, t] of tensors) {
@@ -160,17 +191,31 @@ export function writeSafetensors(tensors: Map<string, { dtype: string; shape: nu
  * `model.embed_tokens`), optional `model.` → `model.language_model.`, 3-D `experts.w1/w3/w2` →
  * per-expert `experts.{i}.gate_proj/up_proj/down_proj`, then re-prefix `base_model.model.`.
  */
-export function convertToPeft(weights: Buffer, adapterConfig: Record<string, unknown>, options: Pick<AdapterOptions, 'baseModel' | 'tiedEmbeddings' | 'languageModelPrefix'>): { weights: Buffer; config: Record<string, unknown> } {
-  for (const key of ['r', 'lora_alpha']) if (adapterConfig[key] === undefined) throw new EngineCallError(`adapter_config.json: missing required key "${key}"`, { isRetryable: false });
+export function convertToPeft(
+  weights: Buffer,
+  adapterConfig: Record<string, unknown>,
+  options: Pick<AdapterOptions, 'baseModel' | 'tiedEmbeddings' | 'languageModelPrefix'>,
+): { weights: Buffer; config: Record<string, unknown> } {
+  for (const key of ['r', 'lora_alpha'])
+    if (adapterConfig[key] === undefined)
+      throw new EngineCallError(`adapter_config.json: missing required key "${key}"`, { isRetryable: false });
   const { tensors } = readSafetensors(weights);
-  const remaps: Array<[string, string]> = [['base_model.model.', ''], ['model.unembed_tokens', options.tiedEmbeddings ? 'model.embed_tokens' : 'lm_head']];
+  const remaps: Array<[string, string]> = [
+    ['base_model.model.', ''],
+    ['model.unembed_tokens', options.tiedEmbeddings ? 'model.embed_tokens' : 'lm_head'],
+  ];
   if (options.languageModelPrefix) remaps.push(['model.', 'model.language_model.']);
   const out = new Map<string, { dtype: string; shape: number[]; data: Buffer }>();
   const targets = new Set<string>();
-  const add = (moduleKey: string, a: { dtype: string; shape: number[]; data: Buffer }, b: { dtype: string; shape: number[]; data: Buffer }) => {
+  const add = (
+    moduleKey: string,
+    a: { dtype: string; shape: number[]; data: Buffer },
+    b: { dtype: string; shape: number[]; data: Buffer },
+  ) => {
     const module = moduleKey.replace(/\.weight$/, '');
     const keyA = `base_model.model.${module}.lora_A.weight`;
-    if (out.has(keyA)) throw new EngineCallError(`adapter conversion: two adapter weights map to ${keyA}`, { isRetryable: false });
+    if (out.has(keyA))
+      throw new EngineCallError(`adapter conversion: two adapter weights map to ${keyA}`, { isRetryable: false });
     out.set(keyA, a);
     out.set(`base_model.model.${module}.lora_B.weight`, b);
     targets.add(module.slice(module.lastIndexOf('.') + 1));
@@ -185,22 +230,55 @@ export function convertToPeft(weights: Buffer, adapterConfig: Record<string, unk
       add(target, a, b);
       continue;
     }
-    for (const [from, to] of [['.w1.weight', '.gate_proj.weight'], ['.w3.weight', '.up_proj.weight'], ['.w2.weight', '.down_proj.weight']]) target = target.replace(from, to);
+    for (const [from, to] of [
+      ['.w1.weight', '.gate_proj.weight'],
+      ['.w3.weight', '.up_proj.weight'],
+      ['.w2.weight', '.down_proj.weight'],
+    ])
+      target = target.replace(from, to);
     if (a.data.length === 0 && b.data.length === 0) continue;
     expandExperts(target, a, b, add);
   }
-  if (!out.size) throw new EngineCallError('adapter conversion: no LoRA weights (no keys containing ".lora_A")', { isRetryable: false });
+  if (!out.size)
+    throw new EngineCallError('adapter conversion: no LoRA weights (no keys containing ".lora_A")', {
+      isRetryable: false,
+    });
   const config = {
-    peft_type: 'LORA', auto_mapping: null, base_model_name_or_path: options.baseModel, bias: 'none', fan_in_fan_out: false,
-    inference_mode: true, init_lora_weights: true, lora_alpha: adapterConfig.lora_alpha, lora_dropout: 0, modules_to_save: null,
-    r: adapterConfig.r, rank_pattern: {}, alpha_pattern: {}, target_modules: [...targets].sort(), task_type: 'CAUSAL_LM',
+    peft_type: 'LORA',
+    auto_mapping: null,
+    base_model_name_or_path: options.baseModel,
+    bias: 'none',
+    fan_in_fan_out: false,
+    inference_mode: true,
+    init_lora_weights: true,
+    lora_alpha: adapterConfig.lora_alpha,
+    lora_dropout: 0,
+    modules_to_save: null,
+    r: adapterConfig.r,
+    rank_pattern: {},
+    alpha_pattern: {},
+    target_modules: [...targets].sort(),
+    task_type: 'CAUSAL_LM',
   };
   return { weights: writeSafetensors(out), config };
 }
 
 /** Split 3-D (experts, ·, ·) LoRA tensors into per-expert 2-D ones; a single shared expert is broadcast. */
-function expandExperts(target: string, a: { dtype: string; shape: number[]; data: Buffer }, b: { dtype: string; shape: number[]; data: Buffer }, add: (key: string, a: { dtype: string; shape: number[]; data: Buffer }, b: { dtype: string; shape: number[]; data: Buffer }) => void): void {
-  if (a.shape.length !== 3 || b.shape.length !== 3) throw new EngineCallError(`adapter conversion: expert LoRA weights must be 3-D, got lora_A ${JSON.stringify(a.shape)}, lora_B ${JSON.stringify(b.shape)} for ${target}`, { isRetryable: false });
+function expandExperts(
+  target: string,
+  a: { dtype: string; shape: number[]; data: Buffer },
+  b: { dtype: string; shape: number[]; data: Buffer },
+  add: (
+    key: string,
+    a: { dtype: string; shape: number[]; data: Buffer },
+    b: { dtype: string; shape: number[]; data: Buffer },
+  ) => void,
+): void {
+  if (a.shape.length !== 3 || b.shape.length !== 3)
+    throw new EngineCallError(
+      `adapter conversion: expert LoRA weights must be 3-D, got lora_A ${JSON.stringify(a.shape)}, lora_B ${JSON.stringify(b.shape)} for ${target}`,
+      { isRetryable: false },
+    );
   const experts = Math.max(a.shape[0], b.shape[0]);
   const slice = (t: { dtype: string; shape: number[]; data: Buffer }, i: number) => {
     const per = t.data.length / t.shape[0];
@@ -211,6 +289,12 @@ function expandExperts(target: string, a: { dtype: string; shape: number[]; data
 }
 
 /** Read a converted adapter back (tests, debugging). */
-export function readAdapterDir(dir: string): { config: Record<string, unknown>; tensors: ReturnType<typeof readSafetensors>['tensors'] } {
-  return { config: JSON.parse(readFileSync(join(dir, 'adapter_config.json'), 'utf8')) as Record<string, unknown>, tensors: readSafetensors(readFileSync(join(dir, 'adapter_model.safetensors'))).tensors };
+export function readAdapterDir(dir: string): {
+  config: Record<string, unknown>;
+  tensors: ReturnType<typeof readSafetensors>['tensors'];
+} {
+  return {
+    config: JSON.parse(readFileSync(join(dir, 'adapter_config.json'), 'utf8')) as Record<string, unknown>,
+    tensors: readSafetensors(readFileSync(join(dir, 'adapter_model.safetensors'))).tensors,
+  };
 }

@@ -8,7 +8,14 @@
  * no abort endpoint, so a stopped request is cancelled client-side (its future runs out on the server).
  */
 import { EngineCallError } from '../../core/errors.js';
-import type { SampleCompletion, SampleOptions, SampleRequest, SampleResult, Sampler, SamplerCapabilities } from '../types.js';
+import type {
+  SampleCompletion,
+  SampleOptions,
+  SampleRequest,
+  SampleResult,
+  Sampler,
+  SamplerCapabilities,
+} from '../types.js';
 import { sampleWithStopRule } from './stop-rule.js';
 import type { TinkerSession } from './tinker-session.js';
 
@@ -45,7 +52,11 @@ export interface TinkerSampleRequest {
   type: 'sample';
 }
 export interface TinkerSampleResponse {
-  sequences: Array<{ tokens: number[]; logprobs?: number[] | null; /** 'stop', 'length', or another reason passed through */ stop_reason: string }>;
+  sequences: Array<{
+    tokens: number[];
+    logprobs?: number[] | null;
+    /** 'stop', 'length', or another reason passed through */ stop_reason: string;
+  }>;
   prompt_logprobs?: Array<number | null> | null;
 }
 
@@ -57,7 +68,13 @@ export interface TinkerSamplerOptions {
 
 export class TinkerSampler implements Sampler {
   readonly specificationVersion = 'arbor.sampler.v1' as const;
-  readonly capabilities: SamplerCapabilities = { entropy: false, topLogprobs: false, forcedTokens: false, cacheHandles: false, prefixCaching: false };
+  readonly capabilities: SamplerCapabilities = {
+    entropy: false,
+    topLogprobs: false,
+    forcedTokens: false,
+    cacheHandles: false,
+    prefixCaching: false,
+  };
   private samplingSession: Promise<string> | undefined;
   private seq = 0;
   private version = 0;
@@ -93,8 +110,14 @@ export class TinkerSampler implements Sampler {
 
   /** The request body for one SampleRequest (exported for tests and docs). */
   requestBody(request: SampleRequest, samplingSessionId: string, seqId: number): TinkerSampleRequest {
-    if (request.forcedTokens?.length) throw new EngineCallError('tinker sampler: forcedTokens is not supported by Tinker sampling', { isRetryable: false });
-    if (request.distinctFirstTokens) throw new EngineCallError('tinker sampler: distinctFirstTokens is not supported by Tinker sampling', { isRetryable: false });
+    if (request.forcedTokens?.length)
+      throw new EngineCallError('tinker sampler: forcedTokens is not supported by Tinker sampling', {
+        isRetryable: false,
+      });
+    if (request.distinctFirstTokens)
+      throw new EngineCallError('tinker sampler: distinctFirstTokens is not supported by Tinker sampling', {
+        isRetryable: false,
+      });
     const params: TinkerSamplingParams = {
       max_tokens: request.maxTokens,
       temperature: request.temperature ?? 1,
@@ -123,34 +146,63 @@ export class TinkerSampler implements Sampler {
     const version = this.version;
     this.samplingSession ??= this.createSamplingSession({ base_model: this.options.baseModel });
     const sessionId = await this.samplingSession;
-    const result = await this.session.submit('/api/v1/asample', { ...this.requestBody(request, sessionId, this.seq++) }, signal);
+    const result = await this.session.submit(
+      '/api/v1/asample',
+      { ...this.requestBody(request, sessionId, this.seq++) },
+      signal,
+    );
     return parseSampleResponse(result, request, `${this.session.client.baseUrl}/api/v1/asample`, version);
   }
 
   private async createSamplingSession(from: { model_path?: string; base_model?: string }): Promise<string> {
     const sessionId = await this.session.ensure();
-    const body: CreateSamplingSessionRequest = { session_id: sessionId, sampling_session_seq_id: this.session.nextSamplingSessionSeqId(), ...from, type: 'create_sampling_session' };
-    const reply = await this.session.client.call<{ sampling_session_id?: unknown }>('/api/v1/create_sampling_session', body);
-    if (typeof reply?.sampling_session_id !== 'string') throw this.session.malformed('/api/v1/create_sampling_session', 'sampling_session_id', reply);
+    const body: CreateSamplingSessionRequest = {
+      session_id: sessionId,
+      sampling_session_seq_id: this.session.nextSamplingSessionSeqId(),
+      ...from,
+      type: 'create_sampling_session',
+    };
+    const reply = await this.session.client.call<{ sampling_session_id?: unknown }>(
+      '/api/v1/create_sampling_session',
+      body,
+    );
+    if (typeof reply?.sampling_session_id !== 'string')
+      throw this.session.malformed('/api/v1/create_sampling_session', 'sampling_session_id', reply);
     return reply.sampling_session_id;
   }
 }
 
 /** Parse an asample result into a SampleResult; throws EngineCallError naming the bad field. */
-export function parseSampleResponse(result: unknown, request: SampleRequest, url: string, weightVersion: number): SampleResult {
-  const malformed = (what: string) => new EngineCallError(`${url}: malformed reply: ${what}`, { url, isRetryable: false, body: JSON.stringify(result)?.slice(0, 2000) });
+export function parseSampleResponse(
+  result: unknown,
+  request: SampleRequest,
+  url: string,
+  weightVersion: number,
+): SampleResult {
+  const malformed = (what: string) =>
+    new EngineCallError(`${url}: malformed reply: ${what}`, {
+      url,
+      isRetryable: false,
+      body: JSON.stringify(result)?.slice(0, 2000),
+    });
   const sequences = (result as TinkerSampleResponse | null)?.sequences;
   const n = request.n ?? 1;
   if (!Array.isArray(sequences)) throw malformed('missing "sequences" array');
   if (sequences.length !== n) throw malformed(`expected ${n} sequences (num_samples), got ${sequences.length}`);
   const completions: SampleCompletion[] = sequences.map((s, i) => {
-    if (!Array.isArray(s?.tokens) || !s.tokens.every((t) => Number.isInteger(t))) throw malformed(`sequences[${i}].tokens is not a token-id array`);
-    if (!Array.isArray(s.logprobs) || s.logprobs.length !== s.tokens.length) throw malformed(`sequences[${i}].logprobs must hold one log-prob per token`);
+    if (!Array.isArray(s?.tokens) || !s.tokens.every((t) => Number.isInteger(t)))
+      throw malformed(`sequences[${i}].tokens is not a token-id array`);
+    if (!Array.isArray(s.logprobs) || s.logprobs.length !== s.tokens.length)
+      throw malformed(`sequences[${i}].logprobs must hold one log-prob per token`);
     s.logprobs.forEach((x, j) => {
       if (typeof x !== 'number' || !Number.isFinite(x)) throw malformed(`sequences[${i}].logprobs[${j}] is ${x}`);
     });
     return { tokens: s.tokens, logprobs: s.logprobs, finishReason: s.stop_reason === 'stop' ? 'stop' : 'length' };
   });
   const decoded = completions.reduce((sum, c) => sum + c.tokens.length, 0);
-  return { completions, usage: { promptTokensComputed: request.tokens.length, prefixTokensReused: 0, tokensDecoded: decoded }, weightVersion };
+  return {
+    completions,
+    usage: { promptTokensComputed: request.tokens.length, prefixTokensReused: 0, tokensDecoded: decoded },
+    weightVersion,
+  };
 }

@@ -82,7 +82,12 @@ export class TinkerSession {
   constructor(readonly options: TinkerSessionOptions) {
     const headers: Record<string, string> = {};
     if (options.apiKey) headers['x-api-key'] = options.apiKey.reveal();
-    this.client = new JsonClient({ baseUrl: options.baseUrl, concurrency: options.concurrency ?? 64, retry: options.retry, headers });
+    this.client = new JsonClient({
+      baseUrl: options.baseUrl,
+      concurrency: options.concurrency ?? 64,
+      retry: options.retry,
+      headers,
+    });
   }
 
   /** The session id; the first call creates the session and starts the heartbeat. */
@@ -105,9 +110,14 @@ export class TinkerSession {
   }
 
   /** POST an operation and return its immediate reply (must name a future). */
-  async post(path: string, body: Record<string, unknown>, signal?: AbortSignal): Promise<FutureReply & Record<string, unknown>> {
+  async post(
+    path: string,
+    body: Record<string, unknown>,
+    signal?: AbortSignal,
+  ): Promise<FutureReply & Record<string, unknown>> {
     const reply = await this.client.call<FutureReply & Record<string, unknown>>(path, body, { signal });
-    if (reply?.request_id === undefined && reply?.future_id === undefined) throw this.malformed(path, 'request_id', reply);
+    if (reply?.request_id === undefined && reply?.future_id === undefined)
+      throw this.malformed(path, 'request_id', reply);
     return reply;
   }
 
@@ -135,7 +145,11 @@ export class TinkerSession {
     for (;;) {
       const result = await this.pollOnce(requestId, signal);
       if (result !== undefined) return result;
-      if (deadline > 0 && Date.now() - start > deadline) throw new EngineCallError(`tinker future ${requestId}: not ready after ${deadline} ms`, { url: this.client.baseUrl, isRetryable: false });
+      if (deadline > 0 && Date.now() - start > deadline)
+        throw new EngineCallError(`tinker future ${requestId}: not ready after ${deadline} ms`, {
+          url: this.client.baseUrl,
+          isRetryable: false,
+        });
       await pause(delay, signal);
       delay = Math.min(this.options.pollMaxMs ?? 1000, delay * 2);
     }
@@ -145,17 +159,28 @@ export class TinkerSession {
   private async pollOnce(requestId: string, signal?: AbortSignal): Promise<unknown> {
     let result: Record<string, unknown>;
     try {
-      result = await this.client.call<Record<string, unknown>>('/api/v1/retrieve_future', { request_id: requestId, allow_metadata_only: false }, { signal, noRetryStatuses: [408], timeoutMs: this.options.pollTimeoutMs ?? 330_000, retryTimeouts: false });
+      result = await this.client.call<Record<string, unknown>>(
+        '/api/v1/retrieve_future',
+        { request_id: requestId, allow_metadata_only: false },
+        { signal, noRetryStatuses: [408], timeoutMs: this.options.pollTimeoutMs ?? 330_000, retryTimeouts: false },
+      );
     } catch (error) {
       // SkyRL holds the poll up to 300 s, then answers 408 {detail}: the future is still running.
       // A poll that times out on our side says the same: ask again, never count it as a failure.
-      if (error instanceof EngineCallError && (error.details.status === 408 || (error.cause as Error | undefined)?.name === 'TimeoutError')) return undefined;
+      if (
+        error instanceof EngineCallError &&
+        (error.details.status === 408 || (error.cause as Error | undefined)?.name === 'TimeoutError')
+      )
+        return undefined;
       throw error;
     }
     if (result?.type === 'try_again' || result?.status === 'pending') return undefined;
     if (typeof result?.error === 'string') {
       const failed = result as unknown as RequestFailedResponse;
-      throw new EngineCallError(`tinker future ${requestId} failed${failed.category ? ` (${failed.category} error)` : ''}: ${failed.error}`, { url: `${this.client.baseUrl}/api/v1/retrieve_future`, isRetryable: false });
+      throw new EngineCallError(
+        `tinker future ${requestId} failed${failed.category ? ` (${failed.category} error)` : ''}: ${failed.error}`,
+        { url: `${this.client.baseUrl}/api/v1/retrieve_future`, isRetryable: false },
+      );
     }
     return result;
   }
@@ -168,14 +193,26 @@ export class TinkerSession {
   }
 
   malformed(path: string, field: string, reply: unknown): EngineCallError {
-    return new EngineCallError(`${this.client.baseUrl}${path}: malformed reply: missing or invalid "${field}": ${JSON.stringify(reply)?.slice(0, 300)}`, { url: this.client.baseUrl + path, isRetryable: false });
+    return new EngineCallError(
+      `${this.client.baseUrl}${path}: malformed reply: missing or invalid "${field}": ${JSON.stringify(reply)?.slice(0, 300)}`,
+      { url: this.client.baseUrl + path, isRetryable: false },
+    );
   }
 
   private async create(): Promise<string> {
-    const body: CreateSessionRequest = { tags: this.options.tags ?? ['arbor'], user_metadata: {}, sdk_version: this.options.sdkVersion ?? TINKER_JSON_SDK_VERSION, type: 'create_session' };
+    const body: CreateSessionRequest = {
+      tags: this.options.tags ?? ['arbor'],
+      user_metadata: {},
+      sdk_version: this.options.sdkVersion ?? TINKER_JSON_SDK_VERSION,
+      type: 'create_session',
+    };
     const reply = await this.client.call<CreateSessionResponse>('/api/v1/create_session', body);
     if (typeof reply?.session_id !== 'string') throw this.malformed('/api/v1/create_session', 'session_id', reply);
-    if (reply.error_message) throw new EngineCallError(`${this.client.baseUrl}/api/v1/create_session: ${reply.error_message}`, { url: this.client.baseUrl, isRetryable: false });
+    if (reply.error_message)
+      throw new EngineCallError(`${this.client.baseUrl}/api/v1/create_session: ${reply.error_message}`, {
+        url: this.client.baseUrl,
+        isRetryable: false,
+      });
     if (reply.warning_message) this.options.warn?.(`tinker: ${reply.warning_message}`);
     this.startHeartbeat(reply.session_id);
     return reply.session_id;
@@ -187,20 +224,28 @@ export class TinkerSession {
     this.lastHeartbeat = Date.now();
     let warned = false;
     this.heartbeat = setInterval(() => {
-      this.client.call('/api/v1/session_heartbeat', { session_id: sessionId, type: 'session_heartbeat' }, { timeoutMs: 10_000, maxAttempts: 1 }).then(
-        () => {
-          this.heartbeats++;
-          this.lastHeartbeat = Date.now();
-          warned = false;
-        },
-        (error: Error) => {
-          // like the SDK: ignore single failures, warn after 2 minutes without an answer
-          if (!warned && Date.now() - this.lastHeartbeat > 120_000) {
-            warned = true;
-            this.options.warn?.(`tinker: session heartbeat failing for ${Math.round((Date.now() - this.lastHeartbeat) / 1000)} s: ${error.message}`);
-          }
-        },
-      );
+      this.client
+        .call(
+          '/api/v1/session_heartbeat',
+          { session_id: sessionId, type: 'session_heartbeat' },
+          { timeoutMs: 10_000, maxAttempts: 1 },
+        )
+        .then(
+          () => {
+            this.heartbeats++;
+            this.lastHeartbeat = Date.now();
+            warned = false;
+          },
+          (error: Error) => {
+            // like the SDK: ignore single failures, warn after 2 minutes without an answer
+            if (!warned && Date.now() - this.lastHeartbeat > 120_000) {
+              warned = true;
+              this.options.warn?.(
+                `tinker: session heartbeat failing for ${Math.round((Date.now() - this.lastHeartbeat) / 1000)} s: ${error.message}`,
+              );
+            }
+          },
+        );
     }, period);
     this.heartbeat.unref();
   }

@@ -17,7 +17,15 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { ArborError, DataError } from '../../core/errors.js';
 import { writeFileAtomic } from '../../core/files.js';
-import type { AdamParams, Datum, ForwardBackwardResult, LossExtras, LossSpec, OptimStepResult, Trainer } from '../types.js';
+import type {
+  AdamParams,
+  Datum,
+  ForwardBackwardResult,
+  LossExtras,
+  LossSpec,
+  OptimStepResult,
+  Trainer,
+} from '../types.js';
 import { TinkerSession, type TinkerSessionOptions } from './tinker-session.js';
 
 export interface TinkerClientOptions extends TinkerSessionOptions {
@@ -60,21 +68,34 @@ interface TinkerState {
 type TensorJSON = { data: number[]; dtype: 'int64' | 'float32'; shape: number[] };
 
 /** The Tinker wire form of one datum. */
-export function datumToTinker(datum: Datum, loss: LossSpec): { model_input: { chunks: Array<{ type: 'encoded_text'; tokens: number[] }> }; loss_fn_inputs: Record<string, TensorJSON> } {
+export function datumToTinker(
+  datum: Datum,
+  loss: LossSpec,
+): {
+  model_input: { chunks: Array<{ type: 'encoded_text'; tokens: number[] }> };
+  loss_fn_inputs: Record<string, TensorJSON>;
+} {
   const T = datum.inputTokens.length;
   const tensor = (data: number[], dtype: TensorJSON['dtype']): TensorJSON => ({ data, dtype, shape: [data.length] });
   const inputs: Record<string, TensorJSON> = { target_tokens: tensor(datum.targetTokens, 'int64') };
   if (loss.kind === 'cross_entropy') {
     inputs.weights = tensor(datum.weights, 'float32');
   } else {
-    if (!datum.samplingLogprobs || !datum.advantages) throw new ArborError(`tinker: loss ${loss.kind} needs samplingLogprobs and advantages on every datum`);
+    if (!datum.samplingLogprobs || !datum.advantages)
+      throw new ArborError(`tinker: loss ${loss.kind} needs samplingLogprobs and advantages on every datum`);
     inputs.logprobs = tensor(datum.samplingLogprobs, 'float32');
-    inputs.advantages = tensor(datum.advantages.map((a, t) => {
-      if (datum.weights[t] < 0) throw new ArborError('tinker: negative datum weights cannot be folded into advantages');
-      return a * datum.weights[t];
-    }), 'float32');
+    inputs.advantages = tensor(
+      datum.advantages.map((a, t) => {
+        if (datum.weights[t] < 0)
+          throw new ArborError('tinker: negative datum weights cannot be folded into advantages');
+        return a * datum.weights[t];
+      }),
+      'float32',
+    );
   }
-  for (const [k, v] of Object.entries(inputs)) if (v.data.length !== T) throw new ArborError(`tinker: datum field ${k} has length ${v.data.length}, expected ${T}`);
+  for (const [k, v] of Object.entries(inputs))
+    if (v.data.length !== T)
+      throw new ArborError(`tinker: datum field ${k} has length ${v.data.length}, expected ${T}`);
   return { model_input: { chunks: [{ type: 'encoded_text', tokens: datum.inputTokens }] }, loss_fn_inputs: inputs };
 }
 
@@ -84,11 +105,16 @@ export function lossToTinker(loss: LossSpec): { loss_fn: string; loss_fn_config?
     case 'cross_entropy':
       return { loss_fn: 'cross_entropy' };
     case 'importance_sampling':
-      if (loss.truncateAt !== undefined) throw new ArborError('tinker: truncated importance sampling is not a Tinker built-in loss');
+      if (loss.truncateAt !== undefined)
+        throw new ArborError('tinker: truncated importance sampling is not a Tinker built-in loss');
       return { loss_fn: 'importance_sampling' };
     case 'ppo':
-      if (loss.dualClip !== undefined || loss.truncateAt !== undefined) throw new ArborError('tinker: dual clip / truncation are not part of Tinker\'s ppo loss');
-      return { loss_fn: 'ppo', loss_fn_config: { clip_low_threshold: 1 - loss.clipLow, clip_high_threshold: 1 + loss.clipHigh } };
+      if (loss.dualClip !== undefined || loss.truncateAt !== undefined)
+        throw new ArborError("tinker: dual clip / truncation are not part of Tinker's ppo loss");
+      return {
+        loss_fn: 'ppo',
+        loss_fn_config: { clip_low_threshold: 1 - loss.clipLow, clip_high_threshold: 1 + loss.clipHigh },
+      };
     case 'gspo':
       throw new ArborError('tinker: gspo is not a Tinker built-in loss (use ppo or importance_sampling)');
   }
@@ -125,10 +151,18 @@ export class TinkerTrainer implements Trainer {
   private async createModel(): Promise<string> {
     const sessionId = await this.session.ensure();
     const path = '/api/v1/create_model';
-    const body = { session_id: sessionId, model_seq_id: this.session.nextModelSeqId(), base_model: this.options.baseModel, lora_config: { rank: this.options.loraRank ?? 32 }, type: 'create_model' };
+    const body = {
+      session_id: sessionId,
+      model_seq_id: this.session.nextModelSeqId(),
+      base_model: this.options.baseModel,
+      lora_config: { rank: this.options.loraRank ?? 32 },
+      type: 'create_model',
+    };
     const reply = await this.session.post(path, body);
     // hosted Tinker answers {request_id} and puts model_id in the future's result; SkyRL answers both
-    const result = (await this.session.awaitFuture(String(reply.request_id ?? reply.future_id))) as { model_id?: unknown } | null;
+    const result = (await this.session.awaitFuture(String(reply.request_id ?? reply.future_id))) as {
+      model_id?: unknown;
+    } | null;
     const modelId = typeof reply.model_id === 'string' ? reply.model_id : result?.model_id;
     if (typeof modelId !== 'string') throw this.session.malformed(path, 'model_id', { reply, result });
     this.seq = 0;
@@ -142,39 +176,66 @@ export class TinkerTrainer implements Trainer {
   }
 
   async forwardBackward(data: Datum[], loss: LossSpec, extras?: LossExtras): Promise<ForwardBackwardResult> {
-    if (extras?.klCoef || extras?.entropyCoef) throw new ArborError('tinker: KL and entropy terms are not Tinker built-in loss options; set them to 0');
+    if (extras?.klCoef || extras?.entropyCoef)
+      throw new ArborError('tinker: KL and entropy terms are not Tinker built-in loss options; set them to 0');
     const { loss_fn, loss_fn_config } = lossToTinker(loss);
-    const input = { data: data.map((d) => datumToTinker(d, loss)), loss_fn, ...(loss_fn_config ? { loss_fn_config } : {}) };
+    const input = {
+      data: data.map((d) => datumToTinker(d, loss)),
+      loss_fn,
+      ...(loss_fn_config ? { loss_fn_config } : {}),
+    };
     const result = await this.op('/api/v1/forward_backward', { forward_backward_input: input }, 'forward_backward');
-    return parseForwardOutput(result, data, (field) => this.session.malformed('/api/v1/forward_backward', field, result));
+    return parseForwardOutput(result, data, (field) =>
+      this.session.malformed('/api/v1/forward_backward', field, result),
+    );
   }
 
   async logprobs(data: Datum[]): Promise<number[][]> {
     const input = { data: data.map((d) => datumToTinker(d, { kind: 'cross_entropy' })), loss_fn: 'cross_entropy' };
     const result = await this.op('/api/v1/forward', { forward_input: input }, 'forward');
-    return parseForwardOutput(result, data, (field) => this.session.malformed('/api/v1/forward', field, result)).logprobs;
+    return parseForwardOutput(result, data, (field) => this.session.malformed('/api/v1/forward', field, result))
+      .logprobs;
   }
 
   async optimStep(params: AdamParams): Promise<OptimStepResult> {
-    const adam: Record<string, number> = { learning_rate: params.learningRate, beta1: params.beta1 ?? 0.9, beta2: params.beta2 ?? 0.95, eps: params.eps ?? 1e-12 };
+    const adam: Record<string, number> = {
+      learning_rate: params.learningRate,
+      beta1: params.beta1 ?? 0.9,
+      beta2: params.beta2 ?? 0.95,
+      eps: params.eps ?? 1e-12,
+    };
     if (params.weightDecay !== undefined) adam.weight_decay = params.weightDecay;
     if (params.gradClipNorm !== undefined) adam.grad_clip_norm = params.gradClipNorm;
-    const result = (await this.op('/api/v1/optim_step', { adam_params: adam }, 'optim_step')) as OptimStepResponse | null;
+    const result = (await this.op(
+      '/api/v1/optim_step',
+      { adam_params: adam },
+      'optim_step',
+    )) as OptimStepResponse | null;
     this.steps++;
     const metrics = result?.metrics ?? {};
     const gradNorm = metrics['grad_norm'] ?? metrics['grad_norm:mean'] ?? metrics['skyrl.ai/grad_norm'];
-    if (gradNorm === undefined) this.warnOnce('grad_norm', `tinker: ${this.client.baseUrl} reports no gradient norm in optim_step metrics (got ${JSON.stringify(Object.keys(metrics))}); grad_norm is logged as NaN`);
+    if (gradNorm === undefined)
+      this.warnOnce(
+        'grad_norm',
+        `tinker: ${this.client.baseUrl} reports no gradient norm in optim_step metrics (got ${JSON.stringify(Object.keys(metrics))}); grad_norm is logged as NaN`,
+      );
     // SkyRL tx's AdamParams has no grad_clip_norm: its optimiser never clips (SkyRL@a956457 api.py AdamParams)
     if (params.gradClipNorm && Object.keys(metrics).some((k) => k.startsWith('skyrl.ai/'))) {
-      this.warnOnce('grad_clip_norm', `tinker: optimizer.gradClipNorm ${params.gradClipNorm} is not supported by SkyRL tx (adam_params.grad_clip_norm is ignored); gradients are not clipped`);
+      this.warnOnce(
+        'grad_clip_norm',
+        `tinker: optimizer.gradClipNorm ${params.gradClipNorm} is not supported by SkyRL tx (adam_params.grad_clip_norm is ignored); gradients are not clipped`,
+      );
     }
     return { gradNorm: gradNorm ?? Number.NaN, step: this.steps };
   }
 
   async saveForSampler(): Promise<{ weightVersion: number; path?: string }> {
     const name = `arbor-v${this.version + 1}`;
-    const result = (await this.op('/api/v1/save_weights_for_sampler', { path: name }, 'save_weights_for_sampler')) as { path?: string } | null;
-    if (typeof result?.path !== 'string') throw this.session.malformed('/api/v1/save_weights_for_sampler', 'path', result);
+    const result = (await this.op('/api/v1/save_weights_for_sampler', { path: name }, 'save_weights_for_sampler')) as {
+      path?: string;
+    } | null;
+    if (typeof result?.path !== 'string')
+      throw this.session.malformed('/api/v1/save_weights_for_sampler', 'path', result);
     this.version++;
     await this.options.onSamplerWeights?.(result.path, this.version);
     return { weightVersion: this.version, path: result.path };
@@ -186,7 +247,13 @@ export class TinkerTrainer implements Trainer {
     const result = (await this.op('/api/v1/save_weights', { path: name }, 'save_weights')) as { path?: string } | null;
     if (typeof result?.path !== 'string') throw this.session.malformed('/api/v1/save_weights', 'path', result);
     mkdirSync(dir, { recursive: true });
-    const state: TinkerState = { modelId, path: result.path, steps: this.steps, version: this.version, baseModel: this.options.baseModel };
+    const state: TinkerState = {
+      modelId,
+      path: result.path,
+      steps: this.steps,
+      version: this.version,
+      baseModel: this.options.baseModel,
+    };
     writeFileAtomic(join(dir, 'tinker-state.json'), JSON.stringify(state, null, 2) + '\n');
   }
 
@@ -201,9 +268,21 @@ export class TinkerTrainer implements Trainer {
     try {
       state = JSON.parse(await readFile(file, 'utf8')) as TinkerState;
     } catch (cause) {
-      throw new DataError(`${file}: cannot read the Tinker trainer state: ${(cause as Error).message}`, file, undefined, undefined, { cause });
+      throw new DataError(
+        `${file}: cannot read the Tinker trainer state: ${(cause as Error).message}`,
+        file,
+        undefined,
+        undefined,
+        { cause },
+      );
     }
-    if (typeof state.path !== 'string') throw new DataError(`${file}: field "path" must be the tinker:// path of the saved weights`, file, undefined, 'path');
+    if (typeof state.path !== 'string')
+      throw new DataError(
+        `${file}: field "path" must be the tinker:// path of the saved weights`,
+        file,
+        undefined,
+        'path',
+      );
     this.model = undefined;
     await this.ensureModel();
     await this.op('/api/v1/load_weights', { path: state.path, optimizer: true }, 'load_weights');
@@ -219,12 +298,18 @@ export class TinkerTrainer implements Trainer {
 }
 
 /** Log-probs and loss from a forward(_backward) result, as hosted Tinker, SkyRL tx or arbor serve send it. */
-export function parseForwardOutput(result: unknown, data: Datum[], malformed: (field: string) => Error): ForwardBackwardResult {
+export function parseForwardOutput(
+  result: unknown,
+  data: Datum[],
+  malformed: (field: string) => Error,
+): ForwardBackwardResult {
   const r = result as ForwardBackwardOutput | null;
-  if (!Array.isArray(r?.loss_fn_outputs) || r.loss_fn_outputs.length !== data.length) throw malformed('loss_fn_outputs');
+  if (!Array.isArray(r?.loss_fn_outputs) || r.loss_fn_outputs.length !== data.length)
+    throw malformed('loss_fn_outputs');
   const logprobs = r.loss_fn_outputs.map((o, i) => {
     const lp = o.logprobs?.data;
-    if (!Array.isArray(lp) || lp.length !== data[i].targetTokens.length) throw malformed(`loss_fn_outputs[${i}].logprobs`);
+    if (!Array.isArray(lp) || lp.length !== data[i].targetTokens.length)
+      throw malformed(`loss_fn_outputs[${i}].logprobs`);
     return lp;
   });
   const metrics = { ...(r.metrics ?? {}) };

@@ -15,7 +15,11 @@ export interface WireUsage {
 
 /** The wire usage a server reports for one engine result. */
 export function usageToWire(u: SampleUsage): WireUsage & { completion_tokens: number } {
-  return { prompt_tokens: u.promptTokensComputed + u.prefixTokensReused, cached_tokens: u.prefixTokensReused, completion_tokens: u.tokensDecoded };
+  return {
+    prompt_tokens: u.promptTokensComputed + u.prefixTokensReused,
+    cached_tokens: u.prefixTokensReused,
+    completion_tokens: u.tokensDecoded,
+  };
 }
 
 /** A SampleUsage from a reply's counts; cached tokens beyond the prompt (a malformed reply) are clamped. */

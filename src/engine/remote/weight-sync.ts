@@ -100,17 +100,32 @@ export class SwapGate {
 
 export function weightSyncFromSpec(spec: WeightSyncSpec, hooks: WeightSyncHooks = {}): WeightSync {
   if (spec.kind === 'none') return { sync: async () => undefined };
-  const clients = spec.servers.map((s) => new JsonClient({ baseUrl: s, concurrency: 4, retry: { maxAttempts: 3, timeoutMs: 600_000 } }));
+  const clients = spec.servers.map(
+    (s) => new JsonClient({ baseUrl: s, concurrency: 4, retry: { maxAttempts: 3, timeoutMs: 600_000 } }),
+  );
   if (spec.kind === 'sglang_update_weights_from_disk') {
     return {
       async sync(path, _version, signal) {
         if (path.startsWith('tinker://')) {
-          throw new EngineCallError(`weightSync sglang_update_weights_from_disk: ${path} is a Tinker LoRA adapter, and update_weights_from_disk loads full checkpoints only; use weightSync.kind sglang_load_lora_adapter`, { isRetryable: false });
+          throw new EngineCallError(
+            `weightSync sglang_update_weights_from_disk: ${path} is a Tinker LoRA adapter, and update_weights_from_disk loads full checkpoints only; use weightSync.kind sglang_load_lora_adapter`,
+            { isRetryable: false },
+          );
         }
-        await Promise.all(clients.map(async (c) => {
-          const reply = await c.call<SGLangUpdateWeightsReply>('/update_weights_from_disk', { model_path: path }, signal);
-          if (reply?.success === false) throw new EngineCallError(`${c.baseUrl}/update_weights_from_disk: ${reply.message ?? 'failed'}`, { url: c.baseUrl, isRetryable: false });
-        }));
+        await Promise.all(
+          clients.map(async (c) => {
+            const reply = await c.call<SGLangUpdateWeightsReply>(
+              '/update_weights_from_disk',
+              { model_path: path },
+              signal,
+            );
+            if (reply?.success === false)
+              throw new EngineCallError(`${c.baseUrl}/update_weights_from_disk: ${reply.message ?? 'failed'}`, {
+                url: c.baseUrl,
+                isRetryable: false,
+              });
+          }),
+        );
       },
     };
   }
@@ -126,7 +141,10 @@ export function weightSyncFromSpec(spec: WeightSyncSpec, hooks: WeightSyncHooks 
 }
 
 async function noResolver(path: string): Promise<string> {
-  throw new EngineCallError(`weight sync: ${path} is a tinker:// path and no Tinker service is configured to download it`, { isRetryable: false });
+  throw new EngineCallError(
+    `weight sync: ${path} is a tinker:// path and no Tinker service is configured to download it`,
+    { isRetryable: false },
+  );
 }
 
 /** vLLM: unload (404 = not loaded) then load; both reply in plain text on success. */
@@ -144,8 +162,17 @@ async function sglangSwap(c: JsonClient, loraName: string, path: string, signal?
   try {
     await c.call<SGLangLoraReply>('/unload_lora_adapter', { lora_name: loraName }, { signal, accept: 'text' });
   } catch (error) {
-    if (!(error instanceof EngineCallError && (error.details.status === 400 || error.details.status === 404))) throw error;
+    if (!(error instanceof EngineCallError && (error.details.status === 400 || error.details.status === 404)))
+      throw error;
   }
-  const reply = await c.call<SGLangLoraReply>('/load_lora_adapter', { lora_name: loraName, lora_path: path }, { signal });
-  if (reply?.success === false) throw new EngineCallError(`${c.baseUrl}/load_lora_adapter: ${reply.error_message ?? 'failed'}`, { url: `${c.baseUrl}/load_lora_adapter`, isRetryable: false });
+  const reply = await c.call<SGLangLoraReply>(
+    '/load_lora_adapter',
+    { lora_name: loraName, lora_path: path },
+    { signal },
+  );
+  if (reply?.success === false)
+    throw new EngineCallError(`${c.baseUrl}/load_lora_adapter: ${reply.error_message ?? 'failed'}`, {
+      url: `${c.baseUrl}/load_lora_adapter`,
+      isRetryable: false,
+    });
 }

@@ -68,7 +68,9 @@ export class ChatTemplates {
     }
     const extraDir = join(dir, CHAT_TEMPLATE_DIR);
     if (existsSync(extraDir)) {
-      for (const file of readdirSync(extraDir).filter((f) => f.endsWith('.jinja')).sort()) {
+      for (const file of readdirSync(extraDir)
+        .filter((f) => f.endsWith('.jinja'))
+        .sort()) {
         const name = basename(file, '.jinja');
         entries.set(name, compile(name, readFileSync(join(extraDir, file), 'utf8'), join(extraDir, file)));
       }
@@ -121,8 +123,9 @@ export class ChatTemplates {
    */
   render(messages: ChatMessage[], options: ChatTemplateOptions, variables: Record<string, unknown>): string {
     if (options.continueFinalMessage && options.addGenerationPrompt) {
-      const why = 'continueFinalMessage and addGenerationPrompt are not compatible '
-        + '(continue the last message, or start a new one)';
+      const why =
+        'continueFinalMessage and addGenerationPrompt are not compatible ' +
+        '(continue the last message, or start a new one)';
       throw new DataError(why, undefined, undefined, 'continue_final_message');
     }
     const entry = this.select(options.template, options.tools !== undefined && options.tools !== null);
@@ -162,7 +165,13 @@ function range(start: number, stop?: number, step = 1): number[] {
 function renderWithGlobals(template: Template, variables: Record<string, unknown>): string {
   const globals = new Environment();
   const values: Record<string, unknown> = {
-    true: true, false: false, none: null, True: true, False: false, None: null, range,
+    true: true,
+    false: false,
+    none: null,
+    True: true,
+    False: false,
+    None: null,
+    range,
     raise_exception: (message: unknown) => {
       throw new Error(String(message));
     },
@@ -187,8 +196,8 @@ function cutAfterFinalMessage(text: string, messages: ChatMessage[], file: strin
   const stripped = final.trim();
   const at = text.lastIndexOf(stripped);
   if (at < 0) {
-    const why = 'continueFinalMessage: the final message does not appear in the rendered chat '
-      + '(the template changes it)';
+    const why =
+      'continueFinalMessage: the final message does not appear in the rendered chat ' + '(the template changes it)';
     throw new DataError(`${file}: ${why}`, file, undefined, 'chat_template');
   }
   const left = final.trimStart();
@@ -198,15 +207,29 @@ function cutAfterFinalMessage(text: string, messages: ChatMessage[], file: strin
 }
 
 const DAYS = ['Sunday', 'Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday'];
-const MONTHS = ['January', 'February', 'March', 'April', 'May', 'June', 'July', 'August', 'September', 'October',
-  'November', 'December'];
+const MONTHS = [
+  'January',
+  'February',
+  'March',
+  'April',
+  'May',
+  'June',
+  'July',
+  'August',
+  'September',
+  'October',
+  'November',
+  'December',
+];
 
 /** Python's `datetime.now().strftime(format)` in the C locale (English names), local time. */
 export function strftimeNow(format: string, now: Date = new Date()): string {
   const pad = (n: number, width = 2) => String(n).padStart(width, '0');
   const hour12 = now.getHours() % 12 === 0 ? 12 : now.getHours() % 12;
-  const dayOfYear = Math.floor((Date.UTC(now.getFullYear(), now.getMonth(), now.getDate()) -
-    Date.UTC(now.getFullYear(), 0, 1)) / 86_400_000) + 1;
+  const dayOfYear =
+    Math.floor(
+      (Date.UTC(now.getFullYear(), now.getMonth(), now.getDate()) - Date.UTC(now.getFullYear(), 0, 1)) / 86_400_000,
+    ) + 1;
   const codes: Record<string, () => string> = {
     a: () => DAYS[now.getDay()].slice(0, 3),
     A: () => DAYS[now.getDay()],

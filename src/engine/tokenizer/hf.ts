@@ -33,8 +33,12 @@ export interface GenerationDefaults {
 }
 
 const GENERATION_KEYS: Array<[string, keyof GenerationDefaults]> = [
-  ['temperature', 'temperature'], ['top_p', 'topP'], ['top_k', 'topK'], ['min_p', 'minP'],
-  ['repetition_penalty', 'repetitionPenalty'], ['max_new_tokens', 'maxNewTokens'],
+  ['temperature', 'temperature'],
+  ['top_p', 'topP'],
+  ['top_k', 'topK'],
+  ['min_p', 'minP'],
+  ['repetition_penalty', 'repetitionPenalty'],
+  ['max_new_tokens', 'maxNewTokens'],
 ];
 
 /** tokenizer.json model types @huggingface/tokenizers implements (WordLevel through its word lookup). */
@@ -42,7 +46,13 @@ const MODEL_TYPES = ['BPE', 'WordPiece', 'Unigram', 'WordLevel'];
 
 /** The special-token names transformers' `special_tokens_map` gives templates as strings. */
 const SPECIAL_TOKEN_NAMES = [
-  'bos_token', 'eos_token', 'unk_token', 'sep_token', 'pad_token', 'cls_token', 'mask_token',
+  'bos_token',
+  'eos_token',
+  'unk_token',
+  'sep_token',
+  'pad_token',
+  'cls_token',
+  'mask_token',
 ];
 
 /** A special token in tokenizer_config.json: a string or an AddedToken dict `{content, ...}`. */
@@ -156,8 +166,8 @@ export class HFTokenizer implements TextTokenizer {
     }
     const rows = options.vocabSize;
     if (rows !== undefined && tokenizer.vocabSize > rows) {
-      const why = `token id ${tokenizer.vocabSize - 1} is outside the model's embedding `
-        + `(config.json vocab_size ${rows})`;
+      const why =
+        `token id ${tokenizer.vocabSize - 1} is outside the model's embedding ` + `(config.json vocab_size ${rows})`;
       throw new DataError(`${file}: ${why}`, file, undefined, 'vocab_size');
     }
     return tokenizer;
@@ -187,7 +197,7 @@ export class HFTokenizer implements TextTokenizer {
     const added = this.addedTexts();
     const ids: number[] = [];
     let start = 0;
-    for (let i = 0; i < text.length; ) {
+    for (let i = 0; i < text.length;) {
       const hit = added.find((a) => text.startsWith(a, i));
       if (!hit) {
         i++;

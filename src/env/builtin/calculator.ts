@@ -29,6 +29,12 @@ export const calculatorEnvOptions = z
   })
   .strict();
 
-export function calculatorEnvironmentFactory(options: Partial<z.infer<typeof calculatorEnvOptions>> = {}): EnvironmentFactory {
-  return toolEnvironmentFactory({ kind: 'calculator', tools: { calc: calcTool }, maxObservationChars: options.maxObservationChars ?? 200 });
+export function calculatorEnvironmentFactory(
+  options: Partial<z.infer<typeof calculatorEnvOptions>> = {},
+): EnvironmentFactory {
+  return toolEnvironmentFactory({
+    kind: 'calculator',
+    tools: { calc: calcTool },
+    maxObservationChars: options.maxObservationChars ?? 200,
+  });
 }

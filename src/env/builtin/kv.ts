@@ -25,7 +25,11 @@ export interface KvState {
   store: Record<string, number>;
 }
 
-const keySchema = z.string().min(1).max(16).regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'a key is a letter followed by letters, digits or _');
+const keySchema = z
+  .string()
+  .min(1)
+  .max(16)
+  .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'a key is a letter followed by letters, digits or _');
 const intSchema = z.number().int().min(-1e9).max(1e9);
 
 export const kvMetaSchema = z.object({

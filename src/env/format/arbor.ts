@@ -88,7 +88,8 @@ function scanCall(text: string, at: number): Span {
   } catch (e) {
     return errorSpan(at, close, text, name, `bad JSON arguments (${(e as Error).message})`);
   }
-  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return errorSpan(at, close, text, name, 'arguments must be a JSON object');
+  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed))
+    return errorSpan(at, close, text, name, 'arguments must be a JSON object');
   return { start: at, end: close, call: { name, arguments: parsed as Record<string, unknown>, raw } };
 }
 
@@ -136,7 +137,8 @@ function coerce(value: string, schema: JsonSchema | undefined): unknown {
       // keep the raw text: the schema check names the field
     }
   }
-  if ((type === 'number' || type === 'integer') && /^[-+]?\d+(\.\d+)?([eE][-+]?\d+)?$/.test(value)) return Number(value);
+  if ((type === 'number' || type === 'integer') && /^[-+]?\d+(\.\d+)?([eE][-+]?\d+)?$/.test(value))
+    return Number(value);
   if (type === 'boolean' && (value === 'true' || value === 'false')) return value === 'true';
   if ((type === 'array' || type === 'object') && /^[[{]/.test(value)) {
     try {
@@ -153,7 +155,10 @@ function coerce(value: string, schema: JsonSchema | undefined): unknown {
  * declaration order; one parameter takes the whole text), coerced to the declared scalar types.
  * Arguments without POSITIONAL_ARGS come back unchanged. An arity mismatch is `{ error }`.
  */
-export function resolvePositionalArguments(args: Record<string, unknown>, inputSchema: JsonSchema): { args: Record<string, unknown> } | { error: string } {
+export function resolvePositionalArguments(
+  args: Record<string, unknown>,
+  inputSchema: JsonSchema,
+): { args: Record<string, unknown> } | { error: string } {
   if (!(POSITIONAL_ARGS in args)) return { args };
   const raw = String(args[POSITIONAL_ARGS]);
   const properties = (inputSchema.properties ?? {}) as Record<string, JsonSchema>;
@@ -161,7 +166,8 @@ export function resolvePositionalArguments(args: Record<string, unknown>, inputS
   const required = Array.isArray(inputSchema.required) ? (inputSchema.required as string[]) : [];
   if (!names.length) return { error: `takes no arguments, got ${JSON.stringify(raw)}` };
   const values = names.length === 1 ? [raw] : splitTopLevel(raw);
-  if (values.length > names.length) return { error: `takes ${names.length} arguments (${names.join(', ')}), got ${values.length}` };
+  if (values.length > names.length)
+    return { error: `takes ${names.length} arguments (${names.join(', ')}), got ${values.length}` };
   const out: Record<string, unknown> = {};
   values.forEach((v, k) => (out[names[k]] = coerce(v, properties[names[k]])));
   const missing = required.filter((r) => !(r in out));
@@ -176,7 +182,10 @@ function parameterNames(spec: ToolSpec): string[] {
 
 /** The observation text for results, without pieces (what a demonstration shows). */
 export function arborObservationText(results: ToolResult[]): string {
-  return arborFormat().renderObservation(results).map((p) => p.text).join('');
+  return arborFormat()
+    .renderObservation(results)
+    .map((p) => p.text)
+    .join('');
 }
 
 /**
@@ -233,7 +242,11 @@ export function arborFormat(): ToolCallFormat {
       if (!results.length) return [];
       const pieces: TextPiece[] = [{ text: '\n', special: true }];
       for (const r of results) {
-        pieces.push({ text: r.isError ? '! ' : '= ', special: true }, { text: r.content, special: false }, { text: '\n', special: true });
+        pieces.push(
+          { text: r.isError ? '! ' : '= ', special: true },
+          { text: r.content, special: false },
+          { text: '\n', special: true },
+        );
       }
       return pieces;
     },

@@ -8,7 +8,13 @@ import type { TextPiece, ToolCallFormat } from '../types.js';
 import { arborFormat } from './arbor.js';
 import { qwen3Format, type Qwen3FormatOptions } from './qwen3.js';
 
-export { arborFormat, arborObservationText, resolvePositionalArguments, matchBracket, POSITIONAL_ARGS } from './arbor.js';
+export {
+  arborFormat,
+  arborObservationText,
+  resolvePositionalArguments,
+  matchBracket,
+  POSITIONAL_ARGS,
+} from './arbor.js';
 export { qwen3Format, qwen3ToolEntry, pythonJson, type Qwen3FormatOptions } from './qwen3.js';
 export { MAX_TOOL_NAME, TOOL_NAME, TOOL_NAME_CHAR, toolNameProblem } from './names.js';
 
@@ -18,7 +24,10 @@ export const FORMAT_NAMES: FormatName[] = ['arbor', 'qwen3'];
 export function formatFromName(name: string, options: Qwen3FormatOptions = {}): ToolCallFormat {
   if (name === 'arbor') return arborFormat();
   if (name === 'qwen3') return qwen3Format(options);
-  throw new ConfigError(`env.format: unknown tool-call format "${name}" (known: ${FORMAT_NAMES.join(', ')})`, 'env.format');
+  throw new ConfigError(
+    `env.format: unknown tool-call format "${name}" (known: ${FORMAT_NAMES.join(', ')})`,
+    'env.format',
+  );
 }
 
 /**

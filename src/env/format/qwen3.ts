@@ -17,7 +17,8 @@ export interface Qwen3FormatOptions {
   enableThinking?: boolean;
 }
 
-const TOOLS_HEAD = '# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>';
+const TOOLS_HEAD =
+  '# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>';
 const TOOLS_TAIL =
   '\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n';
 
@@ -37,7 +38,10 @@ export function pythonJson(value: unknown): string {
 
 /** The OpenAI/Qwen function entry the template lists for a tool. */
 export function qwen3ToolEntry(tool: ToolSpec): Record<string, unknown> {
-  return { type: 'function', function: { name: tool.name, description: tool.description, parameters: tool.inputSchema } };
+  return {
+    type: 'function',
+    function: { name: tool.name, description: tool.description, parameters: tool.inputSchema },
+  };
 }
 
 /** Drop `<think>...</think>` blocks (an unterminated one runs to the end). */
@@ -51,11 +55,23 @@ function parseBlock(inner: string, raw: string): { call?: ToolCall; error?: Tool
   try {
     parsed = JSON.parse(inner);
   } catch (e) {
-    return { error: { name: '', content: `malformed tool call ${JSON.stringify(quote)}: bad JSON (${(e as Error).message})`, isError: true } };
+    return {
+      error: {
+        name: '',
+        content: `malformed tool call ${JSON.stringify(quote)}: bad JSON (${(e as Error).message})`,
+        isError: true,
+      },
+    };
   }
   const obj = parsed as { name?: unknown; arguments?: unknown };
   if (!obj || typeof obj !== 'object' || typeof obj.name !== 'string' || !obj.name) {
-    return { error: { name: '', content: `malformed tool call ${JSON.stringify(quote)}: expected {"name": string, "arguments": object}`, isError: true } };
+    return {
+      error: {
+        name: '',
+        content: `malformed tool call ${JSON.stringify(quote)}: expected {"name": string, "arguments": object}`,
+        isError: true,
+      },
+    };
   }
   let args = obj.arguments ?? {};
   if (typeof args === 'string') {
@@ -66,7 +82,13 @@ function parseBlock(inner: string, raw: string): { call?: ToolCall; error?: Tool
     }
   }
   if (!args || typeof args !== 'object' || Array.isArray(args)) {
-    return { error: { name: obj.name, content: `malformed tool call ${JSON.stringify(quote)}: "arguments" must be a JSON object`, isError: true } };
+    return {
+      error: {
+        name: obj.name,
+        content: `malformed tool call ${JSON.stringify(quote)}: "arguments" must be a JSON object`,
+        isError: true,
+      },
+    };
   }
   return { call: { name: obj.name, arguments: args as Record<string, unknown>, raw } };
 }

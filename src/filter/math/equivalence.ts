@@ -82,7 +82,9 @@ function wrapped(s: string): [string, string, string] | null {
 }
 
 function parseMatrix(s: string): Value | null {
-  const m = /^\(?\\begin\{(pmatrix|bmatrix|vmatrix|Bmatrix|matrix|array)\}(\{[^{}]*\})?([\s\S]*)\\end\{\1\}\)?$/.exec(s.replace(/^\[(\\begin)/, '$1').replace(/(\\end\{array\})\]$/, '$1'));
+  const m = /^\(?\\begin\{(pmatrix|bmatrix|vmatrix|Bmatrix|matrix|array)\}(\{[^{}]*\})?([\s\S]*)\\end\{\1\}\)?$/.exec(
+    s.replace(/^\[(\\begin)/, '$1').replace(/(\\end\{array\})\]$/, '$1'),
+  );
   // One matrix literal only (`A + B` spans two; parseMatrixExpr evaluates it).
   if (!m || /\\(?:begin|end)\{/.test(m[3])) return null;
   const rows = m[3]
@@ -194,7 +196,10 @@ function parseMatrixExpr(s: string): Value | null {
   }
   if (!flush() || !total) return null;
   const rows: Cells = total;
-  return { k: 'matrix', rows: rows.map((r) => r.map((node) => ({ k: 'expr', node, percent: false, src: '' }) as Value)) };
+  return {
+    k: 'matrix',
+    rows: rows.map((r) => r.map((node) => ({ k: 'expr', node, percent: false, src: '' }) as Value)),
+  };
 }
 
 function exprOrText(s: string, percent: boolean): Value {
@@ -206,7 +211,13 @@ function exprOrText(s: string, percent: boolean): Value {
   try {
     return { k: 'expr', node: parseExpression(s), percent, src: s };
   } catch {
-    return { k: 'text', s: s.replace(/[{}]/g, '').replace(/^\((\w)\)$/, '$1').toLowerCase() };
+    return {
+      k: 'text',
+      s: s
+        .replace(/[{}]/g, '')
+        .replace(/^\((\w)\)$/, '$1')
+        .toLowerCase(),
+    };
   }
 }
 
@@ -286,18 +297,24 @@ function parseValue(raw: string, percent: boolean, keepEq = false): Value {
         kind: 'list',
         open: '',
         close: '',
-        items: tuples.map((t) => ({ k: 'seq', kind: 'tuple', open: '(', close: ')', items: t!.map((v) => parseValue(v, false)) }) as Value),
+        items: tuples.map(
+          (t) =>
+            ({ k: 'seq', kind: 'tuple', open: '(', close: ')', items: t!.map((v) => parseValue(v, false)) }) as Value,
+        ),
       };
     }
   }
   const items = splitTop(s, ',;').filter((p) => p.length);
-  if (items.length > 1) return { k: 'seq', kind: 'list', open: '', close: '', items: items.map((p) => parseValue(p, percent, keepEq)) };
+  if (items.length > 1)
+    return { k: 'seq', kind: 'list', open: '', close: '', items: items.map((p) => parseValue(p, percent, keepEq)) };
   const w = wrapped(s);
   if (w) {
     const inner = splitTop(w[1], ',;');
-    if (w[0] === '{' && s.startsWith('\\{')) return { k: 'seq', kind: 'set', open: '{', close: '}', items: inner.map((p) => parseValue(p, false)) };
+    if (w[0] === '{' && s.startsWith('\\{'))
+      return { k: 'seq', kind: 'set', open: '{', close: '}', items: inner.map((p) => parseValue(p, false)) };
     if (inner.length > 1) {
-      if (w[0] === '{') return { k: 'seq', kind: 'set', open: '{', close: '}', items: inner.map((p) => parseValue(p, false)) };
+      if (w[0] === '{')
+        return { k: 'seq', kind: 'set', open: '{', close: '}', items: inner.map((p) => parseValue(p, false)) };
       return { k: 'seq', kind: 'tuple', open: w[0], close: w[2], items: inner.map((p) => parseValue(p, false)) };
     }
   }
@@ -486,7 +503,9 @@ function valuesEqual(g0: Value, p0: Value, tol: number): boolean {
   if (p.k === 'seq' && p.kind !== 'tuple' && g.k !== 'seq') return p.items.every((y) => valuesEqual(g, y, tol));
   if (g.k === 'matrix' && p.k === 'matrix') {
     if (g.rows.length !== p.rows.length) return false;
-    return g.rows.every((r, i) => r.length === p.rows[i].length && r.every((c, j) => valuesEqual(c, p.rows[i][j], tol)));
+    return g.rows.every(
+      (r, i) => r.length === p.rows[i].length && r.every((c, j) => valuesEqual(c, p.rows[i][j], tol)),
+    );
   }
   if (g.k === 'union' && p.k === 'union') return unorderedEqual(g.parts, p.parts, tol);
   if (g.k === 'seq' && p.k === 'seq') {

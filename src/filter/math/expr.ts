@@ -29,12 +29,59 @@ type Tok =
   | { t: 'sqrt' };
 
 const FUNCS = new Set([
-  'sin', 'cos', 'tan', 'sec', 'csc', 'cot', 'arcsin', 'arccos', 'arctan', 'sinh', 'cosh', 'tanh', 'ln', 'log', 'exp', 'sqrt', 'abs',
+  'sin',
+  'cos',
+  'tan',
+  'sec',
+  'csc',
+  'cot',
+  'arcsin',
+  'arccos',
+  'arctan',
+  'sinh',
+  'cosh',
+  'tanh',
+  'ln',
+  'log',
+  'exp',
+  'sqrt',
+  'abs',
 ]);
 const GREEK = new Set([
-  'alpha', 'beta', 'gamma', 'delta', 'epsilon', 'varepsilon', 'zeta', 'eta', 'theta', 'vartheta', 'iota', 'kappa', 'lambda', 'mu',
-  'nu', 'xi', 'rho', 'sigma', 'tau', 'upsilon', 'phi', 'varphi', 'chi', 'psi', 'omega', 'Gamma', 'Delta', 'Theta', 'Lambda', 'Xi',
-  'Sigma', 'Phi', 'Psi', 'Omega',
+  'alpha',
+  'beta',
+  'gamma',
+  'delta',
+  'epsilon',
+  'varepsilon',
+  'zeta',
+  'eta',
+  'theta',
+  'vartheta',
+  'iota',
+  'kappa',
+  'lambda',
+  'mu',
+  'nu',
+  'xi',
+  'rho',
+  'sigma',
+  'tau',
+  'upsilon',
+  'phi',
+  'varphi',
+  'chi',
+  'psi',
+  'omega',
+  'Gamma',
+  'Delta',
+  'Theta',
+  'Lambda',
+  'Xi',
+  'Sigma',
+  'Phi',
+  'Psi',
+  'Omega',
 ]);
 const MAX_LEN = 600;
 const MAX_DEPTH = 60;
@@ -125,7 +172,11 @@ function tokenize(src: string): Tok[] {
     }
     if (c === '_') throw new ParseError('stray subscript');
     if ('+-*/^()[]{}|!'.includes(c)) {
-      out.push({ t: 'op', v: c === '[' ? '(' : c === ']' ? ')' : c === '{' ? '(' : c === '}' ? ')' : c, sq: c === '[' || undefined });
+      out.push({
+        t: 'op',
+        v: c === '[' ? '(' : c === ']' ? ')' : c === '{' ? '(' : c === '}' ? ')' : c,
+        sq: c === '[' || undefined,
+      });
       if (c === '^') afterCaret = true;
       i++;
       continue;
@@ -361,24 +412,42 @@ function factorial(x: number): number {
 
 function applyFn(name: string, x: number): number {
   switch (name) {
-    case 'sin': return Math.sin(x);
-    case 'cos': return Math.cos(x);
-    case 'tan': return Math.tan(x);
-    case 'sec': return 1 / Math.cos(x);
-    case 'csc': return 1 / Math.sin(x);
-    case 'cot': return 1 / Math.tan(x);
-    case 'arcsin': return Math.asin(x);
-    case 'arccos': return Math.acos(x);
-    case 'arctan': return Math.atan(x);
-    case 'sinh': return Math.sinh(x);
-    case 'cosh': return Math.cosh(x);
-    case 'tanh': return Math.tanh(x);
-    case 'ln': return Math.log(x);
-    case 'log': return Math.log10(x);
-    case 'exp': return Math.exp(x);
-    case 'sqrt': return Math.sqrt(x);
-    case 'abs': return Math.abs(x);
-    default: return NaN;
+    case 'sin':
+      return Math.sin(x);
+    case 'cos':
+      return Math.cos(x);
+    case 'tan':
+      return Math.tan(x);
+    case 'sec':
+      return 1 / Math.cos(x);
+    case 'csc':
+      return 1 / Math.sin(x);
+    case 'cot':
+      return 1 / Math.tan(x);
+    case 'arcsin':
+      return Math.asin(x);
+    case 'arccos':
+      return Math.acos(x);
+    case 'arctan':
+      return Math.atan(x);
+    case 'sinh':
+      return Math.sinh(x);
+    case 'cosh':
+      return Math.cosh(x);
+    case 'tanh':
+      return Math.tanh(x);
+    case 'ln':
+      return Math.log(x);
+    case 'log':
+      return Math.log10(x);
+    case 'exp':
+      return Math.exp(x);
+    case 'sqrt':
+      return Math.sqrt(x);
+    case 'abs':
+      return Math.abs(x);
+    default:
+      return NaN;
   }
 }
 
@@ -412,11 +481,16 @@ export function evaluate(n: Node, env: ReadonlyMap<string, number>): number {
       const a = evaluate(n.a, env);
       const b = evaluate(n.b, env);
       switch (n.op) {
-        case '+': return a + b;
-        case '-': return a - b;
-        case '*': return a * b;
-        case '/': return a / b;
-        case '^': return pow(a, b);
+        case '+':
+          return a + b;
+        case '-':
+          return a - b;
+        case '*':
+          return a * b;
+        case '/':
+          return a / b;
+        case '^':
+          return pow(a, b);
       }
     }
   }

@@ -70,8 +70,7 @@ export function findBoxed(text: string): BoxSpan[] {
   return out;
 }
 
-const CONNECTOR =
-  /^(?:\s|,|;|&|\$|\\[()[\]]|\\\\|\\quad|\\qquad|\\[,;: !]|\\text\{\s*(?:and|,)?\s*\}|\band\b|\.)*$/i;
+const CONNECTOR = /^(?:\s|,|;|&|\$|\\[()[\]]|\\\\|\\quad|\\qquad|\\[,;: !]|\\text\{\s*(?:and|,)?\s*\}|\band\b|\.)*$/i;
 
 /** Longest stretch of same-line text between two boxes that still joins them into one answer. */
 const SAME_LINE_GAP = 40;
@@ -108,7 +107,11 @@ export function stripMathDelimiters(s: string): string {
   for (let guard = 0; guard < 4; guard++) {
     const before = t;
     t = t.replace(/[.\s]+$/, '').trim();
-    const m = /^\$\$([\s\S]*)\$\$$/.exec(t) ?? /^\$([\s\S]*)\$$/.exec(t) ?? /^\\\(([\s\S]*)\\\)$/.exec(t) ?? /^\\\[([\s\S]*)\\\]$/.exec(t);
+    const m =
+      /^\$\$([\s\S]*)\$\$$/.exec(t) ??
+      /^\$([\s\S]*)\$$/.exec(t) ??
+      /^\\\(([\s\S]*)\\\)$/.exec(t) ??
+      /^\\\[([\s\S]*)\\\]$/.exec(t);
     if (m && !m[1].includes('$')) t = m[1].trim();
     if (t === before) break;
   }
@@ -116,7 +119,8 @@ export function stripMathDelimiters(s: string): string {
 }
 
 /** One number as written in prose: sign, thousands commas, decimals, a simple fraction. */
-const PROSE_NUMBER = /(?<![\w.])[-−]?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w,]*\d)|(?<![\w.])[-−]?\d+(?:\.\d+)?(?:\/\d+)?(?!\w)/g;
+const PROSE_NUMBER =
+  /(?<![\w.])[-−]?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w,]*\d)|(?<![\w.])[-−]?\d+(?:\.\d+)?(?:\/\d+)?(?!\w)/g;
 
 /**
  * Everything after the last "answer is" style marker, cut to one short statement. A statement
@@ -133,8 +137,16 @@ function answerPhrase(text: string, from = 0): string | null {
   rest = rest.replace(/\s*I hope it is correct[\s\S]*$/i, '').replace(/<\|[\s\S]*$/, '');
   rest = rest.trim().replace(/^(?:\\?["“])+/, '');
   // Prefer a math span at the start of the phrase ("$12$ and $13$" is one answer, "12, 13").
-  const mathStart = /^(\$\$[\s\S]*?\$\$|\$[^$]*\$|\\\([\s\S]*?\\\)|\\\[[\s\S]*?\\\])(?:[ \t]*(?:,|;|\band\b|\bor\b)[ \t]*(?:\$[^$\n]*\$|\\\([^\n]*?\\\)))*/i.exec(rest);
-  if (mathStart) return stripMathDelimiters(mathStart[0].includes('$', 2) && !mathStart[0].startsWith('$$') ? (lastMathSpan(mathStart[0]) ?? mathStart[1]) : mathStart[1]);
+  const mathStart =
+    /^(\$\$[\s\S]*?\$\$|\$[^$]*\$|\\\([\s\S]*?\\\)|\\\[[\s\S]*?\\\])(?:[ \t]*(?:,|;|\band\b|\bor\b)[ \t]*(?:\$[^$\n]*\$|\\\([^\n]*?\\\)))*/i.exec(
+      rest,
+    );
+  if (mathStart)
+    return stripMathDelimiters(
+      mathStart[0].includes('$', 2) && !mathStart[0].startsWith('$$')
+        ? (lastMathSpan(mathStart[0]) ?? mathStart[1])
+        : mathStart[1],
+    );
   // Otherwise one line, cut at the end of the sentence (a period followed by space or end).
   let line = rest.split('\n')[0];
   const stop = /\.(?=\s|$)/.exec(line);
@@ -162,7 +174,8 @@ const SPAN_CONNECTOR = /^(?:[ \t]|,|;|\band\b|\bor\b)*$/i;
  * separated only by "and" / "or" / commas.
  */
 function lastMathSpan(text: string): string | null {
-  const re = /(?<!\\)\$\$([\s\S]+?)(?<!\\)\$\$|\\\[([\s\S]+?)\\\]|\\\(([^\n]+?)\\\)|(?<!\\)\$((?:\\\$|[^$\n])+?)(?<!\\)\$/g;
+  const re =
+    /(?<!\\)\$\$([\s\S]+?)(?<!\\)\$\$|\\\[([\s\S]+?)\\\]|\\\(([^\n]+?)\\\)|(?<!\\)\$((?:\\\$|[^$\n])+?)(?<!\\)\$/g;
   const spans: BoxSpan[] = [];
   let m: RegExpExecArray | null;
   while ((m = re.exec(text)) !== null) {

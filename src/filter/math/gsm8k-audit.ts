@@ -65,8 +65,40 @@ export interface Gsm8kAuditReport {
 
 /** Words after a number that are not units ("5 of them", "3 and 4"). */
 const NOT_UNITS = new Set([
-  'and', 'the', 'for', 'per', 'each', 'every', 'than', 'from', 'with', 'are', 'was', 'were', 'more', 'less', 'left', 'total', 'times',
-  'that', 'this', 'which', 'who', 'when', 'after', 'before', 'over', 'into', 'out', 'off', 'now', 'all', 'but', 'not', 'into', 'since',
+  'and',
+  'the',
+  'for',
+  'per',
+  'each',
+  'every',
+  'than',
+  'from',
+  'with',
+  'are',
+  'was',
+  'were',
+  'more',
+  'less',
+  'left',
+  'total',
+  'times',
+  'that',
+  'this',
+  'which',
+  'who',
+  'when',
+  'after',
+  'before',
+  'over',
+  'into',
+  'out',
+  'off',
+  'now',
+  'all',
+  'but',
+  'not',
+  'into',
+  'since',
 ]);
 /** Unit words used for the "different unit word" mutants. */
 const OTHER_UNITS = ['apples', 'hours', 'dollars', 'meters'];
@@ -152,7 +184,10 @@ export function mutateSolution(solution: string, gold: string): Mutant[] {
     for (const other of [false, true]) {
       const unit = other ? otherUnit(stated.unit) : stated.unit;
       const head = text.slice(0, stated.start) + stated.text.replace(stated.number, written);
-      const body = (other ? head.replace(stated.unit ? new RegExp(`${stated.unit}$`) : /$/, stated.unit ? unit! : ` ${unit}`) : head) + text.slice(stated.end);
+      const body =
+        (other
+          ? head.replace(stated.unit ? new RegExp(`${stated.unit}$`) : /$/, stated.unit ? unit! : ` ${unit}`)
+          : head) + text.slice(stated.end);
       out.push({ kind, otherUnit: other, value: bare, solution: `${body}\n#### ${bare}${other ? ` ${unit}` : ''}` });
     }
   }
@@ -189,7 +224,9 @@ export function auditGsm8k(rows: ReadonlyArray<{ answer: string }>, maxFailures 
     if (t.ok && stated) {
       // The correct number with another unit word: accepted, since units never decide (info only).
       unitRows++;
-      const swapped = stated.unit ? stated.text.replace(new RegExp(`${stated.unit}$`), otherUnit(stated.unit)) : `${stated.text} ${otherUnit(null)}`;
+      const swapped = stated.unit
+        ? stated.text.replace(new RegExp(`${stated.unit}$`), otherUnit(stated.unit))
+        : `${stated.text} ${otherUnit(null)}`;
       if (verifyMath(swapped, gold).correct) unitOk++;
     }
     for (const m of mutateSolution(row.answer, gold)) {
@@ -201,7 +238,12 @@ export function auditGsm8k(rows: ReadonlyArray<{ answer: string }>, maxFailures 
         rejected++;
         entry.rejected++;
       } else if (failures.mutants.length < maxFailures) {
-        failures.mutants.push({ index, gold, stated: stated?.text ?? null, mutant: `${key}: ${m.solution.slice(-120)}` });
+        failures.mutants.push({
+          index,
+          gold,
+          stated: stated?.text ?? null,
+          mutant: `${key}: ${m.solution.slice(-120)}`,
+        });
       }
     }
   });

@@ -19,21 +19,108 @@ export interface Normalized {
 }
 
 const UNIT_WORDS = [
-  'cm', 'mm', 'km', 'm', 'meter', 'meters', 'metre', 'metres', 'centimeter', 'centimeters', 'millimeter', 'millimeters',
-  'kilometer', 'kilometers', 'in', 'inch', 'inches', 'ft', 'foot', 'feet', 'yard', 'yards', 'yd', 'mile', 'miles', 'mi',
-  'unit', 'units', 'degree', 'degrees', 'dollar', 'dollars', 'cent', 'cents', 'hour', 'hours', 'hr', 'hrs', 'minute', 'minutes',
-  'min', 'mins', 'second', 'seconds', 'sec', 's', 'day', 'days', 'week', 'weeks', 'month', 'months', 'year', 'years',
-  'kg', 'g', 'gram', 'grams', 'pound', 'pounds', 'lb', 'lbs', 'ounce', 'ounces', 'oz', 'liter', 'liters', 'litre', 'litres',
-  'l', 'ml', 'mph', 'yuan', 'euros', 'euro', 'people', 'persons', 'students', 'points', 'ways', 'sq', 'square', 'cubic', 'cm2',
-  'per', 'each', 'times', 'mph', 'kmh', 'km/h', 'm/s', 'percent',
+  'cm',
+  'mm',
+  'km',
+  'm',
+  'meter',
+  'meters',
+  'metre',
+  'metres',
+  'centimeter',
+  'centimeters',
+  'millimeter',
+  'millimeters',
+  'kilometer',
+  'kilometers',
+  'in',
+  'inch',
+  'inches',
+  'ft',
+  'foot',
+  'feet',
+  'yard',
+  'yards',
+  'yd',
+  'mile',
+  'miles',
+  'mi',
+  'unit',
+  'units',
+  'degree',
+  'degrees',
+  'dollar',
+  'dollars',
+  'cent',
+  'cents',
+  'hour',
+  'hours',
+  'hr',
+  'hrs',
+  'minute',
+  'minutes',
+  'min',
+  'mins',
+  'second',
+  'seconds',
+  'sec',
+  's',
+  'day',
+  'days',
+  'week',
+  'weeks',
+  'month',
+  'months',
+  'year',
+  'years',
+  'kg',
+  'g',
+  'gram',
+  'grams',
+  'pound',
+  'pounds',
+  'lb',
+  'lbs',
+  'ounce',
+  'ounces',
+  'oz',
+  'liter',
+  'liters',
+  'litre',
+  'litres',
+  'l',
+  'ml',
+  'mph',
+  'yuan',
+  'euros',
+  'euro',
+  'people',
+  'persons',
+  'students',
+  'points',
+  'ways',
+  'sq',
+  'square',
+  'cubic',
+  'cm2',
+  'per',
+  'each',
+  'times',
+  'mph',
+  'kmh',
+  'km/h',
+  'm/s',
+  'percent',
 ];
 const UNIT_SET = new Set(UNIT_WORDS);
 /** Multi-letter units that may follow a number without a space ("35cm"). */
-const GLUED_UNITS = 'cm|mm|km|kg|ft|mph|inches|meters|miles|degrees|dollars|units|hrs|hr|mins|min|secs|sec|lbs|lb|oz|yd|ml';
+const GLUED_UNITS =
+  'cm|mm|km|kg|ft|mph|inches|meters|miles|degrees|dollars|units|hrs|hr|mins|min|secs|sec|lbs|lb|oz|yd|ml';
 /** Currency codes and words written before or after an amount ("USD 12", "12 EUR", "Rs. 50"). */
 const CURRENCY = 'USD|US\\$|EUR|GBP|INR|CAD|AUD|JPY|CNY|RMB|Rs\\.?|rupees|rupee|pesos|peso|yen|bucks';
 /** Compound units: "km/h", "m/s", "sq. ft", "cu ft". */
-const COMPOUND_UNITS = 'km\\/h|km\\/hr|m\\/s|ft\\/s|miles\\/hour|sq\\.?\\s*(?:ft|m|in|cm|km|mi|yd|units)|cu\\.?\\s*(?:ft|m|in|cm)';
+const COMPOUND_UNITS =
+  'km\\/h|km\\/hr|m\\/s|ft\\/s|miles\\/hour|sq\\.?\\s*(?:ft|m|in|cm|km|mi|yd|units)|cu\\.?\\s*(?:ft|m|in|cm)';
 const BARE_UNITS =
   'square units|sq units|square feet|square inches|square meters|square centimeters|square cm|sq ft|cubic units|cubic feet|cubic inches|' +
   'centimeters|centimetres|millimeters|kilometers|meters|metres|meter|inches|inch|feet|foot|yards|yard|miles|mile|units|unit|degrees|degree|' +
@@ -41,10 +128,31 @@ const BARE_UNITS =
   'grams|gram|pounds|pound|ounces|ounce|liters|liter|litres|litre|mph|yuan|euros|people|students|points|ways|cm|mm|km|kg|ft|lbs|lb|oz|m|g|s';
 
 /** Text-like wrapper commands whose content is kept (after unit removal). */
-const WRAPPERS = ['boxed', 'fbox', 'text', 'textbf', 'textit', 'textrm', 'textnormal', 'mbox', 'mathrm', 'mathbf', 'mathit', 'mathsf', 'operatorname', 'hbox', 'bf', 'rm'];
+const WRAPPERS = [
+  'boxed',
+  'fbox',
+  'text',
+  'textbf',
+  'textit',
+  'textrm',
+  'textnormal',
+  'mbox',
+  'mathrm',
+  'mathbf',
+  'mathit',
+  'mathsf',
+  'operatorname',
+  'hbox',
+  'bf',
+  'rm',
+];
 
 /** Replace every `\cmd{...}` (brace-matched) by fn(content); other occurrences left alone. */
-function mapCommand(s: string, cmd: string, fn: (content: string, after: string) => { text: string; skip?: number }): string {
+function mapCommand(
+  s: string,
+  cmd: string,
+  fn: (content: string, after: string) => { text: string; skip?: number },
+): string {
   const re = new RegExp(`\\\\${cmd}(?![a-zA-Z])\\s*\\{`, 'g');
   let out = '';
   let pos = 0;
@@ -106,7 +214,10 @@ export function normalizeDetailed(input: string, options: { keepAssignment?: boo
       return { text: ` ${c} ` };
     });
   }
-  s = s.replace(/\\(displaystyle|textstyle|scriptstyle|left\.|right\.|left|right|bigl|bigr|Bigl|Bigr|big|Big|limits)(?![a-zA-Z])/g, ' ');
+  s = s.replace(
+    /\\(displaystyle|textstyle|scriptstyle|left\.|right\.|left|right|bigl|bigr|Bigl|Bigr|big|Big|limits)(?![a-zA-Z])/g,
+    ' ',
+  );
   s = s.replace(/\\(qquad|quad)(?![a-zA-Z])/g, '');
   s = s.replace(/,\s*\\!\s*/g, ',');
   s = s.replace(/(?<!\\)\\[!,;:]|(?<!\\)\\ /g, (m) => (m === '\\!' ? '' : ' '));
@@ -120,9 +231,13 @@ export function normalizeDetailed(input: string, options: { keepAssignment?: boo
     .replace(/\\(neq|ne)(?![a-zA-Z])|≠/g, '!=')
     .replace(/\\lt(?![a-zA-Z])/g, '<')
     .replace(/\\gt(?![a-zA-Z])/g, '>');
-  if (/\\approx/.test(s)) s = /=/.test(s.split('\\approx')[0]) ? s.slice(0, s.indexOf('\\approx')) : s.replace(/\\approx/g, '=');
+  if (/\\approx/.test(s))
+    s = /=/.test(s.split('\\approx')[0]) ? s.slice(0, s.indexOf('\\approx')) : s.replace(/\\approx/g, '=');
   // Trailing unit words after a number.
-  s = s.trim().replace(/[.,;]+$/, '').trim();
+  s = s
+    .trim()
+    .replace(/[.,;]+$/, '')
+    .trim();
   s = s.replace(new RegExp(`([0-9}])\\s+(?:${BARE_UNITS})(?:\\s*(?:\\^\\s*\\{?[23]\\}?|²|³))?$`, 'i'), '$1');
   s = s.replace(new RegExp(`([0-9])(?:${GLUED_UNITS})(?:\\s*(?:\\^\\s*\\{?[23]\\}?|²|³))?$`, 'i'), '$1');
   // "1,000.99m²": a one-letter length unit glued to a number only with a written square/cube.
@@ -139,8 +254,11 @@ export function normalizeDetailed(input: string, options: { keepAssignment?: boo
   // Word separators between answers: `1 and 2`, `(11,7) or (7,11)`.
   s = s.replace(/\s+(?:and|or)\s+/gi, ',');
   // Whitespace: keep one space only between a command name and a following letter.
-  // eslint-disable-next-line no-control-regex -- \u0001 is a placeholder that cannot occur in an answer
-  s = s.replace(/(\\[a-zA-Z]+)\s+(?=[a-zA-Z])/g, '$1\u0001').replace(/\s+/g, '').replace(/\u0001/g, ' ');
+  // \u0001 is a placeholder that cannot occur in an answer
+  s = s
+    .replace(/(\\[a-zA-Z]+)\s+(?=[a-zA-Z])/g, '$1\u0001')
+    .replace(/\s+/g, '')
+    .replace(/\u0001/g, ' '); // eslint-disable-line no-control-regex -- the placeholder above
   s = s.replace(/(?<=[)\]\d])(?:and|or)(?=[([\d-]|[A-Za-z][(_=])/g, ',');
   s = braceArguments(s);
   // Single assignment `x=3`, `f(x)=3`, `(p,q)=(3,2)` → right-hand side.

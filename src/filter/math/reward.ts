@@ -26,7 +26,11 @@ export function responseAnswer(response: string): string | null {
 }
 
 /** Synchronous core of `mathReward`: is `response` correct for the gold answer text? */
-export function verifyMath(response: string, goldText: string, tolerance?: number): { correct: boolean; extracted: string | null; gold: string } {
+export function verifyMath(
+  response: string,
+  goldText: string,
+  tolerance?: number,
+): { correct: boolean; extracted: string | null; gold: string } {
   const gold = extractAnswer(goldText) ?? goldText.trim();
   const extracted = responseAnswer(response);
   const correct = extracted !== null && mathEquivalent(gold, extracted, { tolerance });

@@ -29,11 +29,20 @@ export interface SandboxCapabilities {
 /** The uid used by the probe; runs use a pool of uids above this base (see run.ts). */
 export const SANDBOX_UID_BASE = 1_000_000;
 
-function tryRun(file: string, args: string[], timeoutMs = 10_000): Promise<{ ok: boolean; stdout: string; stderr: string }> {
+function tryRun(
+  file: string,
+  args: string[],
+  timeoutMs = 10_000,
+): Promise<{ ok: boolean; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(file, args, { timeout: timeoutMs, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LANG: 'C.UTF-8' } }, (error, stdout, stderr) => {
-      resolve({ ok: !error, stdout: String(stdout), stderr: String(stderr) });
-    });
+    execFile(
+      file,
+      args,
+      { timeout: timeoutMs, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LANG: 'C.UTF-8' } },
+      (error, stdout, stderr) => {
+        resolve({ ok: !error, stdout: String(stdout), stderr: String(stderr) });
+      },
+    );
   });
 }
 
@@ -94,7 +103,21 @@ async function probe(): Promise<SandboxCapabilities> {
 
   // An interpreter counts only if it starts as the sandbox user, inside the network namespace.
   const wrap = (interp: string, args: string[]): [string, string[]] => {
-    const argv = [...(netns ?? []), ...(setpriv ? [setpriv, `--reuid=${SANDBOX_UID_BASE}`, `--regid=${SANDBOX_UID_BASE}`, '--clear-groups', ...setprivFlags, '--'] : []), interp, ...args];
+    const argv = [
+      ...(netns ?? []),
+      ...(setpriv
+        ? [
+            setpriv,
+            `--reuid=${SANDBOX_UID_BASE}`,
+            `--regid=${SANDBOX_UID_BASE}`,
+            '--clear-groups',
+            ...setprivFlags,
+            '--',
+          ]
+        : []),
+      interp,
+      ...args,
+    ];
     return [argv[0], argv.slice(1)];
   };
   const firstWorking = async (candidates: Array<string | null>, args: string[]): Promise<string | null> => {
@@ -109,9 +132,15 @@ async function probe(): Promise<SandboxCapabilities> {
     return null;
   };
   const pathPython = await which('python3');
-  const python = await firstWorking(['/usr/bin/python3', '/usr/local/bin/python3', pathPython], ['-I', '-c', 'print("ok")']);
+  const python = await firstWorking(
+    ['/usr/bin/python3', '/usr/local/bin/python3', pathPython],
+    ['-I', '-c', 'print("ok")'],
+  );
   if (!python) notes.push('no python3 that starts inside the sandbox');
-  const node = await firstWorking([process.execPath, '/usr/bin/node', '/usr/local/bin/node', await which('node')], ['-e', 'console.log("ok")']);
+  const node = await firstWorking(
+    [process.execPath, '/usr/bin/node', '/usr/local/bin/node', await which('node')],
+    ['-e', 'console.log("ok")'],
+  );
   if (!node) notes.push('no node that starts inside the sandbox');
 
   return { isRoot, prlimit, netns, setpriv, setprivFlags, python, node, notes };

@@ -15,7 +15,14 @@ import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { processesOfGroup, processesOfUid, processesWithMarker, runSandboxed, type SandboxLanguage, type SandboxResult } from './run.js';
+import {
+  processesOfGroup,
+  processesOfUid,
+  processesWithMarker,
+  runSandboxed,
+  type SandboxLanguage,
+  type SandboxResult,
+} from './run.js';
 import type { SandboxLimits } from './limits.js';
 
 export interface HostileContext {
@@ -57,10 +64,19 @@ export interface HostileSuiteResult {
   results: HostileResult[];
 }
 
-const small: Partial<SandboxLimits> = { wallMs: 3000, cpuSeconds: 1, memoryMB: 128, maxProcesses: 32, outputBytes: 64 * 1024, fileBytes: 1024 * 1024 };
+const small: Partial<SandboxLimits> = {
+  wallMs: 3000,
+  cpuSeconds: 1,
+  memoryMB: 128,
+  maxProcesses: 32,
+  outputBytes: 64 * 1024,
+  fileBytes: 1024 * 1024,
+};
 
-const mustBeKilled = (r: SandboxResult) => (r.signal || r.timedOut || r.killedReason ? null : `program was not stopped (exit ${r.exitCode})`);
-const noMarker = (marker: string) => (r: SandboxResult) => (r.stdout.includes(marker) ? `program printed ${marker}: ${r.stdout.slice(0, 200)}` : null);
+const mustBeKilled = (r: SandboxResult) =>
+  r.signal || r.timedOut || r.killedReason ? null : `program was not stopped (exit ${r.exitCode})`;
+const noMarker = (marker: string) => (r: SandboxResult) =>
+  r.stdout.includes(marker) ? `program printed ${marker}: ${r.stdout.slice(0, 200)}` : null;
 
 const py = {
   loop: 'while True:\n    pass\n',
@@ -78,8 +94,7 @@ const py = {
 
 const js = {
   loop: 'for (;;) {}\n',
-  fork:
-    "const cp = require('child_process');\nfor (;;) {\n  try { cp.spawn(process.execPath, ['-e', 'for(;;){}'], { detached: true, stdio: 'ignore' }); } catch (e) {}\n}\n",
+  fork: "const cp = require('child_process');\nfor (;;) {\n  try { cp.spawn(process.execPath, ['-e', 'for(;;){}'], { detached: true, stdio: 'ignore' }); } catch (e) {}\n}\n",
   heap: 'const a = [];\nfor (;;) a.push(new Array(1e6).fill(1.5));\n',
   buffer: 'const a = [];\nfor (;;) a.push(Buffer.alloc(1e7, 1));\n',
   network: (port: number) =>
@@ -103,34 +118,103 @@ const networkCheck = async (r: SandboxResult, ctx: HostileContext) => {
 };
 const outputCheck = (r: SandboxResult) => {
   if (!r.outputTruncated) return 'output was not truncated';
-  if (Buffer.byteLength(r.stdout) + Buffer.byteLength(r.stderr) > 64 * 1024) return `captured ${r.stdout.length} bytes > cap`;
+  if (Buffer.byteLength(r.stdout) + Buffer.byteLength(r.stderr) > 64 * 1024)
+    return `captured ${r.stdout.length} bytes > cap`;
   return r.killedReason === 'output' ? null : `killedReason ${r.killedReason}`;
 };
 const envCheck = (r: SandboxResult, ctx: HostileContext) =>
-  r.stdout.includes(ctx.secret) || r.stderr.includes(ctx.secret) ? 'secret leaked into the program' : r.stdout.includes('HOME') ? null : 'program did not print its environment';
+  r.stdout.includes(ctx.secret) || r.stderr.includes(ctx.secret)
+    ? 'secret leaked into the program'
+    : r.stdout.includes('HOME')
+      ? null
+      : 'program did not print its environment';
 const memoryCheck = (r: SandboxResult) => {
   if (r.stdout.includes('SURVIVED')) return 'allocation loop ended normally';
   if (r.exitCode === 0) return 'program exited 0';
-  return r.killedReason === 'memory' || r.signal ? null : `stopped without a memory error (exit ${r.exitCode}, ${r.stderr.slice(-200)})`;
+  return r.killedReason === 'memory' || r.signal
+    ? null
+    : `stopped without a memory error (exit ${r.exitCode}, ${r.stderr.slice(-200)})`;
 };
 
 export const HOSTILE_CASES: HostileCase[] = [
   { name: 'infinite loop', language: 'python', limits: small, code: () => py.loop, check: mustBeKilled },
   { name: 'infinite loop', language: 'javascript', limits: small, code: () => js.loop, check: mustBeKilled },
   { name: 'fork bomb', language: 'python', limits: small, code: () => py.fork, check: mustBeKilled },
-  { name: 'fork bomb (OS layers only)', language: 'python', languageGuard: false, limits: { ...small, wallMs: 1500 }, code: () => py.fork, check: mustBeKilled },
-  { name: 'fork bomb with setsid escape (OS layers only)', language: 'python', languageGuard: false, limits: { ...small, wallMs: 1500 }, code: () => py.forkSetsid, check: mustBeKilled },
+  {
+    name: 'fork bomb (OS layers only)',
+    language: 'python',
+    languageGuard: false,
+    limits: { ...small, wallMs: 1500 },
+    code: () => py.fork,
+    check: mustBeKilled,
+  },
+  {
+    name: 'fork bomb with setsid escape (OS layers only)',
+    language: 'python',
+    languageGuard: false,
+    limits: { ...small, wallMs: 1500 },
+    code: () => py.forkSetsid,
+    check: mustBeKilled,
+  },
   { name: 'fork bomb', language: 'javascript', limits: small, code: () => js.fork, check: mustBeKilled },
   { name: 'memory bomb', language: 'python', limits: small, code: () => py.memory, check: memoryCheck },
   { name: 'memory bomb (heap)', language: 'javascript', limits: small, code: () => js.heap, check: memoryCheck },
   { name: 'memory bomb (buffers)', language: 'javascript', limits: small, code: () => js.buffer, check: memoryCheck },
-  { name: 'network connection to 127.0.0.1', language: 'python', limits: small, code: (c) => py.network(c.port), check: networkCheck },
-  { name: 'network connection to 127.0.0.1 (OS layers only)', language: 'python', languageGuard: false, limits: small, code: (c) => py.network(c.port), check: networkCheck },
-  { name: 'network connection to 127.0.0.1', language: 'javascript', limits: small, code: (c) => js.network(c.port), check: networkCheck },
-  { name: 'network connection to 127.0.0.1 (OS layers only)', language: 'javascript', languageGuard: false, limits: small, code: (c) => js.network(c.port), check: networkCheck },
-  { name: 'write outside the temp dir', language: 'python', limits: small, code: (c) => py.write(outsidePaths(c, 'py', true)), forbiddenPaths: (c) => outsidePaths(c, 'py', true), check: noMarker('WROTE') },
-  { name: 'write outside the temp dir (OS layers only)', language: 'python', languageGuard: false, limits: small, code: (c) => py.write(outsidePaths(c, 'py2', false)), forbiddenPaths: (c) => outsidePaths(c, 'py2', false), check: noMarker('WROTE') },
-  { name: 'write outside the temp dir', language: 'javascript', limits: small, code: (c) => js.write(outsidePaths(c, 'js', true)), forbiddenPaths: (c) => outsidePaths(c, 'js', true), check: noMarker('WROTE') },
+  {
+    name: 'network connection to 127.0.0.1',
+    language: 'python',
+    limits: small,
+    code: (c) => py.network(c.port),
+    check: networkCheck,
+  },
+  {
+    name: 'network connection to 127.0.0.1 (OS layers only)',
+    language: 'python',
+    languageGuard: false,
+    limits: small,
+    code: (c) => py.network(c.port),
+    check: networkCheck,
+  },
+  {
+    name: 'network connection to 127.0.0.1',
+    language: 'javascript',
+    limits: small,
+    code: (c) => js.network(c.port),
+    check: networkCheck,
+  },
+  {
+    name: 'network connection to 127.0.0.1 (OS layers only)',
+    language: 'javascript',
+    languageGuard: false,
+    limits: small,
+    code: (c) => js.network(c.port),
+    check: networkCheck,
+  },
+  {
+    name: 'write outside the temp dir',
+    language: 'python',
+    limits: small,
+    code: (c) => py.write(outsidePaths(c, 'py', true)),
+    forbiddenPaths: (c) => outsidePaths(c, 'py', true),
+    check: noMarker('WROTE'),
+  },
+  {
+    name: 'write outside the temp dir (OS layers only)',
+    language: 'python',
+    languageGuard: false,
+    limits: small,
+    code: (c) => py.write(outsidePaths(c, 'py2', false)),
+    forbiddenPaths: (c) => outsidePaths(c, 'py2', false),
+    check: noMarker('WROTE'),
+  },
+  {
+    name: 'write outside the temp dir',
+    language: 'javascript',
+    limits: small,
+    code: (c) => js.write(outsidePaths(c, 'js', true)),
+    forbiddenPaths: (c) => outsidePaths(c, 'js', true),
+    check: noMarker('WROTE'),
+  },
   { name: 'huge output', language: 'python', limits: small, code: () => py.output, check: outputCheck },
   { name: 'huge output', language: 'javascript', limits: small, code: () => js.output, check: outputCheck },
   { name: 'read environment secrets', language: 'python', limits: small, code: () => py.env, check: envCheck },
@@ -155,7 +239,9 @@ async function groupGone(pid: number | null): Promise<{ gone: boolean; note?: st
     await new Promise((r) => setTimeout(r, 50));
   }
   const { live, zombies } = await processesOfGroup(pid);
-  return live.length ? { gone: false, note: `${live.length} live process(es) in group ${pid}` } : { gone: true, note: `${zombies} zombie(s) awaiting reaping` };
+  return live.length
+    ? { gone: false, note: `${live.length} live process(es) in group ${pid}` }
+    : { gone: true, note: `${zombies} zombie(s) awaiting reaping` };
 }
 
 /** Run every case (sequentially) and verify containment. Never throws for a case that fails. */
@@ -188,7 +274,12 @@ export async function runHostileSuite(options: { cases?: HostileCase[] } = {}): 
       let detail: string;
       let contained = false;
       try {
-        const r = await runSandboxed({ language: c.language, code: c.code(ctx), limits: c.limits, languageGuard: c.languageGuard });
+        const r = await runSandboxed({
+          language: c.language,
+          code: c.code(ctx),
+          limits: c.limits,
+          languageGuard: c.languageGuard,
+        });
         const elapsed = performance.now() - started;
         const problems: string[] = [];
         const notes: string[] = [];
@@ -213,9 +304,18 @@ export async function runHostileSuite(options: { cases?: HostileCase[] } = {}): 
         const specific = await c.check(r, { ...ctx, connections: () => connections - before });
         if (specific) problems.push(specific);
         contained = problems.length === 0;
-        const how = [r.killedReason && `killed: ${r.killedReason}`, r.signal && `signal ${r.signal}`, r.exitCode !== null && `exit ${r.exitCode}`, `${wall} ms`].filter(Boolean).join(', ');
+        const how = [
+          r.killedReason && `killed: ${r.killedReason}`,
+          r.signal && `signal ${r.signal}`,
+          r.exitCode !== null && `exit ${r.exitCode}`,
+          `${wall} ms`,
+        ]
+          .filter(Boolean)
+          .join(', ');
         const evidence = (r.stdout.split('\n').find((l) => /BLOCKED/.test(l)) ?? '').slice(0, 160);
-        detail = contained ? `contained (${how})${evidence ? `; ${evidence}` : ''}${notes.length ? `; ${notes.join('; ')}` : ''}` : `NOT contained: ${problems.join('; ')} (${how})`;
+        detail = contained
+          ? `contained (${how})${evidence ? `; ${evidence}` : ''}${notes.length ? `; ${notes.join('; ')}` : ''}`
+          : `NOT contained: ${problems.join('; ')} (${how})`;
       } catch (error) {
         detail = `NOT verified: sandbox error ${(error as Error).message}`;
       }

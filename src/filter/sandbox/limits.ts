@@ -30,8 +30,16 @@ export const sandboxLimitsSchema = z
     cpuSeconds: z.number().int().min(1).max(600),
     memoryMB: z.number().int().min(16).max(65_536),
     maxProcesses: z.number().int().min(1).max(4096),
-    outputBytes: z.number().int().min(1).max(256 * 1024 * 1024),
-    fileBytes: z.number().int().min(0).max(16 * 1024 * 1024 * 1024),
+    outputBytes: z
+      .number()
+      .int()
+      .min(1)
+      .max(256 * 1024 * 1024),
+    fileBytes: z
+      .number()
+      .int()
+      .min(0)
+      .max(16 * 1024 * 1024 * 1024),
     openFiles: z.number().int().min(8).max(65_536),
   })
   .strict();
@@ -55,7 +63,10 @@ export function resolveLimits(partial: Partial<SandboxLimits> = {}): SandboxLimi
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const key = issue.path.join('.');
-    throw new ConfigError(`sandbox limits: ${key ? `"${key}" ` : ''}${issue.message}`, key ? `limits.${key}` : 'limits');
+    throw new ConfigError(
+      `sandbox limits: ${key ? `"${key}" ` : ''}${issue.message}`,
+      key ? `limits.${key}` : 'limits',
+    );
   }
   return parsed.data;
 }

@@ -92,7 +92,9 @@ async function acquireUid(): Promise<{ uid: number; release: () => void }> {
     nextSlot = (s + 1) % SLOTS;
     return { uid, release: () => usedSlots.delete(s) };
   }
-  throw new SandboxError(`sandbox: no free sandbox uid (more than ${SLOTS} concurrent or unreaped runs in one process)`);
+  throw new SandboxError(
+    `sandbox: no free sandbox uid (more than ${SLOTS} concurrent or unreaped runs in one process)`,
+  );
 }
 
 interface ProcInfo {
@@ -121,7 +123,14 @@ async function listProcesses(): Promise<ProcInfo[]> {
         const g = /^NSpgid:\s+(\d+)/m.exec(status);
         const st = /^State:\s+(\S)/m.exec(status);
         const t = /^Threads:\s+(\d+)/m.exec(status);
-        if (u) out.push({ pid: Number(e), uid: Number(u[1]), pgid: g ? Number(g[1]) : -1, threads: t ? Number(t[1]) : 1, zombie: st?.[1] === 'Z' || st?.[1] === 'X' });
+        if (u)
+          out.push({
+            pid: Number(e),
+            uid: Number(u[1]),
+            pgid: g ? Number(g[1]) : -1,
+            threads: t ? Number(t[1]) : 1,
+            zombie: st?.[1] === 'Z' || st?.[1] === 'X',
+          });
       } catch {
         /* gone */
       }
@@ -169,7 +178,10 @@ async function sweepUid(uid: number, setpriv: string | null): Promise<void> {
     if (!pids.length) return;
     if (setpriv) {
       await new Promise<void>((resolve) => {
-        const k = spawn(setpriv, [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--', 'kill', '-KILL', '-1'], { stdio: 'ignore', env: { PATH: '/usr/bin:/bin' } });
+        const k = spawn(setpriv, [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--', 'kill', '-KILL', '-1'], {
+          stdio: 'ignore',
+          env: { PATH: '/usr/bin:/bin' },
+        });
         k.once('error', () => resolve());
         k.once('exit', () => resolve());
       });
@@ -193,7 +205,8 @@ export async function processesWithMarker(marker: string): Promise<number[]> {
   await Promise.all(
     mine.map(async (p) => {
       try {
-        if ((await readFile(`/proc/${p.pid}/environ`, 'latin1')).includes(`ARBOR_SANDBOX_RUN=${marker}`)) hits.push(p.pid);
+        if ((await readFile(`/proc/${p.pid}/environ`, 'latin1')).includes(`ARBOR_SANDBOX_RUN=${marker}`))
+          hits.push(p.pid);
       } catch {
         /* gone or not ours */
       }
@@ -222,7 +235,15 @@ async function sweepMarker(marker: string): Promise<void> {
   }
 }
 
-const MEMORY_MARKERS = [/MemoryError/, /heap out of memory/i, /std::bad_alloc/, /Cannot allocate memory/, /ERR_MEMORY_ALLOCATION_FAILED/, /Array buffer allocation failed/, /Allocation failed/];
+const MEMORY_MARKERS = [
+  /MemoryError/,
+  /heap out of memory/i,
+  /std::bad_alloc/,
+  /Cannot allocate memory/,
+  /ERR_MEMORY_ALLOCATION_FAILED/,
+  /Array buffer allocation failed/,
+  /Allocation failed/,
+];
 
 function abortError(signal: AbortSignal): Error {
   const reason = signal.reason;
@@ -236,10 +257,13 @@ function abortError(signal: AbortSignal): Error {
 export async function runSandboxed(request: SandboxRequest): Promise<SandboxResult> {
   const limits = resolveLimits(request.limits);
   const caps = await probeCapabilities();
-  if (!caps.prlimit) throw new SandboxError(`sandbox unavailable: prlimit (util-linux) not found; ${caps.notes.join('; ')}`);
+  if (!caps.prlimit)
+    throw new SandboxError(`sandbox unavailable: prlimit (util-linux) not found; ${caps.notes.join('; ')}`);
   const interpreter = request.language === 'python' ? caps.python : caps.node;
   if (!interpreter) {
-    throw new SandboxError(`sandbox unavailable: no ${request.language === 'python' ? 'python3' : 'node'} interpreter starts inside the sandbox (${caps.notes.join('; ')})`);
+    throw new SandboxError(
+      `sandbox unavailable: no ${request.language === 'python' ? 'python3' : 'node'} interpreter starts inside the sandbox (${caps.notes.join('; ')})`,
+    );
   }
   if (request.signal?.aborted) throw abortError(request.signal);
   const guard = request.languageGuard !== false;
@@ -265,7 +289,12 @@ export async function runSandboxed(request: SandboxRequest): Promise<SandboxResu
     if (slot) await chown(dir, slot.uid, slot.uid);
     return await execute(argv, request, limits, dir, slot?.uid ?? null, caps.setpriv, isolation);
   } catch (error) {
-    if (error instanceof SandboxError || (error as Error)?.name === 'AbortError' || (error as Error)?.name === 'ConfigError') throw error;
+    if (
+      error instanceof SandboxError ||
+      (error as Error)?.name === 'AbortError' ||
+      (error as Error)?.name === 'ConfigError'
+    )
+      throw error;
     throw new SandboxError(`sandbox setup failed: ${(error as Error)?.message ?? error}`, { cause: error });
   } finally {
     slot?.release();
@@ -273,10 +302,19 @@ export async function runSandboxed(request: SandboxRequest): Promise<SandboxResu
   }
 }
 
-async function prepare(request: SandboxRequest, limits: SandboxLimits, caps: SandboxCapabilities, dir: string, interpreter: string, guard: boolean, uid: number | null): Promise<string[]> {
+async function prepare(
+  request: SandboxRequest,
+  limits: SandboxLimits,
+  caps: SandboxCapabilities,
+  dir: string,
+  interpreter: string,
+  guard: boolean,
+  uid: number | null,
+): Promise<string[]> {
   const js = request.language === 'javascript';
   for (const [name, content] of Object.entries(request.files ?? {})) {
-    if (!/^[A-Za-z0-9_][A-Za-z0-9_.-]*$/.test(name) || name.startsWith('_arbor_')) throw new SandboxError(`sandbox: bad extra file name "${name}"`);
+    if (!/^[A-Za-z0-9_][A-Za-z0-9_.-]*$/.test(name) || name.startsWith('_arbor_'))
+      throw new SandboxError(`sandbox: bad extra file name "${name}"`);
     await writeFile(join(dir, name), content);
   }
   let main: string;
@@ -298,13 +336,22 @@ async function prepare(request: SandboxRequest, limits: SandboxLimits, caps: San
     '--core=0',
     '--',
   ];
-  const drop = uid !== null && caps.setpriv ? [caps.setpriv, `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', ...caps.setprivFlags, '--'] : [];
+  const drop =
+    uid !== null && caps.setpriv
+      ? [caps.setpriv, `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', ...caps.setprivFlags, '--']
+      : [];
   let program: string[];
   if (js) {
     const flags = [`--max-old-space-size=${limits.memoryMB}`, '--disable-warning=ExperimentalWarning'];
     if (guard) {
       await writeFile(join(dir, JS_GUARD_FILE), JS_GUARD);
-      flags.push('--experimental-permission', '--allow-fs-read=*', `--allow-fs-write=${dir}/`, '--require', join(dir, JS_GUARD_FILE));
+      flags.push(
+        '--experimental-permission',
+        '--allow-fs-read=*',
+        `--allow-fs-write=${dir}/`,
+        '--require',
+        join(dir, JS_GUARD_FILE),
+      );
     }
     program = [interpreter, ...flags, join(dir, main), ...(request.args ?? [])];
   } else {
@@ -316,7 +363,15 @@ async function prepare(request: SandboxRequest, limits: SandboxLimits, caps: San
   return [...(caps.netns ?? []), ...rl, ...drop, ...program];
 }
 
-function execute(argv: string[], request: SandboxRequest, limits: SandboxLimits, dir: string, uid: number | null, setpriv: string | null, isolation: IsolationReport): Promise<SandboxResult> {
+function execute(
+  argv: string[],
+  request: SandboxRequest,
+  limits: SandboxLimits,
+  dir: string,
+  uid: number | null,
+  setpriv: string | null,
+  isolation: IsolationReport,
+): Promise<SandboxResult> {
   const marker = `run-${process.pid}-${randomBytes(8).toString('hex')}`;
   const env: Record<string, string> = {
     PATH: '/usr/local/bin:/usr/bin:/bin',
@@ -410,7 +465,8 @@ function execute(argv: string[], request: SandboxRequest, limits: SandboxLimits,
         if (sig === 'SIGXCPU') killedReason = 'cpu';
         else if (sig === 'SIGXFSZ') killedReason = 'file_size';
         else if ((code !== 0 || sig) && MEMORY_MARKERS.some((m) => m.test(stderr))) killedReason = 'memory';
-        else if (sig === 'SIGKILL') killedReason = 'cpu'; // hard RLIMIT_CPU (or the OOM killer)
+        else if (sig === 'SIGKILL')
+          killedReason = 'cpu'; // hard RLIMIT_CPU (or the OOM killer)
         else if (sig) killedReason = 'signal';
       }
       if (aborted) killedReason = 'aborted';

@@ -18,15 +18,44 @@ export * from './turn.js';
 
 export const advantageOptionsSchema = z
   .object({
-    kind: z.enum(['grpo', 'dr_grpo', 'rloo', 'mc_grpo', 'tree', 'fork', 'turn_grpo']).default('grpo').describe('advantage estimator (fork: PORTool fork-relative + trajectory GRPO per turn; turn_grpo: GRPO over each turn\'s siblings)'),
+    kind: z
+      .enum(['grpo', 'dr_grpo', 'rloo', 'mc_grpo', 'tree', 'fork', 'turn_grpo'])
+      .default('grpo')
+      .describe(
+        "advantage estimator (fork: PORTool fork-relative + trajectory GRPO per turn; turn_grpo: GRPO over each turn's siblings)",
+      ),
     weighting: z.enum(['average', 'group_size']).default('average').describe('tree: how sub-group terms are combined'),
-    level: z.enum(['trajectory', 'segment']).default('trajectory').describe('tree: one scalar per trajectory, or per-segment value differences'),
+    level: z
+      .enum(['trajectory', 'segment'])
+      .default('trajectory')
+      .describe('tree: one scalar per trajectory, or per-segment value differences'),
     whiten: z.boolean().default(true).describe('tree: whiten over all policy tokens of the batch'),
-    forkWeight: z.number().min(0).max(1).default(0.5).describe('fork: weight w of the fork advantage in w·fork + (1 − w)·trajectory GRPO'),
-    forkStd: z.boolean().default(false).describe('fork: divide a fork\'s centred child values by their std (GRPO-style) instead of centring only'),
-    onlyChild: z.enum(['inherit', 'zero']).default('inherit').describe('fork: an only child\'s fork advantage: its parent\'s (inherit; 0 when no ancestor forks) or 0'),
-    turnWhiten: z.boolean().default(false).describe('fork/turn_grpo: whiten the token advantages over all policy tokens of the batch'),
-    negativeScale: z.number().min(0).max(100).default(1).describe('multiply negative advantages by this factor (1 = unchanged; < 1 favours reinforcing successes over suppressing failures)'),
+    forkWeight: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(0.5)
+      .describe('fork: weight w of the fork advantage in w·fork + (1 − w)·trajectory GRPO'),
+    forkStd: z
+      .boolean()
+      .default(false)
+      .describe("fork: divide a fork's centred child values by their std (GRPO-style) instead of centring only"),
+    onlyChild: z
+      .enum(['inherit', 'zero'])
+      .default('inherit')
+      .describe("fork: an only child's fork advantage: its parent's (inherit; 0 when no ancestor forks) or 0"),
+    turnWhiten: z
+      .boolean()
+      .default(false)
+      .describe('fork/turn_grpo: whiten the token advantages over all policy tokens of the batch'),
+    negativeScale: z
+      .number()
+      .min(0)
+      .max(100)
+      .default(1)
+      .describe(
+        'multiply negative advantages by this factor (1 = unchanged; < 1 favours reinforcing successes over suppressing failures)',
+      ),
   })
   .strict();
 export type AdvantageOptions = z.infer<typeof advantageOptionsSchema>;
@@ -74,11 +103,15 @@ function treeAdvantages(trees: RolloutTree[], o: AdvantageOptions): AdvantagedTr
   if (o.level === 'trajectory') {
     for (const tree of trees) {
       const adv = treeLeafAdvantages(tree, o.weighting);
-      for (const l of leaves(tree)) out.push({ trajectory: trajectory(tree, l.id), advantage: adv.get(l.id)!, excluded: false });
+      for (const l of leaves(tree))
+        out.push({ trajectory: trajectory(tree, l.id), advantage: adv.get(l.id)!, excluded: false });
     }
     if (o.whiten) {
       const tokens = out.map((a) => a.trajectory.mask.reduce((s, m) => s + m, 0));
-      const white = whitenTokenWeighted(out.map((a) => a.advantage), tokens);
+      const white = whitenTokenWeighted(
+        out.map((a) => a.advantage),
+        tokens,
+      );
       out.forEach((a, i) => (a.advantage = white[i]));
     }
     return out;

@@ -24,7 +24,10 @@ function leavesUnder(tree: RolloutTree): Map<string, TreeNode[]> {
 }
 
 /** Un-whitened A_i for every leaf of one tree, keyed by leaf id. */
-export function treeLeafAdvantages(tree: RolloutTree, weighting: 'average' | 'group_size' = 'average'): Map<string, number> {
+export function treeLeafAdvantages(
+  tree: RolloutTree,
+  weighting: 'average' | 'group_size' = 'average',
+): Map<string, number> {
   const under = leavesUnder(tree);
   const meanReward = (leaves: TreeNode[]) => leaves.reduce((s, l) => s + (l.reward ?? 0), 0) / leaves.length;
   const out = new Map<string, number>();
@@ -51,7 +54,10 @@ export function nodeValues(tree: RolloutTree): Map<string, number> {
   const values = new Map<string, number>();
   const visit = (id: string): number => {
     const node = tree.nodes[id];
-    const v = node.children.length === 0 ? node.reward ?? 0 : node.children.map(visit).reduce((a, b) => a + b, 0) / node.children.length;
+    const v =
+      node.children.length === 0
+        ? (node.reward ?? 0)
+        : node.children.map(visit).reduce((a, b) => a + b, 0) / node.children.length;
     values.set(id, v);
     return v;
   };

@@ -57,7 +57,7 @@ export function leafMeanValues(tree: RolloutTree): Map<string, number> {
     const node = tree.nodes[id];
     if (node.children.length === 0) {
       const leaf = node.parent !== null;
-      sum.set(id, leaf ? node.reward ?? 0 : 0);
+      sum.set(id, leaf ? (node.reward ?? 0) : 0);
       count.set(id, leaf ? 1 : 0);
       return;
     }
@@ -78,7 +78,11 @@ export function leafMeanValues(tree: RolloutTree): Map<string, number> {
 }
 
 /** Each forked child's sibling-relative advantage: (v − mean of the fork's children) [/ (std + eps)]. */
-export function siblingAdvantages(tree: RolloutTree, values: Map<string, number>, divideByStd: boolean): Map<string, number> {
+export function siblingAdvantages(
+  tree: RolloutTree,
+  values: Map<string, number>,
+  divideByStd: boolean,
+): Map<string, number> {
   const out = new Map<string, number>();
   for (const node of Object.values(tree.nodes)) {
     if (node.children.length < 2) continue;
@@ -95,7 +99,11 @@ function centred(values: number[]): number[] {
 }
 
 /** PORTool fork advantage of every non-root node (only children per `onlyChild`). */
-export function forkAdvantages(tree: RolloutTree, divideByStd: boolean, onlyChild: 'inherit' | 'zero'): Map<string, number> {
+export function forkAdvantages(
+  tree: RolloutTree,
+  divideByStd: boolean,
+  onlyChild: 'inherit' | 'zero',
+): Map<string, number> {
   const values = leafMeanValues(tree);
   const forked = siblingAdvantages(tree, values, divideByStd);
   const out = new Map<string, number>();

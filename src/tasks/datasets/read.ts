@@ -35,14 +35,23 @@ export function detectFormat(file: string): DatasetFormat {
   const ext = extname(file).toLowerCase();
   if (ext === '.jsonl' || ext === '.ndjson') return 'jsonl';
   if (ext === '.parquet') return 'parquet';
-  throw new DataError(`${file}: cannot tell the dataset format from the extension "${ext}" (use .jsonl or .parquet, or set format)`, file);
+  throw new DataError(
+    `${file}: cannot tell the dataset format from the extension "${ext}" (use .jsonl or .parquet, or set format)`,
+    file,
+  );
 }
 
 function readBytes(file: string): Buffer {
   try {
     return readFileSync(file);
   } catch (cause) {
-    throw new DataError(`${file}: cannot read dataset file (${(cause as NodeJS.ErrnoException).code ?? String(cause)})`, file, undefined, undefined, { cause });
+    throw new DataError(
+      `${file}: cannot read dataset file (${(cause as NodeJS.ErrnoException).code ?? String(cause)})`,
+      file,
+      undefined,
+      undefined,
+      { cause },
+    );
   }
 }
 
@@ -58,10 +67,16 @@ export function readJsonlRecords(file: string): Array<{ line: number; record: Re
     try {
       value = JSON.parse(source);
     } catch (cause) {
-      throw new DataError(`${file}:${i + 1}: invalid JSON (${(cause as Error).message})`, file, i + 1, undefined, { cause });
+      throw new DataError(`${file}:${i + 1}: invalid JSON (${(cause as Error).message})`, file, i + 1, undefined, {
+        cause,
+      });
     }
     if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-      throw new DataError(`${file}:${i + 1}: expected a JSON object, got ${Array.isArray(value) ? 'an array' : value === null ? 'null' : typeof value}`, file, i + 1);
+      throw new DataError(
+        `${file}:${i + 1}: expected a JSON object, got ${Array.isArray(value) ? 'an array' : value === null ? 'null' : typeof value}`,
+        file,
+        i + 1,
+      );
     }
     out.push({ line: i + 1, record: value as Record<string, unknown> });
   }
@@ -69,35 +84,65 @@ export function readJsonlRecords(file: string): Array<{ line: number; record: Re
 }
 
 /** The raw records of a Parquet file with 1-based row numbers. */
-export async function readParquetRecords(file: string): Promise<Array<{ line: number; record: Record<string, unknown> }>> {
+export async function readParquetRecords(
+  file: string,
+): Promise<Array<{ line: number; record: Record<string, unknown> }>> {
   const bytes = readBytes(file);
   const buffer = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
   let rows: Array<Record<string, unknown>>;
   try {
     rows = (await parquetReadObjects({ file: buffer })) as Array<Record<string, unknown>>;
   } catch (cause) {
-    throw new DataError(`${file}: not a readable Parquet file (${(cause as Error).message})`, file, undefined, undefined, { cause });
+    throw new DataError(
+      `${file}: not a readable Parquet file (${(cause as Error).message})`,
+      file,
+      undefined,
+      undefined,
+      { cause },
+    );
   }
   return rows.map((record, i) => ({ line: i + 1, record }));
 }
 
-function fieldText(file: string, line: number, record: Record<string, unknown>, field: string, role: string, unit: string): string {
+function fieldText(
+  file: string,
+  line: number,
+  record: Record<string, unknown>,
+  field: string,
+  role: string,
+  unit: string,
+): string {
   if (!(field in record)) {
     const known = Object.keys(record).slice(0, 12).join(', ');
-    throw new DataError(`${file}:${unit} ${line}: missing ${role} field "${field}" (the row has: ${known})`, file, line, field);
+    throw new DataError(
+      `${file}:${unit} ${line}: missing ${role} field "${field}" (the row has: ${known})`,
+      file,
+      line,
+      field,
+    );
   }
   const value = record[field];
   if (typeof value === 'string') {
-    if (role !== 'id' && !value.trim()) throw new DataError(`${file}:${unit} ${line}: ${role} field "${field}" is empty`, file, line, field);
+    if (role !== 'id' && !value.trim())
+      throw new DataError(`${file}:${unit} ${line}: ${role} field "${field}" is empty`, file, line, field);
     return value;
   }
   if (typeof value === 'number' && Number.isFinite(value)) return String(value);
   if (typeof value === 'bigint') return value.toString();
-  throw new DataError(`${file}:${unit} ${line}: ${role} field "${field}" must be a string or number, got ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value}`, file, line, field);
+  throw new DataError(
+    `${file}:${unit} ${line}: ${role} field "${field}" must be a string or number, got ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value}`,
+    file,
+    line,
+    field,
+  );
 }
 
 /** Read and validate a dataset file. Ids must be unique. */
-export async function readDataset(file: string, fields: FieldMapping, format: DatasetFormat = detectFormat(file)): Promise<DatasetRow[]> {
+export async function readDataset(
+  file: string,
+  fields: FieldMapping,
+  format: DatasetFormat = detectFormat(file),
+): Promise<DatasetRow[]> {
   const records = format === 'jsonl' ? readJsonlRecords(file) : await readParquetRecords(file);
   const unit = format === 'jsonl' ? 'line' : 'row';
   const stem = file.replace(/^.*[\\/]/, '').replace(/\.[^.]*$/, '');
@@ -108,7 +153,13 @@ export async function readDataset(file: string, fields: FieldMapping, format: Da
     const answer = fieldText(file, line, record, fields.answer, 'answer', unit);
     const id = fields.id ? fieldText(file, line, record, fields.id, 'id', unit) : `${stem}:${line}`;
     const earlier = seen.get(id);
-    if (earlier !== undefined) throw new DataError(`${file}:${unit} ${line}: duplicate id "${id}" (first at ${unit} ${earlier})`, file, line, fields.id);
+    if (earlier !== undefined)
+      throw new DataError(
+        `${file}:${unit} ${line}: duplicate id "${id}" (first at ${unit} ${earlier})`,
+        file,
+        line,
+        fields.id,
+      );
     seen.set(id, line);
     rows.push({ id, prompt, answer, file, line, raw: record });
   }

@@ -71,7 +71,10 @@ export interface DatasetTask extends Task {
   rows(split: Split): DatasetRow[];
 }
 
-export function datasetTask(options: DatasetTaskOptions, description = 'prompts and answers from a dataset file'): DatasetTask {
+export function datasetTask(
+  options: DatasetTaskOptions,
+  description = 'prompts and answers from a dataset file',
+): DatasetTask {
   const name = options.name ?? 'dataset';
   const template = options.template ?? '{prompt}';
   const testFraction = options.testFraction ?? 0.1;
@@ -82,8 +85,14 @@ export function datasetTask(options: DatasetTaskOptions, description = 'prompts 
   const toItem = (row: DatasetRow, split: Split): TaskItem => {
     const cached = items.get(`${split}/${row.id}`);
     if (cached) return cached;
-    const gold = answerFrom === 'solution' ? goldAnswer(row.answer) ?? extractAnswer(row.answer) : row.answer.trim();
-    if (gold === null) throw new DataError(`${row.file}:${row.line}: no final answer (####, \\boxed{}, "The answer is") in the solution field "${options.fields.answer}"`, row.file, row.line, options.fields.answer);
+    const gold = answerFrom === 'solution' ? (goldAnswer(row.answer) ?? extractAnswer(row.answer)) : row.answer.trim();
+    if (gold === null)
+      throw new DataError(
+        `${row.file}:${row.line}: no final answer (####, \\boxed{}, "The answer is") in the solution field "${options.fields.answer}"`,
+        row.file,
+        row.line,
+        options.fields.answer,
+      );
     const item: TaskItem = {
       id: row.id,
       prompt: renderTemplate(template, row),
@@ -101,7 +110,11 @@ export function datasetTask(options: DatasetTaskOptions, description = 'prompts 
     reward: verifierFor(options.verifier),
     async prepare() {
       if (splits) return;
-      if (!options.train && !options.test) throw new ConfigError(`task ${name}: give options.train and/or options.test (dataset files)`, 'task.options.train');
+      if (!options.train && !options.test)
+        throw new ConfigError(
+          `task ${name}: give options.train and/or options.test (dataset files)`,
+          'task.options.train',
+        );
       const read = async (file: string) => {
         if (!existsSync(file)) throw new ConfigError(`task ${name}: dataset file not found: ${file}`, 'task.options');
         return readDataset(file, options.fields, options.format);
@@ -122,7 +135,11 @@ export function datasetTask(options: DatasetTaskOptions, description = 'prompts 
     },
     makeItems(split: Split, count: number, seed: number): TaskItem[] {
       const rows = task.rows(split);
-      if (!rows.length) throw new ConfigError(`task ${name}: the ${split} split is empty${split === 'train' && testFraction >= 1 ? ' (an evaluation-only dataset: give options.train or testFraction < 1)' : ''}`, 'task.options');
+      if (!rows.length)
+        throw new ConfigError(
+          `task ${name}: the ${split} split is empty${split === 'train' && testFraction >= 1 ? ' (an evaluation-only dataset: give options.train or testFraction < 1)' : ''}`,
+          'task.options',
+        );
       // test: file order (so evaluations are comparable across runs); train: a seeded shuffle
       const ordered = split === 'test' ? rows : new Rng(seed).fork(`${name}/train`).shuffle([...rows]);
       return ordered.slice(0, Math.min(count, ordered.length)).map((r) => toItem(r, split));
@@ -141,7 +158,15 @@ export const MATH_TEMPLATE = '{prompt}\nPlease reason step by step, and put your
 export function gsm8kTask(options: { dataDir?: string; template?: string } = {}): DatasetTask {
   const dir = options.dataDir ?? defaultDataDir();
   return datasetTask(
-    { name: 'gsm8k', train: resolve(dir, 'gsm8k/train.jsonl'), test: resolve(dir, 'gsm8k/test.jsonl'), fields: { prompt: 'question', answer: 'answer' }, template: options.template ?? GSM8K_TEMPLATE, answerFrom: 'solution', verifier: 'math' },
+    {
+      name: 'gsm8k',
+      train: resolve(dir, 'gsm8k/train.jsonl'),
+      test: resolve(dir, 'gsm8k/test.jsonl'),
+      fields: { prompt: 'question', answer: 'answer' },
+      template: options.template ?? GSM8K_TEMPLATE,
+      answerFrom: 'solution',
+      verifier: 'math',
+    },
     'GSM8K grade-school math word problems (7,473 train / 1,319 test); answer after ####',
   );
 }
@@ -150,7 +175,15 @@ export function gsm8kTask(options: { dataDir?: string; template?: string } = {})
 export function math500Task(options: { dataDir?: string; template?: string; testFraction?: number } = {}): DatasetTask {
   const dir = options.dataDir ?? defaultDataDir();
   return datasetTask(
-    { name: 'math500', test: resolve(dir, 'math500/test.jsonl'), fields: { prompt: 'question', answer: 'answer' }, template: options.template ?? MATH_TEMPLATE, answerFrom: 'solution', verifier: 'math', testFraction: options.testFraction ?? 1 },
+    {
+      name: 'math500',
+      test: resolve(dir, 'math500/test.jsonl'),
+      fields: { prompt: 'question', answer: 'answer' },
+      template: options.template ?? MATH_TEMPLATE,
+      answerFrom: 'solution',
+      verifier: 'math',
+      testFraction: options.testFraction ?? 1,
+    },
     'MATH-500 competition math (500 problems, evaluation set); answer in \\boxed{}',
   );
 }

@@ -22,9 +22,12 @@ export const api = {
   runs: async (): Promise<RunInfo[]> => (await get('/api/runs')).json(),
   run: async (name: string): Promise<RunInfo> => (await get(`/api/runs/${enc(name)}`)).json(),
   config: async (name: string): Promise<string> => (await get(`/api/runs/${enc(name)}/config`)).text(),
-  summary: async (name: string): Promise<Record<string, unknown> | null> => (await get(`/api/runs/${enc(name)}/summary`)).json(),
-  metrics: async (name: string, offset: number): Promise<MetricsChunk> => (await get(`/api/runs/${enc(name)}/metrics?offset=${offset}`)).json(),
-  trees: async (name: string, step: number): Promise<TreeStep> => (await get(`/api/runs/${enc(name)}/trees/${step}`)).json(),
+  summary: async (name: string): Promise<Record<string, unknown> | null> =>
+    (await get(`/api/runs/${enc(name)}/summary`)).json(),
+  metrics: async (name: string, offset: number): Promise<MetricsChunk> =>
+    (await get(`/api/runs/${enc(name)}/metrics?offset=${offset}`)).json(),
+  trees: async (name: string, step: number): Promise<TreeStep> =>
+    (await get(`/api/runs/${enc(name)}/trees/${step}`)).json(),
 };
 
 /** Calls `onChange(names)` whenever runs change on disk (server-sent events; the browser reconnects by itself). */

@@ -29,7 +29,9 @@ function listView(): View {
       return;
     }
     for (const n of [...selected]) if (!runs.some((r) => r.name === n)) selected.delete(n);
-    el.replaceChildren(runList(runs, selected, () => (location.hash = `#/compare/${[...selected].map(encodeURIComponent).join(',')}`)));
+    el.replaceChildren(
+      runList(runs, selected, () => (location.hash = `#/compare/${[...selected].map(encodeURIComponent).join(',')}`)),
+    );
   };
   void refresh();
   return { el, refresh };
@@ -40,18 +42,33 @@ function route(hash: string): View {
   if (parts[0] === 'run' && parts[1]) {
     const tab = parts[2] === 'trees' || parts[2] === 'config' ? parts[2] : 'charts';
     const v = new RunView(parts[1], tab, parts[3] !== undefined ? Number(parts[3]) : undefined);
-    return { el: v.el, refresh: (changed) => (changed.length === 0 || changed.includes(v.name) ? v.refresh() : undefined), destroy: () => v.destroy() };
+    return {
+      el: v.el,
+      refresh: (changed) => (changed.length === 0 || changed.includes(v.name) ? v.refresh() : undefined),
+      destroy: () => v.destroy(),
+    };
   }
   if (parts[0] === 'compare' && parts[1]) {
     const v = new CompareView(parts[1].split(',').filter(Boolean));
-    return { el: v.el, refresh: (changed) => (changed.length === 0 || changed.some((n) => v.names.includes(n)) ? v.refresh() : undefined), destroy: () => v.destroy() };
+    return {
+      el: v.el,
+      refresh: (changed) =>
+        changed.length === 0 || changed.some((n) => v.names.includes(n)) ? v.refresh() : undefined,
+      destroy: () => v.destroy(),
+    };
   }
   return listView();
 }
 
 function main(): void {
   const root = document.getElementById('app')!;
-  const header = h('header', {}, h('a', { href: '#/', class: 'brand' }, 'Arbor'), h('span', { class: 'muted' }, ' runs dashboard'), h('span', { class: 'live muted', id: 'live' }, ''));
+  const header = h(
+    'header',
+    {},
+    h('a', { href: '#/', class: 'brand' }, 'Arbor'),
+    h('span', { class: 'muted' }, ' runs dashboard'),
+    h('span', { class: 'live muted', id: 'live' }, ''),
+  );
   const main = h('main', {});
   root.replaceChildren(header, main);
   let view: View = route(location.hash);

@@ -27,18 +27,60 @@ const s = (key: string, label: string) => ({ key, label, factor: 1 / 1000 });
 
 /** Every chart gets its own y scale: loss and entropy are never forced onto one axis. */
 export const CHARTS: ChartDef[] = [
-  { id: 'reward', title: 'Train reward and accuracy', metrics: [{ key: 'reward_mean', label: 'reward' }, { key: 'accuracy', label: 'accuracy', dashed: true }] },
-  { id: 'heldout', title: 'Held-out accuracy', metrics: [{ key: 'eval_greedy_acc', label: 'greedy' }, { key: 'eval_pass_at_k', label: 'pass@k' }, { key: 'eval_sample_acc', label: 'sampled' }] },
+  {
+    id: 'reward',
+    title: 'Train reward and accuracy',
+    metrics: [
+      { key: 'reward_mean', label: 'reward' },
+      { key: 'accuracy', label: 'accuracy', dashed: true },
+    ],
+  },
+  {
+    id: 'heldout',
+    title: 'Held-out accuracy',
+    metrics: [
+      { key: 'eval_greedy_acc', label: 'greedy' },
+      { key: 'eval_pass_at_k', label: 'pass@k' },
+      { key: 'eval_sample_acc', label: 'sampled' },
+    ],
+  },
   { id: 'kl', title: 'Approx. KL', metrics: [{ key: 'approx_kl', label: 'approx KL' }] },
   { id: 'entropy', title: 'Entropy', metrics: [{ key: 'entropy', label: 'entropy' }] },
   { id: 'loss', title: 'Loss', metrics: [{ key: 'loss', label: 'loss' }] },
   { id: 'clip', title: 'Clip fraction', metrics: [{ key: 'clip_fraction', label: 'clip fraction' }] },
   { id: 'grad', title: 'Grad norm', metrics: [{ key: 'grad_norm', label: 'grad norm' }] },
-  { id: 'tokens', title: 'Tokens per step', metrics: [{ key: 'tokens_decoded', label: 'decoded' }, { key: 'prefix_tokens_reused', label: 'prefix reused' }] },
-  { id: 'reuse', title: 'Prefix reuse ratio', metrics: [{ key: 'prefix_reuse_ratio', label: 'reused / (reused + computed)' }] },
-  { id: 'staleness', title: 'Staleness (versions)', metrics: [{ key: 'staleness_mean', label: 'mean' }, { key: 'staleness_max', label: 'max' }] },
+  {
+    id: 'tokens',
+    title: 'Tokens per step',
+    metrics: [
+      { key: 'tokens_decoded', label: 'decoded' },
+      { key: 'prefix_tokens_reused', label: 'prefix reused' },
+    ],
+  },
+  {
+    id: 'reuse',
+    title: 'Prefix reuse ratio',
+    metrics: [{ key: 'prefix_reuse_ratio', label: 'reused / (reused + computed)' }],
+  },
+  {
+    id: 'staleness',
+    title: 'Staleness (versions)',
+    metrics: [
+      { key: 'staleness_mean', label: 'mean' },
+      { key: 'staleness_max', label: 'max' },
+    ],
+  },
   { id: 'gap', title: 'Behaviour/current log-prob gap', metrics: [{ key: 'logprob_gap', label: 'mean |Δ log-prob|' }] },
-  { id: 'stages', title: 'Seconds per stage', metrics: [s('ms_generate', 'generate'), s('ms_score', 'score'), s('ms_train', 'train'), s('ms_wait', 'learner waiting')] },
+  {
+    id: 'stages',
+    title: 'Seconds per stage',
+    metrics: [
+      s('ms_generate', 'generate'),
+      s('ms_score', 'score'),
+      s('ms_train', 'train'),
+      s('ms_wait', 'learner waiting'),
+    ],
+  },
 ];
 
 /** Single metrics offered when comparing runs (one chart each, one line per run). */
@@ -53,4 +95,15 @@ export const COMPARE_METRICS: MetricDef[] = [
   { key: 'prefix_reuse_ratio', label: 'prefix reuse ratio' },
 ];
 
-export const COLORS = ['#2563eb', '#dc2626', '#16a34a', '#9333ea', '#ea580c', '#0891b2', '#ca8a04', '#db2777', '#4b5563', '#65a30d'];
+export const COLORS = [
+  '#2563eb',
+  '#dc2626',
+  '#16a34a',
+  '#9333ea',
+  '#ea580c',
+  '#0891b2',
+  '#ca8a04',
+  '#db2777',
+  '#4b5563',
+  '#65a30d',
+];

@@ -28,7 +28,8 @@ export function alignSeries(series: LineSeries[]): uPlot.AlignedData {
     const xs: number[] = [];
     const ys: Array<number | null> = [];
     for (const i of order) {
-      if (xs.length && xs[xs.length - 1] === s.x[i]) ys[ys.length - 1] = s.y[i]; // one value per x: the last
+      if (xs.length && xs[xs.length - 1] === s.x[i])
+        ys[ys.length - 1] = s.y[i]; // one value per x: the last
       else {
         xs.push(s.x[i]);
         ys.push(s.y[i]);
@@ -81,7 +82,15 @@ function options(title: string, xLabel: string, series: LineSeries[], width: num
     ],
     series: [
       { label: xLabel, value: (_u, v) => formatValue(v) },
-      ...series.map((s) => ({ label: s.label, stroke: s.color, width: 1.6, dash: s.dashed ? [6, 4] : undefined, spanGaps: true, points: { show: !many, size: 5, fill: s.color }, value: (_u: uPlot, v: number | null) => formatValue(v) })),
+      ...series.map((s) => ({
+        label: s.label,
+        stroke: s.color,
+        width: 1.6,
+        dash: s.dashed ? [6, 4] : undefined,
+        spanGaps: true,
+        points: { show: !many, size: 5, fill: s.color },
+        value: (_u: uPlot, v: number | null) => formatValue(v),
+      })),
     ],
   };
 }

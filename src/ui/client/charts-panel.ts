@@ -15,7 +15,14 @@ export interface RunRows {
 }
 
 /** One metric of one run against the chosen x: rows lacking either value are skipped. */
-export function metricSeries(rows: MetricsRow[], xKey: string, metric: MetricDef, smoothing: number, label: string, color: string): LineSeries {
+export function metricSeries(
+  rows: MetricsRow[],
+  xKey: string,
+  metric: MetricDef,
+  smoothing: number,
+  label: string,
+  color: string,
+): LineSeries {
   const x: number[] = [];
   const raw: number[] = [];
   for (const r of rows) {
@@ -28,7 +35,12 @@ export function metricSeries(rows: MetricsRow[], xKey: string, metric: MetricDef
   return { label, color, x, y: smooth(raw, smoothing), dashed: metric.dashed };
 }
 
-const CHARTED = new Set([...CHARTS.flatMap((c) => c.metrics.map((m) => m.key)), 'step', 'wall_s', 'tokens_decoded_total']);
+const CHARTED = new Set([
+  ...CHARTS.flatMap((c) => c.metrics.map((m) => m.key)),
+  'step',
+  'wall_s',
+  'tokens_decoded_total',
+]);
 
 export class ChartsPanel {
   readonly el = h('section', { class: 'charts-panel' });
@@ -67,7 +79,10 @@ export class ChartsPanel {
 
   private series(def: ChartDef): LineSeries[] {
     const xKey = X_AXES[this.x].key;
-    if (this.compare) return this.runs.map((r, i) => metricSeries(r.rows, xKey, def.metrics[0], this.smoothing, r.name, COLORS[i % COLORS.length]));
+    if (this.compare)
+      return this.runs.map((r, i) =>
+        metricSeries(r.rows, xKey, def.metrics[0], this.smoothing, r.name, COLORS[i % COLORS.length]),
+      );
     const rows = this.runs[0]?.rows ?? [];
     return def.metrics.map((m, i) => metricSeries(rows, xKey, m, this.smoothing, m.label, COLORS[i % COLORS.length]));
   }
@@ -79,7 +94,10 @@ export class ChartsPanel {
   private rebuild(): void {
     for (const c of this.charts) c.chart.destroy();
     clear(this.grid);
-    this.charts = this.defs().map((def) => ({ def, chart: lineChart(def.title, X_AXES[this.x].label, this.series(def)) }));
+    this.charts = this.defs().map((def) => ({
+      def,
+      chart: lineChart(def.title, X_AXES[this.x].label, this.series(def)),
+    }));
     for (const c of this.charts) this.grid.append(c.chart.el);
     this.renderControls();
   }
@@ -91,11 +109,24 @@ export class ChartsPanel {
   }
 
   private renderControls(): void {
-    const xSel = select(Object.entries(X_AXES).map(([k, v]) => [k, v.label]), this.x, (v) => {
-      this.x = v as XAxis;
-      this.rebuild();
-    }, { class: 'x-axis', 'aria-label': 'x axis' });
-    const slider = h('input', { type: 'range', min: '0', max: '0.99', step: '0.01', value: String(this.smoothing), class: 'smoothing', 'aria-label': 'smoothing' });
+    const xSel = select(
+      Object.entries(X_AXES).map(([k, v]) => [k, v.label]),
+      this.x,
+      (v) => {
+        this.x = v as XAxis;
+        this.rebuild();
+      },
+      { class: 'x-axis', 'aria-label': 'x axis' },
+    );
+    const slider = h('input', {
+      type: 'range',
+      min: '0',
+      max: '0.99',
+      step: '0.01',
+      value: String(this.smoothing),
+      class: 'smoothing',
+      'aria-label': 'smoothing',
+    });
     const shown = h('span', { class: 'muted' }, this.smoothing.toFixed(2));
     slider.addEventListener('input', () => {
       this.smoothing = Number(slider.value);
@@ -103,11 +134,22 @@ export class ChartsPanel {
       this.refresh();
     });
     const more = this.metricKeys();
-    const add = more.length ? select([['', `+ chart another metric (${more.length})`], ...more.map((k): [string, string] => [k, k])], '', (v) => {
-      if (!v) return;
-      this.extra.push(v);
-      this.rebuild();
-    }, { class: 'add-metric' }) : null;
-    this.controls.replaceChildren(h('label', {}, 'x axis ', xSel), h('label', {}, 'smoothing ', slider, ' ', shown), add ?? '');
+    const add = more.length
+      ? select(
+          [['', `+ chart another metric (${more.length})`], ...more.map((k): [string, string] => [k, k])],
+          '',
+          (v) => {
+            if (!v) return;
+            this.extra.push(v);
+            this.rebuild();
+          },
+          { class: 'add-metric' },
+        )
+      : null;
+    this.controls.replaceChildren(
+      h('label', {}, 'x axis ', xSel),
+      h('label', {}, 'smoothing ', slider, ' ', shown),
+      add ?? '',
+    );
   }
 }

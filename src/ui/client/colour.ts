@@ -7,7 +7,8 @@ export function colourScale(values: Array<number | undefined>): (v: number | und
   return (v) => {
     if (v === undefined || !Number.isFinite(v)) return '#d1d5db';
     const t = Math.min(1, Math.max(0, (v - lo) / (hi - lo)));
-    const [r, g, b] = t < 0.5 ? mix([220, 38, 38], [234, 179, 8], t * 2) : mix([234, 179, 8], [22, 163, 74], (t - 0.5) * 2);
+    const [r, g, b] =
+      t < 0.5 ? mix([220, 38, 38], [234, 179, 8], t * 2) : mix([234, 179, 8], [22, 163, 74], (t - 0.5) * 2);
     return `rgb(${r},${g},${b})`;
   };
 }

@@ -11,7 +11,12 @@ export class CompareView {
   private readonly summaries = h('div', { class: 'compare-summary' });
 
   constructor(readonly names: string[]) {
-    this.el.append(h('p', {}, h('a', { href: '#/' }, '← all runs')), h('h2', {}, `Comparing ${names.join(', ')}`), this.summaries, this.charts.el);
+    this.el.append(
+      h('p', {}, h('a', { href: '#/' }, '← all runs')),
+      h('h2', {}, `Comparing ${names.join(', ')}`),
+      this.summaries,
+      this.charts.el,
+    );
     void this.refresh();
   }
 

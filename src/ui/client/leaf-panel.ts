@@ -27,10 +27,20 @@ function table(rows: Array<[string, string]>, cls: string): HTMLTableElement {
 
 export function leafPanel(tree: TreeView, leaf: NodeView): HTMLElement {
   const path = pathOf(tree, leaf.id);
-  const text = h('pre', { class: 'path-text' }, ...path.map((n, i) => h('span', {
-    class: `seg ${i === 0 ? 'prompt' : n.envTokens === n.tokens && n.tokens ? 'env' : `seg-${i % 2}`}`,
-    title: `node ${n.id}${n.envTokens ? ` · ${n.envTokens} environment tokens` : ''}`,
-  }, n.text)));
+  const text = h(
+    'pre',
+    { class: 'path-text' },
+    ...path.map((n, i) =>
+      h(
+        'span',
+        {
+          class: `seg ${i === 0 ? 'prompt' : n.envTokens === n.tokens && n.tokens ? 'env' : `seg-${i % 2}`}`,
+          title: `node ${n.id}${n.envTokens ? ` · ${n.envTokens} environment tokens` : ''}`,
+        },
+        n.text,
+      ),
+    ),
+  );
   const facts: Array<[string, string]> = [
     ['leaf', leaf.id],
     ['finish', leaf.finishReason ?? 'unfinished'],
@@ -41,16 +51,46 @@ export function leafPanel(tree: TreeView, leaf: NodeView): HTMLElement {
   if (leaf.error) facts.push(['error', leaf.error]);
   const components = Object.entries(leaf.components ?? {}).map(([k, v]): [string, string] => [k, formatValue(v)]);
   const hasAdv = path.some((n) => n.advantage !== undefined);
-  const segments = h('table', { class: 'segments' },
-    h('tr', {}, h('th', {}, 'segment'), h('th', {}, 'tokens'), h('th', {}, 'value'), h('th', {}, 'mean log-prob'), h('th', {}, 'advantage')),
-    ...path.slice(1).map((n) => h('tr', {}, h('td', {}, n.id), h('td', {}, String(n.tokens)), h('td', {}, formatValue(n.value ?? n.subtreeReward ?? n.reward)), h('td', {}, formatValue(n.meanLogprob)), h('td', {}, advantageText(n.advantage)))));
-  return h('div', { class: 'leaf-panel', 'data-leaf': leaf.id },
+  const segments = h(
+    'table',
+    { class: 'segments' },
+    h(
+      'tr',
+      {},
+      h('th', {}, 'segment'),
+      h('th', {}, 'tokens'),
+      h('th', {}, 'value'),
+      h('th', {}, 'mean log-prob'),
+      h('th', {}, 'advantage'),
+    ),
+    ...path
+      .slice(1)
+      .map((n) =>
+        h(
+          'tr',
+          {},
+          h('td', {}, n.id),
+          h('td', {}, String(n.tokens)),
+          h('td', {}, formatValue(n.value ?? n.subtreeReward ?? n.reward)),
+          h('td', {}, formatValue(n.meanLogprob)),
+          h('td', {}, advantageText(n.advantage)),
+        ),
+      ),
+  );
+  return h(
+    'div',
+    { class: 'leaf-panel', 'data-leaf': leaf.id },
     h('h3', {}, `Path to leaf ${leaf.id}`),
     text,
     table(facts, 'facts'),
-    components.length ? h('div', {}, h('h4', {}, 'Reward components'), table(components, 'components')) : h('p', { class: 'muted' }, 'No reward components logged.'),
+    components.length
+      ? h('div', {}, h('h4', {}, 'Reward components'), table(components, 'components'))
+      : h('p', { class: 'muted' }, 'No reward components logged.'),
     h('h4', {}, 'Segments'),
     segments,
-    hasAdv ? null : h('p', { class: 'muted' }, 'This run\'s trees carry no advantages.'),
-    leaf.info ? h('details', {}, h('summary', {}, 'reward info'), h('pre', {}, JSON.stringify(leaf.info, null, 2))) : null);
+    hasAdv ? null : h('p', { class: 'muted' }, "This run's trees carry no advantages."),
+    leaf.info
+      ? h('details', {}, h('summary', {}, 'reward info'), h('pre', {}, JSON.stringify(leaf.info, null, 2)))
+      : null,
+  );
 }

@@ -9,7 +9,8 @@ export async function metricsOf(name: string): Promise<MetricsRow[]> {
   let entry = cache.get(name) ?? { offset: 0, rows: [] };
   for (;;) {
     const chunk = await api.metrics(name, entry.offset);
-    if (chunk.offset < entry.offset) entry = { offset: 0, rows: [] }; // rewritten (resume truncated it)
+    if (chunk.offset < entry.offset)
+      entry = { offset: 0, rows: [] }; // rewritten (resume truncated it)
     else if (chunk.offset === entry.offset) break;
     else entry = { offset: chunk.offset, rows: entry.rows.concat(chunk.rows) };
     if (!chunk.rows.length) break;

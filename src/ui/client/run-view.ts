@@ -13,12 +13,30 @@ export class RunView {
   readonly el = h('section', { class: 'run-view' });
   private readonly charts = new ChartsPanel(false);
   private readonly head = h('div', { class: 'run-head' });
-  private readonly panes: Record<Tab, HTMLElement> = { charts: h('div', { class: 'pane pane-charts' }), trees: h('div', { class: 'pane pane-trees' }), config: h('div', { class: 'pane pane-config' }) };
+  private readonly panes: Record<Tab, HTMLElement> = {
+    charts: h('div', { class: 'pane pane-charts' }),
+    trees: h('div', { class: 'pane pane-trees' }),
+    config: h('div', { class: 'pane pane-config' }),
+  };
   private trees: TreeExplorer | undefined;
   private info: RunInfo | undefined;
 
-  constructor(readonly name: string, tab: Tab = 'charts', step?: number) {
-    const tabs = h('nav', { class: 'tabs' }, ...(['charts', 'trees', 'config'] as Tab[]).map((t) => h('a', { href: `#/run/${encodeURIComponent(name)}/${t}`, class: `tab${t === tab ? ' active' : ''}`, 'data-tab': t }, t)));
+  constructor(
+    readonly name: string,
+    tab: Tab = 'charts',
+    step?: number,
+  ) {
+    const tabs = h(
+      'nav',
+      { class: 'tabs' },
+      ...(['charts', 'trees', 'config'] as Tab[]).map((t) =>
+        h(
+          'a',
+          { href: `#/run/${encodeURIComponent(name)}/${t}`, class: `tab${t === tab ? ' active' : ''}`, 'data-tab': t },
+          t,
+        ),
+      ),
+    );
     this.panes.charts.append(this.charts.el);
     this.el.append(h('p', {}, h('a', { href: '#/' }, '← all runs')), this.head, tabs, this.panes[tab]);
     void this.refresh().then(() => {
@@ -45,8 +63,10 @@ export class RunView {
   }
 
   private renderHead(r: RunInfo): void {
-    this.head.replaceChildren(h('h2', {}, r.name, ' ', h('span', { class: `status status-${r.status}` }, r.status)),
-      h('p', { class: 'muted' }, `${r.task} · ${r.generator} · ${r.mode} · step ${r.lastStep} of ${r.steps}`));
+    this.head.replaceChildren(
+      h('h2', {}, r.name, ' ', h('span', { class: `status status-${r.status}` }, r.status)),
+      h('p', { class: 'muted' }, `${r.task} · ${r.generator} · ${r.mode} · step ${r.lastStep} of ${r.steps}`),
+    );
   }
 
   private openTrees(step?: number): void {
@@ -57,6 +77,13 @@ export class RunView {
 
   private async openConfig(): Promise<void> {
     const [config, summary] = await Promise.all([api.config(this.name), api.summary(this.name)]);
-    this.panes.config.append(h('h3', {}, 'Summary'), summary ? summaryTable([{ name: this.name, summary }]) : h('p', { class: 'muted' }, 'No summary.json yet (the run has not finished).'), h('h3', {}, 'Resolved config'), h('pre', { class: 'config' }, config));
+    this.panes.config.append(
+      h('h3', {}, 'Summary'),
+      summary
+        ? summaryTable([{ name: this.name, summary }])
+        : h('p', { class: 'muted' }, 'No summary.json yet (the run has not finished).'),
+      h('h3', {}, 'Resolved config'),
+      h('pre', { class: 'config' }, config),
+    );
   }
 }

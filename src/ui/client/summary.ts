@@ -10,7 +10,16 @@ function cell(v: unknown): string {
 
 export function summaryTable(runs: Array<{ name: string; summary: Record<string, unknown> | null }>): HTMLTableElement {
   const keys = [...new Set(runs.flatMap((r) => Object.keys(r.summary ?? {})))];
-  return h('table', { class: 'summary' },
+  return h(
+    'table',
+    { class: 'summary' },
     h('thead', {}, h('tr', {}, h('th', {}, ''), ...runs.map((r) => h('th', {}, r.name)))),
-    h('tbody', {}, ...keys.map((k) => h('tr', {}, h('th', {}, k), ...runs.map((r) => h('td', { class: 'num' }, cell(r.summary?.[k])))))));
+    h(
+      'tbody',
+      {},
+      ...keys.map((k) =>
+        h('tr', {}, h('th', {}, k), ...runs.map((r) => h('td', { class: 'num' }, cell(r.summary?.[k])))),
+      ),
+    ),
+  );
 }

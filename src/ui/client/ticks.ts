@@ -13,7 +13,8 @@ export function niceTicks(min: number, max: number, count = 5): number[] {
   const mag = 10 ** Math.floor(Math.log10(raw));
   const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= raw) ?? 10 * mag;
   const out: number[] = [];
-  for (let v = Math.ceil(min / step) * step; v <= max + step * 1e-9; v += step) out.push(Math.abs(v) < step * 1e-9 ? 0 : v);
+  for (let v = Math.ceil(min / step) * step; v <= max + step * 1e-9; v += step)
+    out.push(Math.abs(v) < step * 1e-9 ? 0 : v);
   return out;
 }
 
@@ -42,7 +43,8 @@ export function formatTicks(values: number[]): string[] {
       if (Math.abs(Number(text) * (v / (x || 1)) - v) > gap * 1e-3 && x !== 0) exact = false;
       return `${text}${unit}`;
     });
-    if (exact && new Set(labels.filter((l) => l)).size === distinct) return labels.map((l) => (/^-0(\.0*)?[a-zA-Z]*$/.test(l) ? l.slice(1) : l));
+    if (exact && new Set(labels.filter((l) => l)).size === distinct)
+      return labels.map((l) => (/^-0(\.0*)?[a-zA-Z]*$/.test(l) ? l.slice(1) : l));
   }
   return values.map((v) => (Number.isFinite(v) ? v.toPrecision(6) : ''));
 }

@@ -11,7 +11,11 @@ import { TreeSvg, type ColourBy } from './tree-svg.js';
 
 function treeLabel(t: TreeView): string {
   const root = t.nodes.find((n) => n.parent === null);
-  const flags = [t.partial ? 'partial' : '', t.pruned?.paths ? `${t.pruned.paths} pruned` : '', t.nodes.some((n) => n.finishReason === 'error') ? 'error' : ''].filter(Boolean);
+  const flags = [
+    t.partial ? 'partial' : '',
+    t.pruned?.paths ? `${t.pruned.paths} pruned` : '',
+    t.nodes.some((n) => n.finishReason === 'error') ? 'error' : '',
+  ].filter(Boolean);
   return `${t.itemId} · ${t.leaves} leaves · mean reward ${formatValue(root?.subtreeReward)}${flags.length ? ` · ${flags.join(', ')}` : ''}`;
 }
 
@@ -19,14 +23,21 @@ export class TreeExplorer {
   readonly el = h('section', { class: 'tree-explorer' });
   private readonly header = h('div', { class: 'controls' });
   private readonly body = h('div', { class: 'tree-body' });
-  private readonly side = h('aside', { class: 'tree-side' }, h('p', { class: 'muted' }, 'Click a leaf to read its path.'));
+  private readonly side = h(
+    'aside',
+    { class: 'tree-side' },
+    h('p', { class: 'muted' }, 'Click a leaf to read its path.'),
+  );
   private data: TreeStep | undefined;
   private treeIndex = 0;
   private colourBy: ColourBy = 'reward';
   private filter = '';
   private view: TreeSvg | undefined;
 
-  constructor(private steps: number[], private readonly load: (step: number) => Promise<TreeStep>) {
+  constructor(
+    private steps: number[],
+    private readonly load: (step: number) => Promise<TreeStep>,
+  ) {
     this.el.append(this.header, h('div', { class: 'tree-main' }, this.body, this.side));
     this.renderHeader();
     if (steps.length) void this.open(steps[steps.length - 1]);
@@ -54,29 +65,67 @@ export class TreeExplorer {
   }
 
   private renderHeader(): void {
-    const stepSel = select(this.steps.map((s): [string, string] => [String(s), `step ${s}`]), String(this.data?.step ?? this.steps[this.steps.length - 1] ?? ''), (v) => void this.open(Number(v)), { class: 'tree-step', 'aria-label': 'step' });
+    const stepSel = select(
+      this.steps.map((s): [string, string] => [String(s), `step ${s}`]),
+      String(this.data?.step ?? this.steps[this.steps.length - 1] ?? ''),
+      (v) => void this.open(Number(v)),
+      { class: 'tree-step', 'aria-label': 'step' },
+    );
     const trees = this.data?.trees ?? [];
-    const shown = trees.map((t, i) => [t, i] as const).filter(([t]) => !this.filter || t.itemId.toLowerCase().includes(this.filter.toLowerCase()) || t.id.includes(this.filter));
-    const treeSel = select(shown.map(([t, i]): [string, string] => [String(i), treeLabel(t)]), String(this.treeIndex), (v) => {
-      this.treeIndex = Number(v);
-      this.showTree();
-    }, { class: 'tree-pick', 'aria-label': 'prompt' });
-    const search = h('input', { type: 'search', class: 'tree-filter', placeholder: `filter ${trees.length} prompts`, value: this.filter, 'aria-label': 'filter prompts' });
+    const shown = trees
+      .map((t, i) => [t, i] as const)
+      .filter(
+        ([t]) =>
+          !this.filter || t.itemId.toLowerCase().includes(this.filter.toLowerCase()) || t.id.includes(this.filter),
+      );
+    const treeSel = select(
+      shown.map(([t, i]): [string, string] => [String(i), treeLabel(t)]),
+      String(this.treeIndex),
+      (v) => {
+        this.treeIndex = Number(v);
+        this.showTree();
+      },
+      { class: 'tree-pick', 'aria-label': 'prompt' },
+    );
+    const search = h('input', {
+      type: 'search',
+      class: 'tree-filter',
+      placeholder: `filter ${trees.length} prompts`,
+      value: this.filter,
+      'aria-label': 'filter prompts',
+    });
     search.addEventListener('change', () => {
       this.filter = search.value;
       this.renderHeader();
-      const first = trees.findIndex((t) => t.itemId.toLowerCase().includes(this.filter.toLowerCase()) || t.id.includes(this.filter));
+      const first = trees.findIndex(
+        (t) => t.itemId.toLowerCase().includes(this.filter.toLowerCase()) || t.id.includes(this.filter),
+      );
       if (first >= 0 && first !== this.treeIndex) {
         this.treeIndex = first;
         this.renderHeader();
         this.showTree();
       }
     });
-    const colourSel = select([['reward', 'colour by reward'], ['value', 'colour by value']], this.colourBy, (v) => {
-      this.colourBy = v as ColourBy;
-      this.view?.setColour(this.colourBy);
-    }, { class: 'tree-colour' });
-    this.header.replaceChildren(stepSel, search, treeSel, colourSel, this.data ? h('span', { class: 'muted small' }, `decoded with ${this.data.tokenizer}`) : '', legend());
+    const colourSel = select(
+      [
+        ['reward', 'colour by reward'],
+        ['value', 'colour by value'],
+      ],
+      this.colourBy,
+      (v) => {
+        this.colourBy = v as ColourBy;
+        this.view?.setColour(this.colourBy);
+      },
+      { class: 'tree-colour' },
+    );
+    this.header.replaceChildren(
+      stepSel,
+      search,
+      treeSel,
+      colourSel,
+      this.data ? h('span', { class: 'muted small' }, `decoded with ${this.data.tokenizer}`) : '',
+      legend(),
+    );
   }
 
   private showTree(): void {
@@ -87,13 +136,37 @@ export class TreeExplorer {
       this.body.append(h('p', { class: 'muted' }, 'No trees in this step.'));
       return;
     }
-    this.view = new TreeSvg(tree, { colourBy: this.colourBy, onLeaf: (leaf) => this.side.replaceChildren(leafPanel(tree, leaf)) });
-    const notes = [tree.pruned?.paths ? `${tree.pruned.paths} paths (${tree.pruned.tokens} tokens) pruned online` : '', tree.carries ? `carried over ${tree.carries}×` : '', tree.partial ? 'unfinished (partial rollout)' : ''].filter(Boolean);
-    this.body.append(h('div', { class: 'tree-title' }, `${tree.id} · prompt ${JSON.stringify(tree.nodes.find((n) => n.parent === null)?.text ?? '')}`, notes.length ? h('span', { class: 'badge' }, notes.join(' · ')) : ''), this.view.el);
+    this.view = new TreeSvg(tree, {
+      colourBy: this.colourBy,
+      onLeaf: (leaf) => this.side.replaceChildren(leafPanel(tree, leaf)),
+    });
+    const notes = [
+      tree.pruned?.paths ? `${tree.pruned.paths} paths (${tree.pruned.tokens} tokens) pruned online` : '',
+      tree.carries ? `carried over ${tree.carries}×` : '',
+      tree.partial ? 'unfinished (partial rollout)' : '',
+    ].filter(Boolean);
+    this.body.append(
+      h(
+        'div',
+        { class: 'tree-title' },
+        `${tree.id} · prompt ${JSON.stringify(tree.nodes.find((n) => n.parent === null)?.text ?? '')}`,
+        notes.length ? h('span', { class: 'badge' }, notes.join(' · ')) : '',
+      ),
+      this.view.el,
+    );
   }
 }
 
 function legend(): HTMLElement {
   const item = (cls: string, label: string) => h('span', { class: `legend-item ${cls}` }, label);
-  return h('span', { class: 'tree-legend' }, item('lg-low', 'low'), item('lg-high', 'high'), item('lg-abort', 'aborted / unfinished'), item('lg-error', 'error'), item('lg-env', 'environment'), item('lg-collapsed', 'collapsed'));
+  return h(
+    'span',
+    { class: 'tree-legend' },
+    item('lg-low', 'low'),
+    item('lg-high', 'high'),
+    item('lg-abort', 'aborted / unfinished'),
+    item('lg-error', 'error'),
+    item('lg-env', 'environment'),
+    item('lg-collapsed', 'collapsed'),
+  );
 }

@@ -31,7 +31,11 @@ export function countLeaves(byId: Map<string, NodeView>, id: string): number {
   return n.children.reduce((s, c) => s + countLeaves(byId, c), 0);
 }
 
-export function layoutTree(nodes: NodeView[], collapsed: ReadonlySet<string>, opts: LayoutOptions = { dx: 120, dy: 18 }): Layout {
+export function layoutTree(
+  nodes: NodeView[],
+  collapsed: ReadonlySet<string>,
+  opts: LayoutOptions = { dx: 120, dy: 18 },
+): Layout {
   const byId = new Map(nodes.map((n) => [n.id, n]));
   const placed = new Map<string, Placed>();
   const edges: Array<[string, string]> = [];

@@ -39,11 +39,15 @@ export function branchLabel(n: NodeView, byId: Map<string, NodeView>): string | 
 }
 
 function tooltip(n: NodeView): string {
-  const parts = [`node ${n.id} · ${n.tokens} tokens${n.envTokens ? ` (${n.envTokens} from the environment)` : ''}`, JSON.stringify(n.text).slice(0, 300)];
+  const parts = [
+    `node ${n.id} · ${n.tokens} tokens${n.envTokens ? ` (${n.envTokens} from the environment)` : ''}`,
+    JSON.stringify(n.text).slice(0, 300),
+  ];
   if (n.finishReason) parts.push(`finish: ${n.finishReason}`);
   if (n.reward !== undefined) parts.push(`reward ${formatValue(n.reward)}`);
   if (n.value !== undefined) parts.push(`value ${formatValue(n.value)}`);
-  if (n.subtreeReward !== undefined && n.children.length) parts.push(`mean reward below ${formatValue(n.subtreeReward)}`);
+  if (n.subtreeReward !== undefined && n.children.length)
+    parts.push(`mean reward below ${formatValue(n.subtreeReward)}`);
   if (n.error) parts.push(`error: ${n.error}`);
   return parts.join('\n');
 }
@@ -60,7 +64,10 @@ export class TreeSvg {
   private layout!: Layout;
   selected: string | undefined;
 
-  constructor(readonly tree: TreeView, private readonly opts: TreeSvgOptions) {
+  constructor(
+    readonly tree: TreeView,
+    private readonly opts: TreeSvgOptions,
+  ) {
     this.byId = new Map(tree.nodes.map((n) => [n.id, n]));
     this.layer = svg('g');
     this.root = svg('svg', { class: 'tree-svg', role: 'img', 'aria-label': `rollout tree ${tree.id}` }, this.layer);
@@ -92,15 +99,19 @@ export class TreeSvg {
   }
 
   private toolbar(): HTMLElement {
-    const b = (label: string, title: string, f: () => void) => h('button', { type: 'button', title, onclick: f }, label);
-    return h('div', { class: 'tree-tools' },
+    const b = (label: string, title: string, f: () => void) =>
+      h('button', { type: 'button', title, onclick: f }, label);
+    return h(
+      'div',
+      { class: 'tree-tools' },
       b('fit', 'fit the tree in view', () => this.fit()),
       b('+', 'zoom in', () => this.zoomBy(1.25)),
       b('−', 'zoom out', () => this.zoomBy(0.8)),
       b('expand all', 'expand every collapsed node', () => {
         this.collapsed.clear();
         this.draw();
-      }));
+      }),
+    );
   }
 
   /** Draw (after layout changes); keeps the zoom unless `fit`. */
@@ -109,8 +120,13 @@ export class TreeSvg {
     const colour = colourScale(this.tree.nodes.map((n) => nodeColourValue(n, this.opts.colourBy)));
     const path = new Set<string>();
     for (let id = this.selected; id; id = this.byId.get(id)?.parent ?? undefined) path.add(id);
-    this.edgeEls = this.layout.edges.map(([a, b]) => [svg('path', { class: `edge${path.has(b) ? ' on-path' : ''}` }), a, b] as [SVGPathElement, string, string]);
-    this.nodeEls = [...this.layout.placed.values()].map((p) => [this.node(this.byId.get(p.id)!, p.hidden, colour), p.id] as [SVGGElement, string]);
+    this.edgeEls = this.layout.edges.map(
+      ([a, b]) =>
+        [svg('path', { class: `edge${path.has(b) ? ' on-path' : ''}` }), a, b] as [SVGPathElement, string, string],
+    );
+    this.nodeEls = [...this.layout.placed.values()].map(
+      (p) => [this.node(this.byId.get(p.id)!, p.hidden, colour), p.id] as [SVGGElement, string],
+    );
     this.layer.replaceChildren(...this.edgeEls.map((e) => e[0]), ...this.nodeEls.map((e) => e[0]));
     if (fit) requestAnimationFrame(() => this.fit());
     else this.position();
@@ -131,7 +147,10 @@ export class TreeSvg {
       const [x1, y1] = at(a);
       const [x2, y2] = at(b);
       const mx = ((x1 + x2) / 2).toFixed(1);
-      el.setAttribute('d', `M${x1.toFixed(1)},${y1.toFixed(1)} C${mx},${y1.toFixed(1)} ${mx},${y2.toFixed(1)} ${x2.toFixed(1)},${y2.toFixed(1)}`);
+      el.setAttribute(
+        'd',
+        `M${x1.toFixed(1)},${y1.toFixed(1)} C${mx},${y1.toFixed(1)} ${mx},${y2.toFixed(1)} ${x2.toFixed(1)},${y2.toFixed(1)}`,
+      );
     }
     this.root.classList.toggle('compact', sy * DY < 10);
   }
@@ -140,11 +159,33 @@ export class TreeSvg {
     const leaf = n.children.length === 0 && n.parent !== null;
     const fill = colour(nodeColourValue(n, this.opts.colourBy));
     const kind = n.parent === null ? 'root' : leaf ? 'leaf' : hidden ? 'collapsed' : 'inner';
-    const cls = ['node', kind, n.finishReason ? `finish-${n.finishReason}` : '', n.envTokens && n.envTokens === n.tokens ? 'env' : '', n.id === this.selected ? 'selected' : ''].filter(Boolean).join(' ');
+    const cls = [
+      'node',
+      kind,
+      n.finishReason ? `finish-${n.finishReason}` : '',
+      n.envTokens && n.envTokens === n.tokens ? 'env' : '',
+      n.id === this.selected ? 'selected' : '',
+    ]
+      .filter(Boolean)
+      .join(' ');
     const g = svg('g', { class: cls, 'data-id': n.id }, svg('title', {}, tooltip(n)));
     g.append(...this.shape(n, kind, fill, hidden));
-    const label = leaf ? `${n.reward !== undefined ? `r=${formatValue(n.reward)}` : 'r=?'} ${n.finishReason ?? 'growing'}` : branchLabel(n, this.byId);
-    if (label) g.append(svg('text', { x: leaf || hidden ? 10 : -4, y: leaf || hidden ? 4 : -8, class: 'node-label', 'text-anchor': leaf || hidden ? 'start' : 'end' }, label));
+    const label = leaf
+      ? `${n.reward !== undefined ? `r=${formatValue(n.reward)}` : 'r=?'} ${n.finishReason ?? 'growing'}`
+      : branchLabel(n, this.byId);
+    if (label)
+      g.append(
+        svg(
+          'text',
+          {
+            x: leaf || hidden ? 10 : -4,
+            y: leaf || hidden ? 4 : -8,
+            class: 'node-label',
+            'text-anchor': leaf || hidden ? 'start' : 'end',
+          },
+          label,
+        ),
+      );
     g.addEventListener('click', (e) => {
       e.stopPropagation();
       if (leaf) this.selectLeaf(n);
@@ -155,12 +196,17 @@ export class TreeSvg {
 
   private shape(n: NodeView, kind: string, fill: string, hidden: number): SVGElement[] {
     if (kind === 'root') return [svg('rect', { x: -6, y: -6, width: 12, height: 12, fill: '#6b7280' })];
-    if (kind === 'collapsed') return [svg('path', { d: 'M-6,-7 L7,0 L-6,7 Z', fill }), svg('text', { x: 10, y: -6, class: 'node-label' }, `+${hidden} leaves`)];
+    if (kind === 'collapsed')
+      return [
+        svg('path', { d: 'M-6,-7 L7,0 L-6,7 Z', fill }),
+        svg('text', { x: 10, y: -6, class: 'node-label' }, `+${hidden} leaves`),
+      ];
     if (n.envTokens && n.envTokens === n.tokens) return [svg('rect', { x: -5, y: -5, width: 10, height: 10, fill })];
     const r = kind === 'leaf' ? 6 : 4;
     const out: SVGElement[] = [svg('circle', { r, fill })];
     if (n.finishReason === 'error') out.push(svg('path', { d: 'M-5,-5 L5,5 M5,-5 L-5,5', class: 'error-cross' }));
-    if (n.finishReason === 'abort' || n.finishReason === null && kind === 'leaf') out.push(svg('circle', { r: r + 3, class: 'abort-ring' }));
+    if (n.finishReason === 'abort' || (n.finishReason === null && kind === 'leaf'))
+      out.push(svg('circle', { r: r + 3, class: 'abort-ring' }));
     return out;
   }
 
@@ -181,7 +227,12 @@ export class TreeSvg {
     const hgt = this.root.clientHeight || 480;
     const sx = Math.min(2, Math.max(0.3, (w - MARGIN.l - MARGIN.r) / Math.max(1, this.layout.width)));
     const sy = Math.min(1.6, (hgt - MARGIN.t - MARGIN.b) / Math.max(1, this.layout.height));
-    this.view = { sx, sy, tx: MARGIN.l, ty: MARGIN.t + Math.max(0, (hgt - MARGIN.t - MARGIN.b - this.layout.height * sy) / 2) };
+    this.view = {
+      sx,
+      sy,
+      tx: MARGIN.l,
+      ty: MARGIN.t + Math.max(0, (hgt - MARGIN.t - MARGIN.b - this.layout.height * sy) / 2),
+    };
     this.position();
   }
 
@@ -193,11 +244,15 @@ export class TreeSvg {
   }
 
   private enableZoom(): void {
-    this.root.addEventListener('wheel', (e) => {
-      e.preventDefault();
-      const r = this.root.getBoundingClientRect();
-      this.zoomBy(Math.exp(-e.deltaY * 0.0015), e.clientX - r.left, e.clientY - r.top);
-    }, { passive: false });
+    this.root.addEventListener(
+      'wheel',
+      (e) => {
+        e.preventDefault();
+        const r = this.root.getBoundingClientRect();
+        this.zoomBy(Math.exp(-e.deltaY * 0.0015), e.clientX - r.left, e.clientY - r.top);
+      },
+      { passive: false },
+    );
     let drag: { x: number; y: number; tx: number; ty: number } | undefined;
     this.root.addEventListener('pointerdown', (e) => {
       if ((e.target as Element).closest('.node')) return;

@@ -20,7 +20,8 @@ const cache = new Map<string, string>();
 
 export function readAsset(name: AssetName): string {
   const file = join(ASSET_DIR, name);
-  if (!existsSync(file)) throw new ArborError(`${file} is missing: build the ui assets with \`npm run build:ui\` (npm install does it)`);
+  if (!existsSync(file))
+    throw new ArborError(`${file} is missing: build the ui assets with \`npm run build:ui\` (npm install does it)`);
   const hit = cache.get(file);
   if (hit !== undefined) return hit;
   const text = readFileSync(file, 'utf8');

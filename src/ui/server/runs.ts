@@ -18,8 +18,12 @@ const MAX_CONFIG_BYTES = 1024 * 1024;
 export class RunsDir {
   readonly root: string;
 
-  constructor(root: string, readonly liveWindowMs = 120_000) {
-    if (!existsSync(root) || !statSync(root).isDirectory()) throw new DataError(`${root}: not a directory (arbor ui [runs-dir])`, root);
+  constructor(
+    root: string,
+    readonly liveWindowMs = 120_000,
+  ) {
+    if (!existsSync(root) || !statSync(root).isDirectory())
+      throw new DataError(`${root}: not a directory (arbor ui [runs-dir])`, root);
     this.root = realpathSync(root);
   }
 
@@ -64,14 +68,24 @@ export class RunsDir {
     };
   }
 
-  private readonly cache = new Map<string, { print: string; rows: MetricsRow[]; summary: Record<string, unknown> | undefined }>();
+  private readonly cache = new Map<
+    string,
+    { print: string; rows: MetricsRow[]; summary: Record<string, unknown> | undefined }
+  >();
 
   /** metrics.jsonl and summary.json, re-read only when their fingerprint changed (run lists are polled). */
-  private rowsAndSummary(name: string, dir: string): { rows: MetricsRow[]; summary: Record<string, unknown> | undefined } {
+  private rowsAndSummary(
+    name: string,
+    dir: string,
+  ): { rows: MetricsRow[]; summary: Record<string, unknown> | undefined } {
     const print = this.fingerprint(name);
     const hit = this.cache.get(name);
     if (hit && hit.print === print) return hit;
-    const entry = { print, rows: readMetrics(join(dir, 'metrics.jsonl'), 0, Infinity).rows, summary: readJson(join(dir, 'summary.json')) };
+    const entry = {
+      print,
+      rows: readMetrics(join(dir, 'metrics.jsonl'), 0, Infinity).rows,
+      summary: readJson(join(dir, 'summary.json')),
+    };
     this.cache.set(name, entry);
     return entry;
   }
@@ -88,7 +102,8 @@ export class RunsDir {
 
   configText(name: string): string {
     const file = join(this.need(name), 'config.resolved.yaml');
-    if (statSync(file).size > MAX_CONFIG_BYTES) throw new DataError(`${file}: larger than ${MAX_CONFIG_BYTES} bytes`, file);
+    if (statSync(file).size > MAX_CONFIG_BYTES)
+      throw new DataError(`${file}: larger than ${MAX_CONFIG_BYTES} bytes`, file);
     return readFileSync(file, 'utf8');
   }
 
@@ -114,12 +129,14 @@ export class RunsDir {
   fingerprint(name: string): string {
     const dir = this.dir(name);
     if (!dir) return '';
-    return ['metrics.jsonl', 'summary.json', 'trees'].map((f) => {
-      const p = join(dir, f);
-      if (!existsSync(p)) return '-';
-      const s = statSync(p);
-      return `${s.size}:${s.mtimeMs}`;
-    }).join('|');
+    return ['metrics.jsonl', 'summary.json', 'trees']
+      .map((f) => {
+        const p = join(dir, f);
+        if (!existsSync(p)) return '-';
+        const s = statSync(p);
+        return `${s.size}:${s.mtimeMs}`;
+      })
+      .join('|');
   }
 
   need(name: string): string {
@@ -176,7 +193,8 @@ export function readMetrics(file: string, offset: number, maxBytes: number): Met
 
 function numericFields(raw: unknown): MetricsRow {
   const row: MetricsRow = {};
-  if (raw && typeof raw === 'object') for (const [k, v] of Object.entries(raw)) if (typeof v === 'number' && Number.isFinite(v)) row[k] = v;
+  if (raw && typeof raw === 'object')
+    for (const [k, v] of Object.entries(raw)) if (typeof v === 'number' && Number.isFinite(v)) row[k] = v;
   return row;
 }
 

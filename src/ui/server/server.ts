@@ -37,16 +37,27 @@ export interface UiServer {
   close(): Promise<void>;
 }
 
-const TYPES: Record<AssetName, string> = { 'app.js': 'text/javascript', 'report.js': 'text/javascript', 'app.css': 'text/css' };
+const TYPES: Record<AssetName, string> = {
+  'app.js': 'text/javascript',
+  'report.js': 'text/javascript',
+  'app.css': 'text/css',
+};
 
 class HttpError extends ArborError {
-  constructor(readonly status: number, message: string) {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
     super(message);
   }
 }
 
 function send(res: ServerResponse, status: number, type: string, body: string): void {
-  res.writeHead(status, { 'content-type': `${type}; charset=utf-8`, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
+  res.writeHead(status, {
+    'content-type': `${type}; charset=utf-8`,
+    'cache-control': 'no-store',
+    'x-content-type-options': 'nosniff',
+  });
   res.end(body);
 }
 
@@ -55,13 +66,20 @@ const json = (res: ServerResponse, value: unknown) => send(res, 200, 'applicatio
 export class UiHandler {
   private readonly tokenizers = new Map<string, RunTokenizer>();
 
-  constructor(readonly runs: RunsDir, readonly watcher: RunWatcher) {}
+  constructor(
+    readonly runs: RunsDir,
+    readonly watcher: RunWatcher,
+  ) {}
 
   handle(req: IncomingMessage, res: ServerResponse): void {
     try {
       if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, `${req.method} not allowed`);
       // a page elsewhere that rebinds its own host name to 127.0.0.1 must not read the runs
-      if (!/^(127\.0\.0\.1|localhost)(:\d+)?$/.test(req.headers.host ?? '')) throw new HttpError(403, `host ${JSON.stringify(req.headers.host ?? '')} refused: open http://127.0.0.1:<port>/`);
+      if (!/^(127\.0\.0\.1|localhost)(:\d+)?$/.test(req.headers.host ?? ''))
+        throw new HttpError(
+          403,
+          `host ${JSON.stringify(req.headers.host ?? '')} refused: open http://127.0.0.1:<port>/`,
+        );
       const url = new URL(req.url ?? '/', 'http://127.0.0.1');
       this.route(decodeURIComponent(url.pathname), url.searchParams, req, res);
     } catch (error) {
@@ -86,7 +104,8 @@ export class UiHandler {
     if (what === 'config') return send(res, 200, 'text/plain', this.runs.configText(name));
     if (what === 'summary') return json(res, this.runs.summary(name) ?? null);
     if (what === 'metrics') return json(res, this.runs.metrics(name, Number(query.get('offset') ?? 0)));
-    if (!this.runs.treeSteps(name).includes(Number(step))) throw new HttpError(404, `run "${name}" logged no trees at step ${step}`);
+    if (!this.runs.treeSteps(name).includes(Number(step)))
+      throw new HttpError(404, `run "${name}" logged no trees at step ${step}`);
     return json(res, readTreeStep(this.runs.need(name), Number(step), this.tokenizer(name)));
   }
 
@@ -106,7 +125,9 @@ export async function startUiServer(options: UiServerOptions): Promise<UiServer>
   const handler = new UiHandler(runs, watcher);
   const server = createServer((req, res) => handler.handle(req, res));
   await new Promise<void>((resolve, reject) => {
-    server.once('error', (e) => reject(new ArborError(`arbor ui: cannot listen on 127.0.0.1:${options.port ?? 0}: ${e.message}`, { cause: e })));
+    server.once('error', (e) =>
+      reject(new ArborError(`arbor ui: cannot listen on 127.0.0.1:${options.port ?? 0}: ${e.message}`, { cause: e })),
+    );
     server.listen(options.port ?? 0, '127.0.0.1', () => resolve());
   });
   const { port } = server.address() as AddressInfo;

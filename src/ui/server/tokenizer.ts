@@ -31,8 +31,12 @@ function checkpointDirs(runDir: string): string[] {
 function configured(runDir: string): string[] {
   const out: string[] = [];
   try {
-    const config = YAML.parse(readFileSync(join(runDir, 'config.resolved.yaml'), 'utf8')) as Record<string, Record<string, unknown>>;
-    for (const v of [config?.model?.checkpoint, config?.model?.hf, config?.engine?.tokenizer]) if (typeof v === 'string') out.push(v);
+    const config = YAML.parse(readFileSync(join(runDir, 'config.resolved.yaml'), 'utf8')) as Record<
+      string,
+      Record<string, unknown>
+    >;
+    for (const v of [config?.model?.checkpoint, config?.model?.hf, config?.engine?.tokenizer])
+      if (typeof v === 'string') out.push(v);
   } catch {
     // no readable config: the other candidates still apply
   }

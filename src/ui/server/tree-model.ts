@@ -21,7 +21,9 @@ function finite(v: unknown): number | undefined {
 function boundedInfo(info: unknown): Record<string, unknown> | undefined {
   if (!info || typeof info !== 'object') return undefined;
   const text = JSON.stringify(info);
-  return text.length <= MAX_INFO_CHARS ? (info as Record<string, unknown>) : { truncated: text.slice(0, MAX_INFO_CHARS) + '…' };
+  return text.length <= MAX_INFO_CHARS
+    ? (info as Record<string, unknown>)
+    : { truncated: text.slice(0, MAX_INFO_CHARS) + '…' };
 }
 
 function advantageOf(node: TreeNode): number | number[] | undefined {
@@ -115,7 +117,8 @@ export function treeView(tree: RolloutTree, decoder: Decoder): TreeView {
     nodes: [...views.values()],
   };
   if (typeof meta.generator === 'string') view.generator = meta.generator;
-  if (pruned && finite(pruned.paths) !== undefined) view.pruned = { paths: pruned.paths as number, tokens: finite(pruned.tokens) ?? 0 };
+  if (pruned && finite(pruned.paths) !== undefined)
+    view.pruned = { paths: pruned.paths as number, tokens: finite(pruned.tokens) ?? 0 };
   if (finite(meta.carries) !== undefined) view.carries = meta.carries as number;
   return view;
 }

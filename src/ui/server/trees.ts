@@ -13,7 +13,8 @@ export function readTreeStep(runDir: string, step: number, tokenizer: { decoder:
   if (!Number.isInteger(step) || step < 0) throw new DataError(`tree step must be a non-negative integer, got ${step}`);
   const file = join(runDir, 'trees', `step-${step}.jsonl`);
   if (!existsSync(file)) throw new DataError(`${file}: no trees logged for step ${step}`, file);
-  if (statSync(file).size > MAX_TREE_FILE_BYTES) throw new DataError(`${file}: larger than ${MAX_TREE_FILE_BYTES} bytes`, file);
+  if (statSync(file).size > MAX_TREE_FILE_BYTES)
+    throw new DataError(`${file}: larger than ${MAX_TREE_FILE_BYTES} bytes`, file);
   const lines = readFileSync(file, 'utf8').split('\n');
   const trees = [];
   for (let i = 0; i < lines.length && trees.length < MAX_TREES; i++) {

@@ -13,7 +13,10 @@ export class RunWatcher {
   private timer: NodeJS.Timeout | undefined;
   private ticks = 0;
 
-  constructor(readonly runs: RunsDir, readonly pollMs: number) {}
+  constructor(
+    readonly runs: RunsDir,
+    readonly pollMs: number,
+  ) {}
 
   subscribe(req: IncomingMessage, res: ServerResponse): void {
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive' });
@@ -38,10 +41,11 @@ export class RunWatcher {
       if (this.prints.get(name) !== print) changed.push(name);
       this.prints.set(name, print);
     }
-    for (const name of [...this.prints.keys()]) if (!names.has(name)) {
-      this.prints.delete(name);
-      changed.push(name);
-    }
+    for (const name of [...this.prints.keys()])
+      if (!names.has(name)) {
+        this.prints.delete(name);
+        changed.push(name);
+      }
     return changed;
   }
 

@@ -8,7 +8,7 @@ import { defineReward, defineTask, type TaskItem } from 'arbor';
 function items(split: 'train' | 'test', count: number, seed: number): TaskItem[] {
   const offset = split === 'train' ? 0 : 5;
   return Array.from({ length: count }, (_, i) => {
-    const digit = String((seed + i) % 5 + offset);
+    const digit = String(((seed + i) % 5) + offset);
     return { id: `${split}-${seed}-${i}`, prompt: `echo ${digit} =`, answer: digit };
   });
 }

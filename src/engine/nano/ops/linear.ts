@@ -15,7 +15,18 @@ export interface LinearLora {
   h: Float32Array;
 }
 
-export function linearForward(k: Kernels, y: Float32Array, x: Float32Array, W: Float32Array, bias: Float32Array | undefined, lora: LinearLora | undefined, N: number, inDim: number, outDim: number, accumulate: boolean): void {
+export function linearForward(
+  k: Kernels,
+  y: Float32Array,
+  x: Float32Array,
+  W: Float32Array,
+  bias: Float32Array | undefined,
+  lora: LinearLora | undefined,
+  N: number,
+  inDim: number,
+  outDim: number,
+  accumulate: boolean,
+): void {
   k.matmulBT(y, x, W, N, inDim, outDim, accumulate);
   if (bias) addBias(y, bias, N, outDim);
   if (lora) {

@@ -17,7 +17,12 @@ export interface RopeTables {
   sin: Float32Array;
 }
 
-export function ropeTables(maxT: number, headSize: number, theta: number, alloc: (n: number) => Float32Array = (n) => new Float32Array(n)): RopeTables {
+export function ropeTables(
+  maxT: number,
+  headSize: number,
+  theta: number,
+  alloc: (n: number) => Float32Array = (n) => new Float32Array(n),
+): RopeTables {
   const half = headSize / 2;
   const cos = alloc(maxT * half);
   const sin = alloc(maxT * half);
@@ -38,7 +43,11 @@ const f = Math.fround;
  * inv_freq [hd/2] and the attention factor of transformers' rotary embedding
  * (modeling_rope_utils.py _compute_default/linear/llama3/yarn_parameters), in float32 like torch.
  */
-export function hfRopeFrequencies(hd: number, theta: number, scaling?: RopeScaling): { invFreq: Float64Array; attentionFactor: number } {
+export function hfRopeFrequencies(
+  hd: number,
+  theta: number,
+  scaling?: RopeScaling,
+): { invFreq: Float64Array; attentionFactor: number } {
   const half = hd / 2;
   const base = new Float64Array(half);
   for (let i = 0; i < half; i++) base[i] = f(1 / f(Math.pow(theta, f(f(2 * i) / hd))));
@@ -83,7 +92,13 @@ export function hfRopeFrequencies(hd: number, theta: number, scaling?: RopeScali
 }
 
 /** Tables as transformers computes them: angle = f32(pos · inv_freq), cos/sin in float32 times the attention factor. */
-export function hfRopeTables(maxT: number, hd: number, theta: number, scaling: RopeScaling | undefined, alloc: (n: number) => Float32Array = (n) => new Float32Array(n)): RopeTables {
+export function hfRopeTables(
+  maxT: number,
+  hd: number,
+  theta: number,
+  scaling: RopeScaling | undefined,
+  alloc: (n: number) => Float32Array = (n) => new Float32Array(n),
+): RopeTables {
   const half = hd / 2;
   const { invFreq, attentionFactor } = hfRopeFrequencies(hd, theta, scaling);
   const cos = alloc(maxT * half);

@@ -264,16 +264,14 @@ export async function main(args: string[]): Promise<void> {
         },
       ]),
     ),
-    runs: [...byVariant.values()]
-      .flat()
-      .map((r) => ({
-        variant: r.variant,
-        seed: r.seed,
-        start: r.start,
-        end: r.end,
-        tokens: r.tokens,
-        byTokens: r.byTokens,
-        error: r.error ?? null,
-      })),
+    runs: [...byVariant.values()].flat().map((r) => ({
+      variant: r.variant,
+      seed: r.seed,
+      start: r.start,
+      end: r.end,
+      tokens: r.tokens,
+      byTokens: r.byTokens,
+      error: r.error ?? null,
+    })),
   });
 }

@@ -145,9 +145,7 @@ async function peakKernels(fma: boolean): Promise<PeakKernel[]> {
   return out;
 }
 
-async function kernelCeiling(
-  kernels: Kernels,
-): Promise<{
+async function kernelCeiling(kernels: Kernels): Promise<{
   rows: Array<Record<string, string | number | null>>;
   crossover: Array<Record<string, string | number | null>>;
   peakGflops: number;

@@ -31,7 +31,7 @@ import WebSocket from 'ws';
 import { z } from 'zod';
 import { configErrorFromIssue, DataError } from '../core/errors.js';
 import type { TaskItem } from '../core/types.js';
-import { checkCall, contentToText } from './mcp.js';
+import { checkCall, contentToText } from './mcp-connection.js';
 import type {
   Environment,
   EnvironmentFactory,

@@ -219,13 +219,6 @@ function parseArgs(args: string[]): Options {
   return { smoke: args.includes('--smoke'), threads, repeats, skip };
 }
 
-function gitCommit(): { commit: string | null; dirty: boolean | null } {
-  const head = spawnSync('git', ['rev-parse', 'HEAD'], { encoding: 'utf8' });
-  if (head.status !== 0) return { commit: null, dirty: null };
-  const status = spawnSync('git', ['status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' });
-  return { commit: head.stdout.trim(), dirty: status.status === 0 ? status.stdout.trim().length > 0 : null };
-}
-
 /** A hash of HEAD, the uncommitted changes and the untracked files' names: did the tree change mid-run? */
 function treeState(): string | null {
   const parts = [
@@ -500,7 +493,8 @@ export async function main(args: string[]): Promise<void> {
   const loadStart = loadavg();
   const headline = Object.fromEntries(HEADLINE_KEYS.map((k) => [k, null])) as Headline;
   const treeAtStart = treeState();
-  const details: Details = { ...gitCommit(), smoke: o.smoke, plan, threads: o.threads, repeats: o.repeats };
+  // commit, dirty, node and date: the provenance writeBenchJson adds (bench/util.ts)
+  const details: Details = { smoke: o.smoke, plan, threads: o.threads, repeats: o.repeats };
   const what = `threads ${o.threads.join(',')}, ${o.repeats} repeats`;
   console.log(`bench hf${o.smoke ? ' (smoke shapes)' : ''}: ${what}; load average ${fixed(loadStart, 2)}`);
 

@@ -9,14 +9,17 @@
  *
  * Rollout replay (src/replay/replay.ts) from the same warm start, against the same on-policy
  * `sequential` baseline, and `sequential-8` / `sequential-10` (on-policy with 8 / 10 prompts per step:
- * the controls for replay-dots' and replay-remix's smaller fresh batches): `replay-recent` (the previous step's 16 trees replayed, maxAge 2),
+ * the controls for replay-dots' and replay-remix's smaller fresh batches): `replay-recent` (the previous
+ * step's 16 trees replayed, maxAge 2),
  * `replay-dots` (DOTS: 8 fresh groups per step + 8 drawn from the FIFO buffer, σ = 0.5),
  * `replay-remix` (ReMix: 10 fresh groups + round(10·0.4/0.6) = 7 stored ones from the last 2
  * policies, 2 updates per batch, on-policy from step 20). `replay_tokens_to_target_gain` = a replay
  * variant's control's tokens to target ÷ its own (control: on-policy with the same fresh prompts per
  * step: sequential, sequential-8, sequential-10), the best variant's (named in `best_replay`); the mean ESS
  * covers steps that replayed something. `--variants a,b` runs a subset: figures of variants not run
- * (and the export round trip unless every variant runs) are kept from the previous bench/out/replay.json.
+ * (and the export round trip unless `sequential` runs) are kept from the previous bench/out/replay.json,
+ * and only when that JSON's runs were measured at this commit with the same settings (bench/util.ts
+ * `assertSameCode`; checked before anything runs). `runs` in the JSON names each variant's commit.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -35,7 +38,8 @@ import {
   type RunOut,
   type Variant,
 } from './control.js';
-import { benchOutDir, printTable, writeBenchJson } from './util.js';
+import { DataError } from '../src/core/errors.js';
+import { assertSameCode, benchOutDir, benchProvenance, printTable, writeBenchJson, type Provenance } from './util.js';
 
 const sequential = (c: Raw): Raw => ({ ...c, allocate: { kind: 'uniform' } });
 const VARIANTS: Variant[] = [
@@ -88,10 +92,50 @@ const VARIANTS: Variant[] = [
 ];
 const REPLAY = ['replay-recent', 'replay-dots', 'replay-remix'];
 
-/** The previous bench/out/replay.json (its figures stand in for variants this invocation does not run). */
-function previous(): Record<string, any> | undefined {
-  const file = join(benchOutDir, 'replay.json');
-  return existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')) : undefined;
+/** A previous replay.json (its figures stand in for variants this invocation does not run), if there is one. */
+function previous(file: string): Record<string, any> | undefined {
+  if (!existsSync(file)) return undefined;
+  try {
+    return JSON.parse(readFileSync(file, 'utf8'));
+  } catch (e) {
+    throw new DataError(`${file} is not JSON: ${(e as Error).message}`, file, undefined, undefined, { cause: e });
+  }
+}
+
+/** One run's code, as `runs[<variant or "export">]` of replay.json records it. */
+export type RunRecord = Pick<Provenance, 'commit' | 'dirty' | 'diff' | 'date'>;
+
+/**
+ * What a `--variants` invocation keeps from `previous` (read from `file`): the figures and curves of the
+ * variants it does not `rerun`, and the export round trip unless `sequential` reruns (it exports that
+ * run). Throws a DataError, before anything runs, when one of them was measured from other code than
+ * `current` or with other `settings`: a headline is computed only from runs of one commit.
+ */
+export function carryOver(
+  previous: Record<string, any> | undefined,
+  file: string,
+  current: Provenance,
+  rerun: string[],
+  settings: Record<string, unknown>,
+): {
+  variants: Record<string, Record<string, number | null>>;
+  curves: Record<string, unknown>;
+  export?: { ok: boolean; rows: number; detail: string };
+  runs: Record<string, RunRecord>;
+} {
+  if (!previous) return { variants: {}, curves: {}, runs: {} };
+  const kept = Object.keys(previous.variants ?? {}).filter((n) => !rerun.includes(n));
+  const keepExport = !rerun.includes('sequential') && previous.export !== undefined;
+  const keys = keepExport ? [...kept, 'export'] : kept;
+  assertSameCode(previous, file, current, keys, settings);
+  const pick = <T>(o: Record<string, T> | undefined) =>
+    Object.fromEntries(kept.filter((n) => o?.[n] !== undefined).map((n) => [n, o![n]]));
+  return {
+    variants: pick(previous.variants),
+    curves: pick(previous.curves),
+    ...(keepExport ? { export: previous.export } : {}),
+    runs: Object.fromEntries(keys.map((k) => [k, previous.runs[k] as RunRecord])),
+  };
 }
 
 function arg(args: string[], name: string, fallback: string): string {
@@ -119,11 +163,30 @@ export async function main(args: string[]): Promise<void> {
   const gain = Number(arg(args, 'gain', '0.25'));
   const only = arg(args, 'variants', '').split(',').filter(Boolean);
   const variants = VARIANTS.filter((v) => !only.length || only.includes(v.name));
-  const prev = only.length ? previous() : undefined;
+  const unknown = only.filter((n) => !VARIANTS.some((v) => v.name === n));
+  if (unknown.length) {
+    throw new Error(`--variants: unknown variant(s) ${unknown.join(', ')} (${VARIANTS.map((v) => v.name).join(', ')})`);
+  }
   const loaded = loadConfig('examples/control-mixed.yaml');
   const base = JSON.parse(
     JSON.stringify({ ...loaded, sft: { ...loaded.sft, checkpoint: loaded.sft.checkpoint ?? sftCacheDir(loaded) } }),
   ) as Raw;
+  // what must match for figures of an earlier replay.json to stand in for variants not run now
+  const settings = { seeds, steps, gain, config: base };
+  const current = benchProvenance('replay');
+  const file = join(benchOutDir, 'replay.json');
+  const kept = carryOver(
+    only.length ? previous(file) : undefined,
+    file,
+    current,
+    variants.map((v) => v.name),
+    settings,
+  );
+  const own: RunRecord = { commit: current.commit, dirty: current.dirty, diff: current.diff, date: current.date };
+  const runs: Record<string, RunRecord> = {
+    ...kept.runs,
+    ...Object.fromEntries(variants.map((v) => [v.name, own])),
+  };
   const byVariant = new Map<string, RunOut[]>();
   for (let s = 0; s < seeds; s++) {
     for (const v of variants) {
@@ -136,7 +199,7 @@ export async function main(args: string[]): Promise<void> {
       );
     }
   }
-  const summary: Record<string, Record<string, number | null>> = { ...(prev?.variants ?? {}) };
+  const summary: Record<string, Record<string, number | null>> = { ...kept.variants };
   for (const v of variants) {
     const ok = (byVariant.get(v.name) ?? []).filter((r) => !r.error);
     const reach = ok.map((r) => tokensToTarget(r.byTokens, r.start + gain));
@@ -149,7 +212,8 @@ export async function main(args: string[]): Promise<void> {
       tokens: fin(mean(ok.map((r) => r.tokens))),
       tokens_to_target: fin(mean(ok.map((r, i) => reach[i] ?? r.tokens))),
       reached: reach.filter((x) => x !== undefined).length,
-      // loop seconds (evaluations excluded) to the same target; a seed that never reaches it counts with all its seconds
+      // loop seconds (evaluations excluded) to the same target; a seed that never reaches it counts with all
+      // its seconds
       seconds_to_target: fin(
         mean(
           ok.map((r) => tokensToTarget(r.bySeconds, r.start + gain) ?? r.bySeconds[r.bySeconds.length - 1]?.[0] ?? NaN),
@@ -219,13 +283,17 @@ export async function main(args: string[]): Promise<void> {
     (b, [n, x]) => (x !== null && (b[1] === null || x > b[1]) ? [n, x] : b),
     ['', null],
   );
-  const roundtrip = prev ? prev.export : exportRoundtrip(join(benchOutDir, 'replay', 'sequential-seed0'));
+  // the export round trip exports this invocation's sequential seed 0; without it, the kept one (or none)
+  const roundtrip = variants.some((v) => v.name === 'sequential')
+    ? exportRoundtrip(join(benchOutDir, 'replay', 'sequential-seed0'))
+    : kept.export;
+  if (roundtrip && variants.some((v) => v.name === 'sequential')) runs.export = own;
   const ttrl = summary.ttrl ?? { acc_start: null, acc_end: null };
   const headline = {
     replay_tokens_to_target_gain: bestReplay[1],
     selection_tokens_to_target_gain: best[1],
     ttrl_acc_gain: ttrl.acc_end !== null && ttrl.acc_start !== null ? 100 * (ttrl.acc_end - ttrl.acc_start) : null,
-    export_roundtrip: roundtrip.ok ? 1 : 0,
+    export_roundtrip: roundtrip ? (roundtrip.ok ? 1 : 0) : null,
   };
   console.log(
     JSON.stringify(
@@ -242,7 +310,7 @@ export async function main(args: string[]): Promise<void> {
     ),
   );
   const curves = {
-    ...(prev?.curves ?? {}),
+    ...kept.curves,
     ...Object.fromEntries(
       [...byVariant.entries()].map(([n, rs]) => [
         n,
@@ -264,6 +332,9 @@ export async function main(args: string[]): Promise<void> {
     seeds,
     steps,
     gain,
+    settings,
+    // the code each variant's figures (and the export round trip) were measured with
+    runs,
     target: 'each seed: its start accuracy + gain',
     best_selection: best[0],
     selection_tokens_to_target_gain_by_strategy: selection,
@@ -272,8 +343,12 @@ export async function main(args: string[]): Promise<void> {
     replay_tokens_to_target_gain_by_variant: replayGain,
     replay_seconds_to_target_gain_by_variant: replayWallGain,
     replay_tokens_to_target_gain_vs_16_prompts: replayGainVs16,
-    replay_variants:
-      "replay-recent: previous step's trees replayed (16 fresh + 16 stored); replay-dots: 8 fresh + 8 from the DOTS buffer; replay-remix: 10 fresh + 7 stored, 2 updates per batch, on-policy from step 20; all TIS cap 2",
+    replay_variants: [
+      "replay-recent: previous step's trees replayed (16 fresh + 16 stored)",
+      'replay-dots: 8 fresh + 8 from the DOTS buffer',
+      'replay-remix: 10 fresh + 7 stored, 2 updates per batch, on-policy from step 20',
+      'all TIS cap 2',
+    ].join('; '),
     variants_rerun: variants.map((v) => v.name),
     // does replay beat simply training on-policy with the smaller fresh batch? (> 1: replay-dots needs fewer tokens)
     replay_dots_vs_onpolicy_8_prompts: ratio(
@@ -288,7 +363,7 @@ export async function main(args: string[]): Promise<void> {
       ttrl.acc_end !== null && summary.sequential?.acc_end != null
         ? 100 * (ttrl.acc_end - summary.sequential.acc_end)
         : null,
-    export: roundtrip,
+    export: roundtrip ?? null,
     variants: summary,
     curves,
   });

@@ -1,10 +1,13 @@
 /**
  * Benchmark dispatcher: `npm run bench -- <name> [args]` runs bench/<name>.ts's `main(args)`.
- * Each bench prints a table and writes bench/out/<name>.json with a `headline` object.
+ * Each bench prints a table and writes bench/out/<name>.json with a `headline` object; the bench's
+ * provenance (commit, uncommitted edits under src/ and bench/, Node, date, arguments) is taken here,
+ * before it runs, and written into that JSON by bench/util.ts.
  */
 import { existsSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { dirname, join } from 'node:path';
+import { beginBench } from './util.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const [name, ...args] = process.argv.slice(2);
@@ -13,4 +16,5 @@ if (!name || !/^[a-z0-9-]+$/.test(name) || !existsSync(join(here, `${name}.ts`))
   process.exit(2);
 }
 const mod = (await import(pathToFileURL(join(here, `${name}.ts`)).href)) as { main: (args: string[]) => Promise<void> };
+beginBench(name, args);
 await mod.main(args);

@@ -1,12 +1,151 @@
-/** Shared bench helpers: table printing and the bench/out/<name>.json writer. */
+/**
+ * Shared bench helpers: table printing, the child training run, and the one writer of
+ * bench/out/<name>.json. Every bench JSON carries its provenance (commit, uncommitted changes under src/
+ * and bench/, Node version, date, the bench's arguments), taken when the bench starts, so a figure can
+ * be traced to the code that measured it; `assertSameCode` is the rule for reusing figures of an
+ * earlier JSON. It does not pin the machine's load or the examples/ configs (a bench records those).
+ */
 import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import os from 'node:os';
+import { DataError } from '../src/core/errors.js';
 
 export const benchOutDir = join(dirname(fileURLToPath(import.meta.url)), 'out');
+/** The checkout the benches run from (bench/..). */
+export const repoDir = dirname(dirname(fileURLToPath(import.meta.url)));
+/** The paths whose uncommitted changes make a bench JSON `dirty`. */
+export const CODE_PATHS = ['src', 'bench'];
+
+/** The code and invocation a bench JSON was measured with; its fields go at the top of the JSON. */
+export interface Provenance {
+  /** `git rev-parse HEAD`; null outside a git checkout */
+  commit: string | null;
+  /** tracked files under src/ or bench/ differ from the commit (staged or not); null without git */
+  dirty: boolean | null;
+  /** those files, at most 20 (relative to the checkout) */
+  dirty_files: string[];
+  /** sha256 of `git diff HEAD -- src bench`, 16 hex digits, when dirty: two runs of the same edits share it */
+  diff: string | null;
+  /** `process.version` */
+  node: string;
+  /** ISO 8601, when the bench started */
+  date: string;
+  /** the bench's name and its command-line arguments (`npm run bench -- <bench> <args>`) */
+  bench: string;
+  args: string[];
+}
+
+// GIT_OPTIONAL_LOCKS=0: `git status` must not take the index lock of a tree others are working in
+const git = (cwd: string, args: string[]) =>
+  spawnSync('git', args, {
+    cwd,
+    encoding: 'utf8',
+    maxBuffer: 1 << 28,
+    env: { ...process.env, LC_ALL: 'C', GIT_OPTIONAL_LOCKS: '0' },
+  });
+
+/** The provenance of a bench started now in checkout `cwd` (default: this one). */
+export function provenance(
+  bench: string,
+  args: string[],
+  options: { cwd?: string; now?: Date; paths?: string[] } = {},
+): Provenance {
+  const cwd = options.cwd ?? repoDir;
+  const paths = options.paths ?? CODE_PATHS;
+  const base = { node: process.version, date: (options.now ?? new Date()).toISOString(), bench, args: [...args] };
+  const head = git(cwd, ['rev-parse', '--verify', 'HEAD']);
+  if (head.status !== 0) return { commit: null, dirty: null, dirty_files: [], diff: null, ...base };
+  // --untracked-files=no: a new file no commit tracks is not part of "the commit's code" either way
+  const status = git(cwd, ['status', '--porcelain', '--untracked-files=no', '--', ...paths]);
+  const diff = git(cwd, ['diff', 'HEAD', '--', ...paths]);
+  if (status.status !== 0 || diff.status !== 0) {
+    return { commit: head.stdout.trim(), dirty: null, dirty_files: [], diff: null, ...base };
+  }
+  const files = status.stdout
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => line.slice(3));
+  const dirty = files.length > 0;
+  const hash = dirty ? createHash('sha256').update(diff.stdout).digest('hex').slice(0, 16) : null;
+  return { commit: head.stdout.trim(), dirty, dirty_files: files.slice(0, 20), diff: hash, ...base };
+}
+
+/** Whether two provenances name the same code: one commit, and no uncommitted edits or the same ones. */
+export function sameCode(a: Pick<Provenance, 'commit' | 'dirty' | 'diff'>, b: typeof a): boolean {
+  if (a.commit === null || a.commit !== b.commit) return false;
+  if (a.dirty === false && b.dirty === false) return true;
+  return a.dirty === true && b.dirty === true && a.diff !== null && a.diff === b.diff;
+}
+
+/** "<commit>", "<commit> + uncommitted edits (diff <hash>)", or "no commit". */
+function describe(p: Partial<Provenance>): string {
+  if (!p.commit) return 'no commit';
+  if (p.dirty === true) return `${p.commit} + uncommitted edits (diff ${p.diff ?? 'unknown'})`;
+  return p.dirty === false ? p.commit : `${p.commit} (uncommitted edits unknown)`;
+}
+
+/**
+ * The merge rule: figures of an earlier bench JSON (`previous`, read from `file`) may stand in for runs
+ * not repeated now only when every one of them (`previous.runs[key]` for each key) was measured from the
+ * same code as `current` (see sameCode) and with the same `settings`. Throws a DataError naming both.
+ */
+export function assertSameCode(
+  previous: Record<string, unknown>,
+  file: string,
+  current: Provenance,
+  keys: string[],
+  settings: Record<string, unknown>,
+): void {
+  const runs = previous.runs as Record<string, Partial<Provenance>> | undefined;
+  for (const key of keys) {
+    const run = runs?.[key];
+    if (!run || !('commit' in run)) {
+      throw new DataError(
+        `${file} records no commit for "${key}" (written before bench JSONs kept one per run): ` +
+          'its figures cannot be merged; run every variant (leave --variants out)',
+        file,
+        undefined,
+        `runs.${key}`,
+      );
+    }
+    if (!sameCode(run as Provenance, current)) {
+      throw new DataError(
+        `${file}: "${key}" was measured at ${describe(run)}, this run is at ${describe(current)}; ` +
+          'a headline may not mix commits: run every variant (leave --variants out), or commit and re-run',
+        file,
+        undefined,
+        `runs.${key}.commit`,
+      );
+    }
+  }
+  const before = JSON.stringify(previous.settings ?? null);
+  if (keys.length && before !== JSON.stringify(settings)) {
+    throw new DataError(
+      `${file} was measured with settings ${before}, this run has ${JSON.stringify(settings)}: ` +
+        'its figures cannot be merged; run every variant (leave --variants out)',
+      file,
+      undefined,
+      'settings',
+    );
+  }
+}
+
+let started: Provenance | undefined;
+
+/** Called by bench/run.ts before a bench's main(): its provenance is taken now, before any run. */
+export function beginBench(bench: string, args: string[]): Provenance {
+  started = provenance(bench, args);
+  return started;
+}
+
+/** The running bench's provenance (taken by beginBench; now, with no arguments, when it was not called). */
+export function benchProvenance(name: string): Provenance {
+  return started ?? provenance(name, []);
+}
 
 /** Print rows as an aligned text table. */
 export function printTable(rows: Array<Record<string, string | number | null>>): void {
@@ -20,16 +159,47 @@ export function printTable(rows: Array<Record<string, string | number | null>>):
   for (const r of rows) console.log(cols.map((c, i) => fmt(r[c]).padEnd(widths[i])).join('  '));
 }
 
-/** Write bench/out/<name>.json with `headline` (the figures the issue names) and details. */
+/**
+ * The JSON of one bench: its provenance first (the fields of `Provenance`), then `machine`, `headline` and
+ * the bench's details. When the code changed between `start` and `end` (someone committed or edited
+ * src/ or bench/ during the run) it is flagged `code_changed_during_run` with the end state.
+ */
+export function benchRecord(
+  name: string,
+  headline: Record<string, number | null>,
+  details: Record<string, unknown>,
+  start: Provenance,
+  end: Provenance = start,
+): Record<string, unknown> {
+  const machine = { cpus: os.cpus().length, cpu: os.cpus()[0]?.model ?? 'unknown', node: process.version };
+  const changed = !sameCode(start, end) && !(start.commit === null && end.commit === null);
+  const record: Record<string, unknown> = { name, ...start, machine, headline, ...details };
+  // the provenance is this module's to write: a bench's own key of the same name does not replace it
+  Object.assign(record, start);
+  if (changed) {
+    const atEnd = { commit: end.commit, dirty: end.dirty, dirty_files: end.dirty_files, diff: end.diff };
+    Object.assign(record, { code_changed_during_run: true, code_at_end: atEnd });
+  }
+  return record;
+}
+
+/** Write bench/out/<name>.json (or `<dir>/<name>.json`) with `headline` (the figures the issue names). */
 export function writeBenchJson(
   name: string,
   headline: Record<string, number | null>,
   details: Record<string, unknown>,
+  options: { dir?: string } = {},
 ): string {
-  mkdirSync(benchOutDir, { recursive: true });
-  const path = join(benchOutDir, `${name}.json`);
-  const machine = { cpus: os.cpus().length, cpu: os.cpus()[0]?.model ?? 'unknown', node: process.version };
-  writeFileSync(path, JSON.stringify({ name, date: new Date().toISOString(), machine, headline, ...details }, null, 2));
+  const start = benchProvenance(name);
+  const end = provenance(start.bench, start.args);
+  const record = benchRecord(name, headline, details, start, end);
+  if (record.code_changed_during_run) {
+    console.warn(`warning: the code changed during this bench (${describe(start)} → ${describe(end)})`);
+  }
+  const dir = options.dir ?? benchOutDir;
+  mkdirSync(dir, { recursive: true });
+  const path = join(dir, `${name}.json`);
+  writeFileSync(path, JSON.stringify(record, null, 2));
   console.log(`wrote ${path}`);
   return path;
 }

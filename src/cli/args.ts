@@ -88,7 +88,8 @@ export function parseCommand(argv: string[], spec: CommandSpec): Flags {
   const n = parsed.positionals.length;
   if (n > spec.maxPositionals || n < (spec.minPositionals ?? 0)) {
     throw new ArborError(
-      `${spec.name}: expected ${spec.positionals || 'no arguments'} besides the options, got ${n ? parsed.positionals.map((p) => JSON.stringify(p)).join(' ') : 'none'} (arbor ${spec.name} --help)`,
+      `${spec.name}: expected ${spec.positionals || 'no arguments'} besides the options, got ` +
+        `${n ? parsed.positionals.map((p) => JSON.stringify(p)).join(' ') : 'none'} (arbor ${spec.name} --help)`,
     );
   }
   return flags;
@@ -102,7 +103,10 @@ export function helpText(spec: CommandSpec): string {
   ]);
   rows.push(['--help, -h', 'print this help']);
   const width = Math.max(...rows.map((r) => r[0].length));
-  return `usage: arbor ${spec.name}${spec.positionals ? ` ${spec.positionals}` : ''} [options]\n\n${spec.summary}\n\noptions:\n${rows.map(([a, b]) => `  ${a.padEnd(width)}  ${b}`).join('\n')}\n`;
+  return (
+    `usage: arbor ${spec.name}${spec.positionals ? ` ${spec.positionals}` : ''} [options]\n\n${spec.summary}\n\n` +
+    `options:\n${rows.map(([a, b]) => `  ${a.padEnd(width)}  ${b}`).join('\n')}\n`
+  );
 }
 
 /** Print a command's help on stdout; the exit code 0. */

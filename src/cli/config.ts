@@ -43,7 +43,11 @@ export async function configCommand(argv: string[]): Promise<number> {
     // modules (task, reward parts, env kinds tools and module) are loaded and their exports checked
     try {
       const task = await taskFromConfig(config.task, { prepare: false });
-      await loadReward(config.reward, { taskReward: task.reward, taskExtract: task.extractAnswer?.bind(task) });
+      await loadReward(config.reward, {
+        taskReward: task.reward,
+        taskExtract: task.extractAnswer?.bind(task),
+        taskStepJudge: task.firstWrongStep?.bind(task),
+      });
       if (config.env?.kind === 'tools' || config.env?.kind === 'module') {
         await (await envFactoryFromConfig(config.env, { baseDir: process.cwd() })).close();
       }

@@ -30,7 +30,9 @@ export const SELECT: CommandSpec = {
   minPositionals: 1,
   maxPositionals: 1,
   summary:
-    "Rank a run's items by their reward dynamics (LIMR: alignment with the run's learning curve; S2L: k-means over reward curves, balanced over clusters) and write the chosen items as dataset rows {id, prompt, answer, score}. Log trees every step (run.logTreesEvery: 1).",
+    "Rank a run's items by their reward dynamics (LIMR: alignment with the run's learning curve; S2L: k-means " +
+    'over reward curves, balanced over clusters) and write the chosen items as dataset rows {id, prompt, answer, ' +
+    'score}. Log trees every step (run.logTreesEvery: 1).',
   flags: {
     method: { type: 'string', value: 'limr|s2l', doc: 'scoring method (default limr)' },
     top: { type: 'string', value: 'K', doc: 'keep K items (limr: the best scores; s2l: the budget, required)' },
@@ -143,7 +145,8 @@ export function selectReport(
   lines.push(`score histogram (${o.method === 'limr' ? 'LIMR alignment' : 'mean reward'}):`);
   h.counts.forEach((c, i) =>
     lines.push(
-      `  [${fmt(h.lo + i * width).padStart(7)}, ${fmt(h.lo + (i + 1) * width).padStart(7)}${i === h.counts.length - 1 ? ']' : ')'} ${String(c).padStart(6)} ${'#'.repeat(Math.round((c / peak) * 40))}`,
+      `  [${fmt(h.lo + i * width).padStart(7)}, ${fmt(h.lo + (i + 1) * width).padStart(7)}` +
+        `${i === h.counts.length - 1 ? ']' : ')'} ${String(c).padStart(6)} ${'#'.repeat(Math.round((c / peak) * 40))}`,
     ),
   );
   if (ranked.length > 1 && h.hi - h.lo < 1e-12)
@@ -152,7 +155,8 @@ export function selectReport(
     );
   if (clusterSizes)
     lines.push(
-      `clusters (k-means, ${clusterSizes.length}): sizes ${clusterSizes.join(' ')}; kept per cluster ${clusterSizes.map((_, c) => ranked.filter((x) => x.cluster === c && x.chosen).length).join(' ')}`,
+      `clusters (k-means, ${clusterSizes.length}): sizes ${clusterSizes.join(' ')}; kept per cluster ` +
+        clusterSizes.map((_, c) => ranked.filter((x) => x.cluster === c && x.chosen).length).join(' '),
     );
   const rule = o.method === 's2l' ? `budget ${o.top}` : o.top > 0 ? `top ${o.top}` : `score ≥ ${o.threshold}`;
   lines.push(`kept ${r.rows.length} of ${ranked.length} (${rule}) → ${to}`);
@@ -180,7 +184,8 @@ export async function selectCommand(argv: string[]): Promise<number> {
   if (!result.rows.length) {
     const best = result.selection.ranked[0];
     throw new ArborError(
-      `select: no item kept (${result.selection.ranked.length} ranked${best ? `, best score ${best.score.toFixed(3)}` : ''}); lower --threshold or pass --top K`,
+      `select: no item kept (${result.selection.ranked.length} ranked` +
+        `${best ? `, best score ${best.score.toFixed(3)}` : ''}); lower --threshold or pass --top K`,
     );
   }
   writeFileAtomic(to, result.rows.map((r) => JSON.stringify(r) + '\n').join(''));

@@ -41,7 +41,8 @@ export const qualityHeadSchema = z
       .boolean()
       .default(true)
       .describe(
-        "add the embedded engine's last hidden state at each node's end to the features (ignored by samplers that cannot return it: remote engines use the log-prob/entropy statistics only)",
+        "add the embedded engine's last hidden state at each node's end to the features (ignored by samplers " +
+          'that cannot return it: remote engines use the log-prob/entropy statistics only)',
       ),
     hiddenDims: z
       .number()

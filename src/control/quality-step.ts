@@ -52,7 +52,8 @@ export class QualityStep {
     const width = hidden?.width ?? 0;
     if (state && headHiddenWidth(state) !== width) {
       throw new ConfigError(
-        `the saved quality head reads ${headHiddenWidth(state)} hidden-state features, this run's engine and config give ${width} (set qualityHead.hidden and hiddenDims as in the run that saved it)`,
+        `the saved quality head reads ${headHiddenWidth(state)} hidden-state features, this run's engine and ` +
+          `config give ${width} (set qualityHead.hidden and hiddenDims as in the run that saved it)`,
         'qualityHead.hidden',
       );
     }

@@ -260,7 +260,9 @@ async function prepareStart(spec: EngineSpec, options: BuildOptions): Promise<st
     seed,
     onProgress: (p) =>
       options.update?.(
-        `sft ${p.step}/${p.steps} loss ${p.loss.toFixed(3)}${p.heldOutLoss !== undefined ? ` held-out ${p.heldOutLoss.toFixed(3)}` : ''} ${Math.round(p.tokensPerSecond)} tok/s`,
+        `sft ${p.step}/${p.steps} loss ${p.loss.toFixed(3)}` +
+          `${p.heldOutLoss !== undefined ? ` held-out ${p.heldOutLoss.toFixed(3)}` : ''}` +
+          ` ${Math.round(p.tokensPerSecond)} tok/s`,
       ),
   });
   const finalLoss = result.trainLoss[result.trainLoss.length - 1];
@@ -282,7 +284,8 @@ async function prepareStart(spec: EngineSpec, options: BuildOptions): Promise<st
   }
   const held = result.heldOut[result.heldOut.length - 1];
   options.log?.(
-    `warm-start: done in ${(result.wallMs / 1000).toFixed(1)} s, train loss ${finalLoss.toFixed(3)}${held ? `, held-out loss ${held.loss.toFixed(3)}` : ''} → ${dir}`,
+    `warm-start: done in ${(result.wallMs / 1000).toFixed(1)} s, train loss ${finalLoss.toFixed(3)}` +
+      `${held ? `, held-out loss ${held.loss.toFixed(3)}` : ''} → ${dir}`,
   );
   return dir;
 }

@@ -73,7 +73,8 @@ export const modelSchema = z
       .string()
       .optional()
       .describe(
-        "a Hugging Face model directory (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM: config.json, safetensors, tokenizer files) run by the embedded engine; dModel..tieEmbeddings are then the checkpoint's",
+        'a Hugging Face model directory (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM: config.json, ' +
+          "safetensors, tokenizer files) run by the embedded engine; dModel..tieEmbeddings are then the checkpoint's",
       ),
     create: hfCreateSchema
       .optional()
@@ -136,7 +137,8 @@ export const sftSchema = z
       .enum(['model', 'adapter'])
       .default('model')
       .describe(
-        'Hugging Face models: the warm-start trains every weight (saved as a model directory; RL then puts model.lora on it) or the model.lora adapter (saved in PEFT format; RL continues it)',
+        'Hugging Face models: the warm-start trains every weight (saved as a model directory; RL then puts ' +
+          'model.lora on it) or the model.lora adapter (saved in PEFT format; RL continues it)',
       ),
   })
   .strict()

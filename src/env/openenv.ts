@@ -55,7 +55,8 @@ const actionSchema = z
   ])
   .default({ mode: 'text', field: 'message' })
   .describe(
-    'how a policy turn becomes an OpenEnv action: {mode: text, field} puts the turn text in that field; {mode: mcp} sends each tool call as {type: call_tool, tool_name, arguments} (tools from list_tools)',
+    'how a policy turn becomes an OpenEnv action: {mode: text, field} puts the turn text in that field; ' +
+      '{mode: mcp} sends each tool call as {type: call_tool, tool_name, arguments} (tools from list_tools)',
   );
 
 export const openenvOptionsSchema = z
@@ -70,7 +71,8 @@ export const openenvOptionsSchema = z
       .enum(['ws', 'http'])
       .default('ws')
       .describe(
-        'ws: one WebSocket session per episode (multi-step); http: POST /reset and /step, which the server runs on a fresh environment per request (stateless), so only valid for single-step environments',
+        'ws: one WebSocket session per episode (multi-step); http: POST /reset and /step, which the server runs ' +
+          'on a fresh environment per request (stateless), so only valid for single-step environments',
       ),
     action: actionSchema,
     observationField: z
@@ -562,7 +564,9 @@ class OpenEnvEnvironment implements Environment {
     const check = (i: number, got: string, want: string | undefined) => {
       if (this.o.verifyReplay && got !== want) {
         throw new DataError(
-          `${this.o.url}: fork by replay: answer ${i} differs from the recorded one (the environment is not deterministic under its seed; set env.verifyReplay: false to accept): got ${got.slice(0, 200)}, recorded ${String(want).slice(0, 200)}`,
+          `${this.o.url}: fork by replay: answer ${i} differs from the recorded one (the environment is not ` +
+            'deterministic under its seed; set env.verifyReplay: false to accept): ' +
+            `got ${got.slice(0, 200)}, recorded ${String(want).slice(0, 200)}`,
           this.o.url,
           undefined,
           'env.verifyReplay',

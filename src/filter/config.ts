@@ -105,6 +105,24 @@ export const rewardPartSchema = z.discriminatedUnion('kind', [
     .strict(),
   z
     .object({
+      kind: z.literal('fapo'),
+      weight,
+      lambda: z
+        .number()
+        .min(0)
+        .max(1e6)
+        .default(0.5)
+        .describe("penalty λ on a flawed positive (0.5 on a 0/1 verifier is the paper's 1 on ±1)"),
+      judge: z.literal('program').default('program').describe("program: the task's firstWrongStep"),
+      unparseableIsFlawed: z
+        .boolean()
+        .default(false)
+        .describe('a correct response whose steps the judge cannot parse counts as flawed (the paper: no)'),
+    })
+    .strict()
+    .describe("FAPO: the task's verifier minus λ when the answer is right but a step is wrong"),
+  z
+    .object({
       kind: z.literal('module'),
       weight,
       module: z

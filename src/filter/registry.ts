@@ -2,14 +2,15 @@
  * Rewards from configuration: `reward.parts` is a list of `{kind, weight, ...options}` combined by a
  * weighted sum (each part logged as a component), optionally wrapped in a noisy-verifier correction.
  * Kinds: task (the task's own verifier), env (an agent environment's reward), exact, numeric, math, format, length_penalty, judge, code,
- * program, module (a user module: `loadReward` imports it first). Every option is validated (unknown
- * keys are errors naming `reward.parts.N.key`).
+ * program, fapo (the task's verifier minus a flawed-positive penalty), module (a user module: `loadReward`
+ * imports it first). Every option is validated (unknown keys are errors naming `reward.parts.N.key`).
  */
 import type { z } from 'zod';
 import { ConfigError } from '../core/errors.js';
 import { applyOptions, checkShape, importUserModule, moduleExport } from '../core/modules.js';
 import { envReward, exactReward, formatReward, lengthPenaltyReward, numericReward } from './basic.js';
 import { codeReward } from './code.js';
+import { fapoReward, type StepJudge } from './fapo.js';
 import type { noisyCorrectionSchema, RewardPartSpec } from './config.js';
 import { judgeReward } from './judge.js';
 import { extractAnswer, mathReward } from './math/index.js';
@@ -25,6 +26,7 @@ function part(
   index: number,
   taskExtract?: (response: string) => string | null,
   modules: Record<number, RewardFunction> = {},
+  taskStepJudge?: StepJudge,
 ): RewardFunction {
   const answerOf = (r: string) => extractAnswer(r) ?? r;
   switch (spec.kind) {
@@ -89,6 +91,17 @@ function part(
         timeoutMs: spec.timeoutMs,
       });
     }
+    case 'fapo':
+      if (!taskReward || !taskStepJudge)
+        throw new ConfigError(
+          `reward.parts.${index}.judge: kind "fapo" with judge "program" needs a task with a step judge ` +
+            '(firstWrongStep, e.g. task scratchpad)',
+          `reward.parts.${index}.judge`,
+        );
+      return fapoReward(taskReward, taskStepJudge, {
+        lambda: spec.lambda,
+        unparseableIsFlawed: spec.unparseableIsFlawed,
+      });
     case 'code':
       return codeReward({ language: spec.language, limits: spec.limits });
     case 'program':
@@ -99,6 +112,8 @@ function part(
 export interface RewardContext {
   taskReward?: RewardFunction;
   taskExtract?: (response: string) => string | null;
+  /** The task's step judge (`Task.firstWrongStep`), for `kind: fapo`. */
+  taskStepJudge?: StepJudge;
   safety?: SafeScoreOptions;
   /** The rewards of `kind: module` parts by part index (loadReward imports them). */
   modules?: Record<number, RewardFunction>;
@@ -111,7 +126,7 @@ export function rewardFromConfig(
 ): RewardFunction {
   if (!spec.parts.length) throw new ConfigError('reward.parts: give at least one reward', 'reward.parts');
   const fns = spec.parts.map((p, i) => ({
-    fn: part(p, context.taskReward, i, context.taskExtract, context.modules),
+    fn: part(p, context.taskReward, i, context.taskExtract, context.modules, context.taskStepJudge),
     weight: p.weight,
   }));
   let reward = fns.length === 1 && fns[0].weight === 1 ? fns[0].fn : composeRewards(fns, context.safety);

@@ -73,7 +73,10 @@ function behaviourOf(d: Datum, i: number): number[] {
  * Mean over policy tokens (weights ≠ 0) of |samplingLogprobs − current|: how far the behaviour
  * log-probs are from the trainer's. 0 when there are no policy tokens.
  */
-/** max_t |behav − current| over the weighted tokens: 0 up to float rounding when the sampler and the trainer hold the same weights (the token-exactness check). */
+/**
+ * max_t |behav − current| over the weighted tokens: 0 up to float rounding when the sampler and the trainer
+ * hold the same weights (the token-exactness check).
+ */
 export function logprobMaxGap(datums: Datum[], current: Logprobs): number {
   checkShapes(datums, current, 'logprobMaxGap');
   let max = 0;

@@ -58,7 +58,8 @@ const common = {
     .enum(['tis', 'decoupled'])
     .default('tis')
     .describe(
-      'importance correction of replayed tokens: tis = weight min(w, cap); decoupled = weight w, tokens with w > cap masked (w = exp(logp_now − logp_behaviour))',
+      'importance correction of replayed tokens: tis = weight min(w, cap); decoupled = weight w, ' +
+        'tokens with w > cap masked (w = exp(logp_now − logp_behaviour))',
     ),
   cap: z
     .number()

@@ -73,7 +73,8 @@ const runSchema = z
       .enum(['sync', 'async'])
       .default('sync')
       .describe(
-        'sync: generate then train, one after the other; async: rollout production overlaps training (embedded engine: the sampler runs in a worker thread with its own copy of the weights)',
+        'sync: generate then train, one after the other; async: rollout production overlaps training ' +
+          '(embedded engine: the sampler runs in a worker thread with its own copy of the weights)',
       ),
     maxStaleness: z
       .number()
@@ -82,7 +83,8 @@ const runSchema = z
       .max(64)
       .default(0)
       .describe(
-        'async: k, the weight versions a trained token may lag the learner; the rollouts of step t are generated with version max(0, t−1−k), so production runs k steps ahead (0 = the synchronous loop)',
+        'async: k, the weight versions a trained token may lag the learner; the rollouts of step t are generated ' +
+          'with version max(0, t−1−k), so production runs k steps ahead (0 = the synchronous loop)',
       ),
     maxFailedSteps: z
       .number()
@@ -115,13 +117,15 @@ const taskSchema = z
         mix: mixSchema
           .optional()
           .describe(
-            'a task mixture instead of name/options: [{ name, options, weight, label }, ...] (items of every component, ids prefixed by the component; src/tasks/mix.ts)',
+            'a task mixture instead of name/options: [{ name, options, weight, label }, ...] ' +
+              '(items of every component, ids prefixed by the component; src/tasks/mix.ts)',
           ),
         overlong: z
           .enum(['error', 'skip'])
           .default('error')
           .describe(
-            "a prompt that leaves no room for a response in the model's context (embedded engine): fail at load naming its file and line, or leave it out (counted in the run log)",
+            "a prompt that leaves no room for a response in the model's context (embedded engine): " +
+              'fail at load naming its file and line, or leave it out (counted in the run log)',
           ),
       })
       .strict()
@@ -248,7 +252,8 @@ export const configSchema = z
     select: selectOptionsSchema
       .default({ kind: 'sequential' })
       .describe(
-        "which prompts a step draws: sequential | dots | vade (difficulty targeting from each prompt's success posterior) | ucb (DUMP: UCB over the components of task.mix)",
+        "which prompts a step draws: sequential | dots | vade (difficulty targeting from each prompt's success " +
+          'posterior) | ucb (DUMP: UCB over the components of task.mix)',
       ),
     hint: hintOptionsSchema
       .default({ kind: 'none' })

@@ -10,7 +10,7 @@ import { hasError, type RolloutTree } from '../core/tree.js';
 import type { Engine } from '../engine/build.js';
 import { NonFiniteLossError, NumericsError } from '../core/errors.js';
 import type { LossExtras, LossSpec, Trainer } from '../engine/types.js';
-import { buildDatums, computeAdvantages, lossFromConfig } from '../optimize/index.js';
+import { buildDatums, computeAdvantages, lossFromConfig, shapingInputs } from '../optimize/index.js';
 import { splitByTree } from '../optimize/minibatch.js';
 import { applyCorrection, logprobGap, logprobMaxGap, type Correction } from '../optimize/off-policy.js';
 import { learningRateAt } from '../optimize/schedule.js';
@@ -63,7 +63,12 @@ export class Learner {
     const { config } = this;
     const usable = trees.filter((t) => !hasError(t));
     const stalenessHistogram = RolloutStore.stalenessHistogram(usable, version);
-    const advantaged = computeAdvantages(usable, config.optimize.advantage);
+    // the ace shaping term reads sequence log-probs under the current and the reference policy ({} otherwise)
+    const shaping = await shapingInputs(usable, config.optimize.advantage.shaping, {
+      policy: this.engine.trainer,
+      reference: this.engine.reference,
+    });
+    const advantaged = computeAdvantages(usable, config.optimize.advantage, shaping);
     const chunks = splitByTree(advantaged, config.trainer.updatesPerStep);
     const sums: Record<string, number> = {};
     const add = (k: string, v: number) => (sums[k] = (sums[k] ?? 0) + v / chunks.length);
@@ -80,7 +85,8 @@ export class Learner {
         maxResponseTokens: config.sampling.maxResponseTokens,
       });
       if (!datums.length) continue;
-      if (this.engine.reference) {
+      // the reference also exists for the ace shaping term alone (klCoef 0): no KL, no forward then
+      if (this.engine.reference && this.extras.klCoef) {
         const ref = await this.engine.reference.logprobs(datums);
         datums.forEach((d, i) => (d.referenceLogprobs = ref[i]));
       }

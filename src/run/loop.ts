@@ -37,6 +37,7 @@ import { RUN_DIR_ENTRIES, RunDir } from './rundir.js';
 import { loadRunState, saveRunState, type LoopState } from './run-state.js';
 import { stepLine, stepMetrics } from './step-log.js';
 import { warmStartFor } from './warm-start.js';
+import { shapingNeeds } from '../optimize/advantages/shaping.js';
 
 export interface TrainOptions {
   /** Continue the run in this directory from its last checkpoint. */
@@ -111,7 +112,7 @@ async function runOpened(run: OpenRun, opened: OpenResources): Promise<RunSummar
   const warmStart = warmStartFor(config, task, agentEnv);
   const engine = await buildEngine(config, {
     warmStart,
-    needReference: config.optimize.loss.klCoef > 0,
+    needReference: config.optimize.loss.klCoef > 0 || shapingNeeds(config.optimize.advantage.shaping).reference,
     log: (l) => progress.line(l),
     update: (l) => progress.update(l),
   });
@@ -151,7 +152,10 @@ async function runOpened(run: OpenRun, opened: OpenResources): Promise<RunSummar
     progress.line(`resuming ${dir.path} from step ${state.step} (${store.count()} trees in the store)`);
   } else {
     progress.line(
-      `run ${dir.path}: ${task.name}, ${config.generate.kind} (G=${config.generate.groupSize}), ${config.run.promptsPerStep} prompts/step, ${config.run.steps} steps, ${config.run.mode}${config.run.mode === 'async' ? ` (max staleness ${config.run.maxStaleness})` : ''}, control ${config.control.kind}, ${engine.description}`,
+      `run ${dir.path}: ${task.name}, ${config.generate.kind} (G=${config.generate.groupSize}), ` +
+        `${config.run.promptsPerStep} prompts/step, ${config.run.steps} steps, ${config.run.mode}` +
+        `${config.run.mode === 'async' ? ` (max staleness ${config.run.maxStaleness})` : ''}, ` +
+        `control ${config.control.kind}, ${engine.description}`,
     );
     progress.update('evaluating the starting policy...');
     const e0 = await evalAt(0);
@@ -225,7 +229,9 @@ async function runOpened(run: OpenRun, opened: OpenResources): Promise<RunSummar
       ? `, sampled ${pct(summary.heldout_sample_acc_start)} → ${pct(summary.heldout_sample_acc_end)}`
       : '';
   progress.line(
-    `done in ${formatSeconds(summary.wall_s)}: held-out greedy accuracy ${pct(summary.heldout_acc_start)} → ${pct(summary.heldout_acc_end)}${sampled}; ${summary.tokens_decoded} tokens decoded; report ${join(dir.path, 'report.html')}`,
+    `done in ${formatSeconds(summary.wall_s)}: held-out greedy accuracy ${pct(summary.heldout_acc_start)} → ` +
+      `${pct(summary.heldout_acc_end)}${sampled}; ${summary.tokens_decoded} tokens decoded; ` +
+      `report ${join(dir.path, 'report.html')}`,
   );
   return summary;
 }
@@ -321,7 +327,8 @@ async function runSteps(ctx: StepContext): Promise<EvalResult | undefined> {
       );
       if (state.failedSteps >= config.run.maxFailedSteps)
         throw new ArborError(
-          `stopping: ${state.failedSteps} consecutive steps without a usable tree (run.maxFailedSteps ${config.run.maxFailedSteps}); last errors: ${reasons.join(' | ') || 'none recorded'}`,
+          `stopping: ${state.failedSteps} consecutive steps without a usable tree ` +
+            `(run.maxFailedSteps ${config.run.maxFailedSteps}); last errors: ${reasons.join(' | ') || 'none recorded'}`,
         );
     }
     // production of the next batch(es) starts once this step is fully done (in sync mode nothing

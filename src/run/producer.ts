@@ -40,6 +40,7 @@ import { fitPrompts, promptEncoder, stopTokens } from './prompts.js';
 import { selectByDifficulty } from '../replay/select.js';
 import type { AgentRuntime } from '../generate/types.js';
 import { agentRuntimeFor } from './agent-runtime.js';
+import { requestEntropy, shapingNeeds } from '../optimize/advantages/shaping.js';
 import { componentPools, UcbCurriculum, type UcbState } from '../replay/ucb.js';
 import { componentOfId, mixLabels } from '../tasks/mix.js';
 
@@ -89,10 +90,13 @@ export class Producer {
   ) {}
 
   static async create(config: ArborConfig, sampler: Sampler, tokenizer: TextTokenizer): Promise<Producer> {
+    // the entropy shaping term reads the per-token entropies the sampler records on the trees
+    if (shapingNeeds(config.optimize.advantage.shaping).entropy) sampler = requestEntropy(sampler);
     const task = await taskFromConfig(config.task);
     const reward = await loadReward(config.reward, {
       taskReward: task.reward,
       taskExtract: task.extractAnswer?.bind(task),
+      taskStepJudge: task.firstWrongStep?.bind(task),
       safety: { timeoutMs: config.reward.timeoutMs, failureReward: config.reward.failureReward },
     });
     const contextLength = config.engine.kind === 'embedded' ? config.model.contextLength : undefined;

@@ -55,7 +55,8 @@ export function lineChart(title: string, xLabel: string, series: Series[], width
   );
   formatTicks(yt).forEach((label, i) =>
     parts.push(
-      `<line x1="${pad.l}" x2="${width - pad.r}" y1="${Y(yt[i])}" y2="${Y(yt[i])}" stroke="#e5e7eb"/><text x="${pad.l - 4}" y="${Y(yt[i]) + 4}" text-anchor="end" font-size="10">${label}</text>`,
+      `<line x1="${pad.l}" x2="${width - pad.r}" y1="${Y(yt[i])}" y2="${Y(yt[i])}" stroke="#e5e7eb"/>` +
+        `<text x="${pad.l - 4}" y="${Y(yt[i]) + 4}" text-anchor="end" font-size="10">${label}</text>`,
     ),
   );
   formatTicks(xt).forEach((label, i) =>
@@ -74,7 +75,8 @@ export function lineChart(title: string, xLabel: string, series: Series[], width
       for (const [x, y] of pts)
         parts.push(`<circle cx="${X(x).toFixed(1)}" cy="${Y(y).toFixed(1)}" r="2.5" fill="${s.color}"/>`);
     parts.push(
-      `<rect x="${pad.l + 8 + i * 130}" y="${pad.t - 2}" width="10" height="3" fill="${s.color}"/><text x="${pad.l + 22 + i * 130}" y="${pad.t + 2}" font-size="10">${escapeHtml(s.name)}</text>`,
+      `<rect x="${pad.l + 8 + i * 130}" y="${pad.t - 2}" width="10" height="3" fill="${s.color}"/>` +
+        `<text x="${pad.l + 22 + i * 130}" y="${pad.t + 2}" font-size="10">${escapeHtml(s.name)}</text>`,
     );
   });
   parts.push('</svg>');

@@ -25,6 +25,9 @@ export function stepMetrics(
     .filter((l) => l.finishReason !== 'error');
   const rewardMean = mean(ls.map((l) => l.reward ?? 0));
   const accuracy = mean(ls.map((l) => (isCorrect(correctness(l)) ? 1 : 0)));
+  // FAPO rewards carry a `flawed` component: the share of correct leaves with a wrong step
+  const flawed = ls.filter((l) => isCorrect(correctness(l))).map((l) => l.rewardInfo?.components.flawed);
+  const judged = ls.some((l) => l.rewardInfo?.components.flawed !== undefined);
   const s = meta.stats;
   const m = learned?.metrics ?? {};
   return {
@@ -33,6 +36,7 @@ export function stepMetrics(
     ...meta.info,
     reward_mean: rewardMean,
     accuracy,
+    ...(judged ? { flawed_positive_ratio: mean(flawed.map((f) => f ?? 0)) } : {}),
     tokens_decoded: s.tokensDecoded,
     tokens_decoded_total: state.tokensDecoded,
     prefix_tokens_reused: s.prefixTokensReused,
@@ -83,7 +87,8 @@ export function stepLine(prefix: string, m: StepMetrics, lastEval: EvalResult | 
   const sec = (k: string) => ((m[k] as number) / 1000).toFixed(1);
   const stale = (m.staleness_max as number) > 0 ? ` stale ${(m.staleness_mean as number).toFixed(2)}` : '';
   return (
-    `${prefix} reward ${(m.reward_mean as number).toFixed(3)} acc ${pct(m.accuracy as number)} decoded ${m.tokens_decoded} reused ${m.prefix_tokens_reused}${stale}` +
+    `${prefix} reward ${(m.reward_mean as number).toFixed(3)} acc ${pct(m.accuracy as number)} ` +
+    `decoded ${m.tokens_decoded} reused ${m.prefix_tokens_reused}${stale}` +
     ` | gen ${sec('ms_generate')}s score ${sec('ms_score')}s wait ${sec('ms_wait')}s train ${sec('ms_train')}s` +
     (m.eval_greedy_acc !== undefined
       ? ` | held-out greedy ${pct(m.eval_greedy_acc as number)}${lastEval?.sampleAccuracy != null ? ` sampled ${pct(lastEval.sampleAccuracy)}` : ''}`

@@ -12,6 +12,7 @@ import { arithTask } from './arith.js';
 import { countdownTask } from './countdown.js';
 import { calculatorTask } from './calculator.js';
 import { kvTask } from './kv.js';
+import { scratchpadTask } from './scratchpad.js';
 import { datasetTask, gsm8kTask, math500Task } from './datasets/task.js';
 import { mixLabels, mixSchema, mixTask } from './mix.js';
 import type { Task } from './types.js';
@@ -22,6 +23,7 @@ export { countdownTask, checkCountdown } from './countdown.js';
 export { evaluateExpression } from './expression.js';
 export { calculatorTask, extractFinalAnswer, type MultiTurnTask } from './calculator.js';
 export { kvTask, replayKv } from './kv.js';
+export { firstWrongStep, scratchpadLines, scratchpadTask, type ScratchpadOptions } from './scratchpad.js';
 export * from './datasets/index.js';
 export {
   componentOf,
@@ -152,6 +154,38 @@ const kvOptions = z
   })
   .strict();
 
+const scratchpadOptions = z
+  .object({
+    digits: z.number().int().min(1).max(5).default(3).describe('maximum digits of the multiplicand'),
+    minDigits: z.number().int().min(1).max(5).default(2).describe('minimum digits of the multiplicand'),
+    multiplierDigits: z.number().int().min(1).max(3).default(2).describe('digits of the multiplier'),
+    teacherErrorRate: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(0)
+      .describe('share of SFT demonstrations with one dropped carry that propagates (their answer is wrong)'),
+    flawedCorrectRate: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(0)
+      .describe('share of SFT demonstrations with one wrong carry but the right result (flawed positives)'),
+  })
+  .strict();
+
+/** The scratchpad task, its option sums checked (the two teacher shares cannot exceed 1). */
+function buildScratchpad(o: z.infer<typeof scratchpadOptions>): Task {
+  if (o.teacherErrorRate + o.flawedCorrectRate > 1)
+    throw new ConfigError(
+      'task.options.flawedCorrectRate: teacherErrorRate + flawedCorrectRate must be ≤ 1',
+      'task.options.flawedCorrectRate',
+    );
+  if (o.minDigits > o.digits)
+    throw new ConfigError('task.options.minDigits: must be ≤ digits', 'task.options.minDigits');
+  return scratchpadTask(o);
+}
+
 type Builder = { schema: z.ZodTypeAny; build: (options: never) => Task };
 const registry: Record<string, Builder> = {
   arith: { schema: arithOptions, build: (o: z.infer<typeof arithOptions>) => arithTask(o) as Task },
@@ -161,6 +195,7 @@ const registry: Record<string, Builder> = {
   math500: { schema: math500Options, build: (o: z.infer<typeof math500Options>) => math500Task(o) },
   calculator: { schema: calculatorOptions, build: (o: z.infer<typeof calculatorOptions>) => calculatorTask(o) },
   kv: { schema: kvOptions, build: (o: z.infer<typeof kvOptions>) => kvTask(o) },
+  scratchpad: { schema: scratchpadOptions, build: buildScratchpad },
   // `task: { mix: [...] }` (run/config.ts) resolves to name "mix" with the components as options
   mix: {
     schema: z.object({ components: mixSchema }).strict(),
@@ -263,6 +298,7 @@ async function loadTaskModule(file: string, options: Record<string, unknown>): P
     ['demonstrationTurns', (t) => optionalFunction(t.demonstrationTurns)],
     ['prepare', (t) => optionalFunction(t.prepare)],
     ['transcript', (t) => optionalFunction(t.transcript)],
+    ['firstWrongStep', (t) => optionalFunction(t.firstWrongStep)],
   ]);
   return guardedTask(task, file);
 }
@@ -295,6 +331,7 @@ function guardedTask(task: Task, file: string): Task {
     reward: task.reward,
     ...(task.extractAnswer ? { extractAnswer: task.extractAnswer.bind(task) } : {}),
     ...(task.prepare ? { prepare: task.prepare.bind(task) } : {}),
+    ...(task.firstWrongStep ? { firstWrongStep: task.firstWrongStep.bind(task) } : {}),
     makeItems: (split, count, seed) => {
       const items = guard('makeItems', task.makeItems, (sp, c, s) => `${JSON.stringify(sp)}, ${c}, ${s}`)(
         split,

@@ -21,6 +21,11 @@ export interface Task {
   /** A correct completion for SFT (ends where the model should stop; EOS is appended by the caller). */
   demonstration(item: TaskItem): string;
   /**
+   * Step judge (tasks with checkable steps): the 0-based index of the first wrong step of `response`,
+   * null when every step is right, −1 when it cannot be parsed. FAPO's program judge.
+   */
+  firstWrongStep?(item: TaskItem, response: string): number | null;
+  /**
    * Agent runs: a demonstration as OpenAI chat messages (the user prompt, assistant turns with
    * `tool_calls`, `tool` results), rendered in the run's tool format for the warm start.
    */

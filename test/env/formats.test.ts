@@ -149,7 +149,8 @@ test('qwen3: prompt + tool-call turn + observation of two consecutive tool respo
   const f = qwen3Format();
   const tools = [calc, set];
   const turn =
-    'Let me compute.\n<tool_call>\n{"name": "calc", "arguments": {"expr": "12*34"}}\n</tool_call>\n<tool_call>\n{"name": "set", "arguments": {"key": "c", "value": 408}}\n</tool_call><|im_end|>';
+    'Let me compute.\n<tool_call>\n{"name": "calc", "arguments": {"expr": "12*34"}}\n</tool_call>\n' +
+    '<tool_call>\n{"name": "set", "arguments": {"key": "c", "value": 408}}\n</tool_call><|im_end|>';
   const { calls, errors } = f.parseCalls(turn);
   assert.deepEqual(errors, []);
   assert.deepEqual(
@@ -191,7 +192,8 @@ test('qwen3: prompt + tool-call turn + observation of two consecutive tool respo
 test('qwen3: think blocks ignored, malformed JSON and unterminated blocks are error results', () => {
   const f = qwen3Format();
   const thinking =
-    '<think>\nmaybe <tool_call>\n{"name": "no"}\n</tool_call>\n</think>\n\n<tool_call>\n{"name": "calc", "arguments": "{\\"expr\\": \\"1+1\\"}"}\n</tool_call><|im_end|>';
+    '<think>\nmaybe <tool_call>\n{"name": "no"}\n</tool_call>\n</think>\n\n' +
+    '<tool_call>\n{"name": "calc", "arguments": "{\\"expr\\": \\"1+1\\"}"}\n</tool_call><|im_end|>';
   const a = f.parseCalls(thinking);
   assert.deepEqual(
     a.calls.map((c) => [c.name, c.arguments]),
@@ -199,7 +201,9 @@ test('qwen3: think blocks ignored, malformed JSON and unterminated blocks are er
   );
   assert.deepEqual(a.errors, []);
   const b = f.parseCalls(
-    '<tool_call>\n{"name": "calc", "arguments": {"expr": }\n</tool_call>\n<tool_call>\n{"arguments": {}}\n</tool_call>\n<tool_call>\n{"name": "x", "arguments": [1]}\n</tool_call>\n<tool_call>\n{"name": "calc"',
+    '<tool_call>\n{"name": "calc", "arguments": {"expr": }\n</tool_call>\n' +
+      '<tool_call>\n{"arguments": {}}\n</tool_call>\n' +
+      '<tool_call>\n{"name": "x", "arguments": [1]}\n</tool_call>\n<tool_call>\n{"name": "calc"',
   );
   assert.equal(b.calls.length, 0);
   assert.equal(b.errors.length, 4);

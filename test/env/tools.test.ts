@@ -189,7 +189,9 @@ test('env config: the union over kind, unknown kinds and keys, tools modules rel
     const zodUrl = import.meta.resolve('zod');
     writeFileSync(
       join(dir, 'my-tools.ts'),
-      `import { z } from '${zodUrl}';\nimport { tool } from '${toolsUrl}';\nexport const shout = tool({ description: 'Upper-case text.', inputSchema: z.object({ text: z.string() }), execute: async ({ text }) => text.toUpperCase() });\nexport const notATool = 3;\n`,
+      `import { z } from '${zodUrl}';\nimport { tool } from '${toolsUrl}';\n` +
+        `export const shout = tool({ description: 'Upper-case text.', inputSchema: z.object({ text: z.string() }), ` +
+        `execute: async ({ text }) => text.toUpperCase() });\nexport const notATool = 3;\n`,
     );
     writeFileSync(join(dir, 'empty.ts'), 'export const x = 1;\n');
     const factory = await envFactoryFromConfig({ kind: 'tools', module: './my-tools.ts' }, { baseDir: dir });

@@ -79,7 +79,9 @@ test('a malicious program reward cannot escape and yields a failure', async () =
     assert.equal(existsSync(target), false);
 
     const socket = programReward({
-      source: `import net from 'node:net';\nexport default () => new Promise((resolve, reject) => { const s = net.connect(${port}, '127.0.0.1', () => resolve(1)); s.on('error', reject); });`,
+      source:
+        `import net from 'node:net';\nexport default () => new Promise((resolve, reject) => { ` +
+        `const s = net.connect(${port}, '127.0.0.1', () => resolve(1)); s.on('error', reject); });`,
       limits,
     });
     await assert.rejects(

@@ -57,7 +57,9 @@ test('normal Python and JavaScript programs: stdout, stdin, exit codes, isolatio
   // Files inside the temp dir are writable (it is the cwd, HOME and TMPDIR).
   const files = await runSandboxed({
     language: 'python',
-    code: 'import os, tempfile\nopen("a.txt", "w").write("x")\nwith tempfile.NamedTemporaryFile() as f: f.write(b"y")\nprint(open("a.txt").read(), os.environ["HOME"] == os.getcwd())\n',
+    code:
+      'import os, tempfile\nopen("a.txt", "w").write("x")\nwith tempfile.NamedTemporaryFile() as f: f.write(b"y")\n' +
+      'print(open("a.txt").read(), os.environ["HOME"] == os.getcwd())\n',
     limits: small,
   });
   assert.equal(files.stdout, 'x True\n', files.stderr);
@@ -105,7 +107,9 @@ test('no network: a connection to a loopback listener of the test fails and is n
       const r = await runSandboxed({
         language: 'python',
         languageGuard,
-        code: `import socket\ntry:\n    socket.create_connection(("127.0.0.1", ${port}), timeout=1)\n    print("CONNECTED")\nexcept Exception as e:\n    print("BLOCKED", e)\n`,
+        code:
+          `import socket\ntry:\n    socket.create_connection(("127.0.0.1", ${port}), timeout=1)\n` +
+          `    print("CONNECTED")\nexcept Exception as e:\n    print("BLOCKED", e)\n`,
         limits: small,
       });
       if (!languageGuard && r.isolation.network === 'none') continue; // no OS layer on this machine

@@ -1,7 +1,8 @@
 /**
  * The output head in blocks of rows (large vocabularies: forward.ts keeps each row's target log-prob
  * and entropy, backward recomputes a block's logits) equals the head held whole (to float32 rounding:
- * a small block takes another GEMM kernel): the same log-probs, loss, metrics and gradients, with a LoRA adapter and for every policy loss with an entropy bonus.
+ * a small block takes another GEMM kernel): the same log-probs, loss, metrics and gradients, with a LoRA
+ * adapter and for every policy loss with an entropy bonus.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

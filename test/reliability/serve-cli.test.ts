@@ -48,10 +48,12 @@ test('serve refuses a checkpoint with NaN or infinite weights, naming the tensor
   saveCheckpoint(ckpt, model, tokenizer);
   const r = arbor(['serve', '--checkpoint', ckpt, '--port', '0']);
   assert.equal(r.status, 1, r.stderr);
-  assert.match(
-    r.stderr,
-    /^arbor: .*nan\/model\.safetensors has NaN or infinite weights in 11 tensor\(s\): tok_emb \(\d+ of \d+\), layers\.0\.attn_norm \(8 of 8\), layers\.0\.wq \(64 of 64\), \.\.\.; a checkpoint with NaN or infinite values cannot be used\n$/,
+  const nanWeightsError = new RegExp(
+    String.raw`^arbor: .*nan\/model\.safetensors has NaN or infinite weights in 11 tensor\(s\): ` +
+      String.raw`tok_emb \(\d+ of \d+\), layers\.0\.attn_norm \(8 of 8\), layers\.0\.wq \(64 of 64\), \.\.\.; ` +
+      String.raw`a checkpoint with NaN or infinite values cannot be used\n$`,
   );
+  assert.match(r.stderr, nanWeightsError);
   const one = await NanoModel.create(shape, { seed: 1 });
   one.params.get('final_norm')[3] = Number.POSITIVE_INFINITY;
   saveCheckpoint(join(dir, 'inf'), one, tokenizer);

@@ -145,7 +145,8 @@ test('/health stays responsive while a heavy request samples (sliced sampling); 
   const sorted = [...a.latencies].sort((x, y) => x - y);
   const p50 = sorted[Math.floor(sorted.length / 2)];
   console.log(
-    `# /health under a ${heavy.n}×${heavy.max_tokens}-token request (${a.heavyMs} ms): ${a.latencies.length} probes, p50 ${p50.toFixed(1)} ms, max ${maxA.toFixed(1)} ms`,
+    `# /health under a ${heavy.n}×${heavy.max_tokens}-token request (${a.heavyMs} ms): ` +
+      `${a.latencies.length} probes, p50 ${p50.toFixed(1)} ms, max ${maxA.toFixed(1)} ms`,
   );
   assert.equal(a.status, 200);
   assert.ok(a.latencies.length >= 5, `only ${a.latencies.length} /health answers during ${a.heavyMs} ms`);

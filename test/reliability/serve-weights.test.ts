@@ -67,7 +67,10 @@ async function setup() {
   return { root, weights, outside, model: m, next, server, url };
 }
 
-test('a checkpoint of another shape, with NaN, a missing or unknown tensor, or a truncated file: 400, and the served model and version are untouched', async () => {
+const badCheckpointTitle =
+  'a checkpoint of another shape, with NaN, a missing or unknown tensor, or a truncated file: 400, ' +
+  'and the served model and version are untouched';
+test(badCheckpointTitle, async () => {
   const s = await setup();
   try {
     const before = Float32Array.from(s.model.params.data);

@@ -132,7 +132,10 @@ test('SkyRL tx refuses a session-less create_model (422, 404); the trainer creat
   }
 });
 
-test('SkyRL tx replies: loss from elementwise_loss when metrics are empty, grad norm from skyrl.ai/grad_norm, unsupported grad_clip_norm warned once', async () => {
+const skyrlRepliesTitle =
+  'SkyRL tx replies: loss from elementwise_loss when metrics are empty, grad norm from skyrl.ai/grad_norm, ' +
+  'unsupported grad_clip_norm warned once';
+test(skyrlRepliesTitle, async () => {
   const server = await startFake(skyrlRoutes());
   const warnings: string[] = [];
   try {
@@ -654,7 +657,10 @@ test('tinker:// adapter: archive downloaded (302, key not forwarded), extracted 
   }
 });
 
-test('tinker:// adapter from SkyRL tx (tinker://<model>/<name>, archive at checkpoints/<name>/archive); tied embeddings map unembed to embed_tokens', async () => {
+const skyrlAdapterTitle =
+  'tinker:// adapter from SkyRL tx (tinker://<model>/<name>, archive at checkpoints/<name>/archive); ' +
+  'tied embeddings map unembed to embed_tokens';
+test(skyrlAdapterTitle, async () => {
   const archive = gzipSync(
     tar({
       'adapter_model.safetensors': tinkerAdapter(),

@@ -4,9 +4,9 @@
  * step budget, log their counters, keep the per-prompt statistics in the checkpoint, and a run
  * stopped at a checkpoint and resumed equals the uninterrupted one.
  */
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseConfig } from '../../src/run/config.js';
@@ -17,6 +17,7 @@ import { Producer } from '../../src/run/producer.js';
 
 const root = mkdtempSync(join(tmpdir(), 'arbor-control-'));
 const sft = join(root, 'sft');
+after(() => rmSync(root, { recursive: true, force: true }));
 
 const config = (name: string, overrides: Record<string, unknown> = {}, run: Record<string, unknown> = {}) =>
   parseConfig({
@@ -81,8 +82,20 @@ test(
         'hinted trees (G leaves each) replace the failed ones in the batch',
       );
       assert.equal(m.hint_trees, m.hint_candidates, 'every all-fail prompt is rescued (maxPerStep 0)');
-      assert.ok((m.informative_groups as number) >= 0 && (m.informative_groups as number) <= 1);
+      // hinted trees replace failed groups in place, so the batch keeps its 8 groups; a failed group that
+      // no hint rescued (all rewards 0) carries no signal
+      const informative = (m.informative_groups as number) * 8;
+      assert.equal(informative, Math.round(informative), `a share of the batch's 8 groups: ${m.informative_groups}`);
+      // this model solves under 15% of its samples, so no group is all-correct: every group but the
+      // all-fail ones that no hint rescued is informative (6 steps of a deterministic run)
+      const unrescued = (m.hint_candidates as number) - (m.hint_rescued as number);
+      assert.equal(informative, 8 - unrescued, `step ${m.step}: ${unrescued} all-fail groups left`);
     }
+    const shares = ms.map((m) => m.informative_groups as number);
+    assert.ok(
+      shares.some((x) => x > 0 && x < 1),
+      `some steps mix informative and uninformative groups: ${shares}`,
+    );
     assert.ok(
       ms.some((m) => (m.alloc_max_group as number) > 4),
       'some prompt got more than G',
@@ -153,10 +166,20 @@ test(
       ms.filter((m) => (m.pruned_paths as number) > 0).every((m) => (m.rollouts as number) < 32),
       'pruning frees leaf slots',
     );
+    // the AUC is out of sample: scored on a step's trees before the head learns from them, so the first
+    // step (no examples yet) logs none
+    assert.equal(ms[0].head_auc, undefined, 'no AUC before the head has seen an example');
+    // later, exactly the steps whose trees hold both correct and wrong leaves (an AUC needs both classes)
+    for (const m of ms.slice(1)) {
+      const mixed = (m.reward_mean as number) > 0 && (m.reward_mean as number) < 1;
+      assert.equal(typeof m.head_auc === 'number', mixed, `step ${m.step}: reward ${m.reward_mean}, AUC ${m.head_auc}`);
+    }
     const aucs = ms.map((m) => m.head_auc).filter((a): a is number => typeof a === 'number');
+    assert.ok(aucs.length >= 1, 'the tiny model solves some prompts, so some step has an AUC');
+    // a head whose scores are all equal (untrained, or not consulted) ties every pair: exactly 0.5
     assert.ok(
-      aucs.length >= 1 && aucs.every((a) => a >= 0 && a <= 1),
-      `out-of-sample AUC logged once the head has examples: ${aucs}`,
+      aucs.every((a) => a !== 0.5),
+      `the head's scores separate nodes: ${aucs}`,
     );
     const state = JSON.parse(readFileSync(join(root, 'qfull', 'checkpoints', 'step-6', 'state.json'), 'utf8'));
     assert.equal(

@@ -72,7 +72,8 @@ test('writeFileAtomic: a fault before the rename leaves the old file whole, no t
 });
 
 test(
-  'a disk that fills up while the step-4 checkpoint is written: the run stops naming the file; resume continues from step 2 and ends equal to an uninterrupted run',
+  'a disk that fills up while the step-4 checkpoint is written: the run stops naming the file; ' +
+    'resume continues from step 2 and ends equal to an uninterrupted run',
   { timeout: 300_000 },
   async () => {
     await train(config('whole'), { quiet: true });

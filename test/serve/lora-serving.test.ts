@@ -198,7 +198,9 @@ test("a bad adapter is a 400 naming the file and the tensor (another base's shap
     assert.match(
       (r2.json!.error as { message: string }).message,
       new RegExp(
-        `^Loading lora d failed: ${deepFile}: tensor base_model\\.model\\.model\\.layers\\.7\\.self_attn\\.q_proj\\.lora_A\\.weight: module model\\.layers\\.7\\.self_attn\\.q_proj is not in this base model`,
+        `^Loading lora d failed: ${deepFile}: tensor ` +
+          `base_model\\.model\\.model\\.layers\\.7\\.self_attn\\.q_proj\\.lora_A\\.weight: ` +
+          `module model\\.layers\\.7\\.self_attn\\.q_proj is not in this base model`,
       ),
     );
     const r3 = await load('big', join(root, 'rank8'));
@@ -261,7 +263,10 @@ test("adapters beyond --max-loras are read again when used; load/unload cycles a
   }
 });
 
-test('--skip-tokenizer-init: a directory without a tokenizer is served with token ids in and out; text, chat and /tokenize are refused as vLLM does', async () => {
+const skipTokenizerInitTitle =
+  '--skip-tokenizer-init: a directory without a tokenizer is served with token ids in and out; ' +
+  'text, chat and /tokenize are refused as vLLM does';
+test(skipTokenizerInitTitle, async () => {
   const bare = join(root, 'bare');
   makeHfModel({
     out: bare,
@@ -322,7 +327,10 @@ test('--skip-tokenizer-init: a directory without a tokenizer is served with toke
   }
 });
 
-test('the CLI: --lora-modules takes several NAME=DIR or JSON values after one flag; --enable-lora, --max-lora-rank, --skip-tokenizer-init, --max-model-len', async () => {
+const loraCliTitle =
+  'the CLI: --lora-modules takes several NAME=DIR or JSON values after one flag; ' +
+  '--enable-lora, --max-lora-rank, --skip-tokenizer-init, --max-model-len';
+test(loraCliTitle, async () => {
   assert.deepEqual(
     takeLoraModules([
       '--checkpoint',

@@ -34,7 +34,10 @@ function decode(ids: number[]): string {
   return out;
 }
 
-test('stop strings: the first one found in the new characters (list order breaks ties), cut before it or after it; deltas hold back what a stop could still cut', () => {
+const stopStringsTitle =
+  'stop strings: the first one found in the new characters (list order breaks ties), cut before it or after it; ' +
+  'deltas hold back what a stop could still cut';
+test(stopStringsTitle, () => {
   const t = new StopText(decode, ['cd', 'b'], false);
   assert.equal(t.push([0, 1, 2, 3]), 2, 'b ends the text at the second token');
   assert.deepEqual([t.text, t.stop], ['a', 'b']);
@@ -152,7 +155,10 @@ test("the Tinker archive is a tar GNU tar lists and Arbor's untar reads back, th
   assert.notEqual(spawnSync('tar', ['-tvf', file], { encoding: 'utf8' }).status, 0);
 });
 
-test('streamed generation: segments continue the retained KV state (greedy equals one call), every handle is released, an abort ends what is left', async () => {
+const streamedGenerationTitle =
+  'streamed generation: segments continue the retained KV state (greedy equals one call), ' +
+  'every handle is released, an abort ends what is left';
+test(streamedGenerationTitle, async () => {
   const model = await NanoModel.create(
     { vocabSize: 40, dModel: 16, nLayers: 1, nHeads: 2, dFF: 32, contextLength: 64 },
     { seed: 4 },

@@ -44,7 +44,10 @@ const datum = {
 };
 const adam = { learningRate: 0.05 };
 
-test('LoRA training over Tinker: the adapter trained by arbor serve equals an in-process one; archive, conversion, weights_info, sampling sessions', async () => {
+const loraOverTinkerTitle =
+  'LoRA training over Tinker: the adapter trained by arbor serve equals an in-process one; ' +
+  'archive, conversion, weights_info, sampling sessions';
+test(loraOverTinkerTitle, async () => {
   const stateDir = join(root, 'state');
   const s = await serveHf({ checkpoint: dir, name: 'tiny', stateDir });
   try {

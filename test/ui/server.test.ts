@@ -213,7 +213,8 @@ test('large runs: 5,000 steps and a 512-leaf tree are served quickly, trees one 
   await getJson<RunInfo[]>('/api/runs');
   const cachedMs = performance.now() - t;
   console.log(
-    `# big run: info ${listMs.toFixed(0)} ms, metrics ${metricsMs.toFixed(0)} ms, 512-leaf tree ${treeMs.toFixed(0)} ms, run list (cached) ${cachedMs.toFixed(0)} ms`,
+    `# big run: info ${listMs.toFixed(0)} ms, metrics ${metricsMs.toFixed(0)} ms, ` +
+      `512-leaf tree ${treeMs.toFixed(0)} ms, run list (cached) ${cachedMs.toFixed(0)} ms`,
   );
   assert.ok(listMs < 3000 && metricsMs < 3000 && treeMs < 3000, 'each request under 3 s on a shared 2-core machine');
 });

@@ -107,7 +107,8 @@ export function runAdapter(
     const adapter = loadPeftAdapter(adapterDir, model);
     if (lora && (adapter.rank !== lora.rank || adapter.settings.alpha !== lora.alpha)) {
       log?.(
-        `warning: the adapter in ${adapterDir} has rank ${adapter.rank}, alpha ${adapter.settings.alpha}; model.lora says rank ${lora.rank}, alpha ${lora.alpha} (the adapter's are used)`,
+        `warning: the adapter in ${adapterDir} has rank ${adapter.rank}, alpha ${adapter.settings.alpha}; ` +
+          `model.lora says rank ${lora.rank}, alpha ${lora.alpha} (the adapter's are used)`,
       );
     }
     return adapter;
@@ -174,7 +175,9 @@ export async function hfStart(
     warm.trains === 'adapter' ? runAdapter(m, model.lora, model.lora?.adapter, model.initSeed, log) : undefined;
   const data = warm.examples();
   log?.(
-    `warm-start: SFT of ${adapter ? `a rank-${adapter.rank} LoRA adapter (${adapter.parameterCount} parameters) on` : 'every weight of'} ${baseDir} (${m.parameterCount} parameters) on ${data.length} demonstrations, ${warm.sft.steps} steps`,
+    'warm-start: SFT of ' +
+      (adapter ? `a rank-${adapter.rank} LoRA adapter (${adapter.parameterCount} parameters) on` : 'every weight of') +
+      ` ${baseDir} (${m.parameterCount} parameters) on ${data.length} demonstrations, ${warm.sft.steps} steps`,
   );
   const result = await runSft(m, tokenizer, data, {
     ...warm.sft,
@@ -197,7 +200,9 @@ export async function hfStart(
   fsyncDirectory(dirname(resolve(warm.dir)));
   const held = result.heldOut[result.heldOut.length - 1];
   log?.(
-    `warm-start: done in ${(result.wallMs / 1000).toFixed(1)} s, train loss ${result.trainLoss[result.trainLoss.length - 1].toFixed(3)}${held ? `, held-out loss ${held.loss.toFixed(3)}` : ''} → ${warm.dir}`,
+    `warm-start: done in ${(result.wallMs / 1000).toFixed(1)} s, ` +
+      `train loss ${result.trainLoss[result.trainLoss.length - 1].toFixed(3)}` +
+      `${held ? `, held-out loss ${held.loss.toFixed(3)}` : ''} → ${warm.dir}`,
   );
   return adapter ? { baseDir, adapterDir: warm.dir } : { baseDir: warm.dir };
 }
@@ -208,7 +213,8 @@ export function adapterBase(adapterDir: string, override?: string): string {
   const { baseModel } = readPeftConfig(adapterDir);
   if (!baseModel || !isHfModelDir(baseModel)) {
     throw new ConfigError(
-      `${join(adapterDir, 'adapter_config.json')}: base_model_name_or_path ${JSON.stringify(baseModel)} is not a local model directory; give the base model's directory (--base)`,
+      `${join(adapterDir, 'adapter_config.json')}: base_model_name_or_path ${JSON.stringify(baseModel)} ` +
+        "is not a local model directory; give the base model's directory (--base)",
       'base_model_name_or_path',
     );
   }

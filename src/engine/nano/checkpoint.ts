@@ -38,7 +38,8 @@ export function loadArena(arena: ParamArena, file: string): void {
   if (nonFinite.length) {
     const first = nonFinite[0].replace(/ \(.*$/, '');
     throw new DataError(
-      `${file} has NaN or infinite weights in ${nonFinite.length} tensor(s): ${nonFinite.slice(0, 3).join(', ')}${nonFinite.length > 3 ? ', ...' : ''}; a checkpoint with NaN or infinite values cannot be used`,
+      `${file} has NaN or infinite weights in ${nonFinite.length} tensor(s): ${nonFinite.slice(0, 3).join(', ')}` +
+        `${nonFinite.length > 3 ? ', ...' : ''}; a checkpoint with NaN or infinite values cannot be used`,
       file,
       undefined,
       first,

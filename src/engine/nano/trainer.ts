@@ -226,7 +226,8 @@ export class NanoTrainer implements Trainer {
       const loaded = loadPeftAdapter(dir, this.model, { kernels: referenceKernels });
       if (loaded.params.size !== arena.size || loaded.scale !== this.adapter.scale) {
         throw new DataError(
-          `${join(dir, ADAPTER_WEIGHTS)}: adapter of rank ${loaded.rank} on ${loaded.settings.targets.join(',')}, the run trains rank ${this.adapter.rank} on ${this.adapter.settings.targets.join(',')}`,
+          `${join(dir, ADAPTER_WEIGHTS)}: adapter of rank ${loaded.rank} on ${loaded.settings.targets.join(',')}, ` +
+            `the run trains rank ${this.adapter.rank} on ${this.adapter.settings.targets.join(',')}`,
           join(dir, ADAPTER_WEIGHTS),
         );
       }

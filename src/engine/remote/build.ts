@@ -87,7 +87,8 @@ export function checkWeightSync(e: EngineConfig): void {
     );
   if (sync.kind === 'vllm_load_lora_adapter' && sync.loraName === e.sampler?.model) {
     throw new ConfigError(
-      `engine.weightSync.loraName must differ from engine.sampler.model (${sync.loraName}): requests name the base model until the first sync and the adapter after it`,
+      `engine.weightSync.loraName must differ from engine.sampler.model (${sync.loraName}): ` +
+        'requests name the base model until the first sync and the adapter after it',
       'engine.weightSync.loraName',
     );
   }

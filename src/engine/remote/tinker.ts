@@ -217,7 +217,8 @@ export class TinkerTrainer implements Trainer {
     if (gradNorm === undefined)
       this.warnOnce(
         'grad_norm',
-        `tinker: ${this.client.baseUrl} reports no gradient norm in optim_step metrics (got ${JSON.stringify(Object.keys(metrics))}); grad_norm is logged as NaN`,
+        `tinker: ${this.client.baseUrl} reports no gradient norm in optim_step metrics ` +
+          `(got ${JSON.stringify(Object.keys(metrics))}); grad_norm is logged as NaN`,
       );
     // SkyRL tx's AdamParams has no grad_clip_norm: its optimiser never clips (SkyRL@a956457 api.py AdamParams)
     if (params.gradClipNorm && Object.keys(metrics).some((k) => k.startsWith('skyrl.ai/'))) {

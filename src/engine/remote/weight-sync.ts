@@ -108,7 +108,8 @@ export function weightSyncFromSpec(spec: WeightSyncSpec, hooks: WeightSyncHooks 
       async sync(path, _version, signal) {
         if (path.startsWith('tinker://')) {
           throw new EngineCallError(
-            `weightSync sglang_update_weights_from_disk: ${path} is a Tinker LoRA adapter, and update_weights_from_disk loads full checkpoints only; use weightSync.kind sglang_load_lora_adapter`,
+            `weightSync sglang_update_weights_from_disk: ${path} is a Tinker LoRA adapter, and ` +
+              'update_weights_from_disk loads full checkpoints only; use weightSync.kind sglang_load_lora_adapter',
             { isRetryable: false },
           );
         }

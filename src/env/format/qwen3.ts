@@ -18,9 +18,12 @@ export interface Qwen3FormatOptions {
 }
 
 const TOOLS_HEAD =
-  '# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>';
+  '# Tools\n\nYou may call one or more functions to assist with the user query.\n\n' +
+  'You are provided with function signatures within <tools></tools> XML tags:\n<tools>';
 const TOOLS_TAIL =
-  '\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n';
+  '\n</tools>\n\nFor each function call, return a json object with function name and arguments within ' +
+  '<tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n' +
+  '</tool_call><|im_end|>\n';
 
 /**
  * Python `json.dumps(value, ensure_ascii=False)`: what jinja's `tojson` writes (", " and ": "

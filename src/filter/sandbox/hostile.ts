@@ -85,24 +85,43 @@ const py = {
     'import os, time\nwhile True:\n    try:\n        if os.fork() == 0:\n            os.setsid()\n    except OSError:\n        time.sleep(0.01)\n',
   memory: 'a = []\nwhile True:\n    a.append(bytearray(10**7))\nprint("SURVIVED")\n',
   network: (port: number) =>
-    `import socket\ntry:\n    s = socket.create_connection(("127.0.0.1", ${port}), timeout=2)\n    print("CONNECTED")\nexcept Exception as e:\n    print("BLOCKED", type(e).__name__, e)\n`,
+    `import socket\ntry:\n    s = socket.create_connection(("127.0.0.1", ${port}), timeout=2)\n` +
+    `    print("CONNECTED")\nexcept Exception as e:\n    print("BLOCKED", type(e).__name__, e)\n`,
   write: (paths: string[]) =>
-    `paths = ${JSON.stringify(paths)}\nfor p in paths:\n    try:\n        with open(p, "w") as f:\n            f.write("pwned")\n        print("WROTE", p)\n    except Exception as e:\n        print("BLOCKED", p, type(e).__name__)\n`,
+    `paths = ${JSON.stringify(paths)}\nfor p in paths:\n    try:\n        with open(p, "w") as f:\n` +
+    `            f.write("pwned")\n        print("WROTE", p)\n    except Exception as e:\n` +
+    `        print("BLOCKED", p, type(e).__name__)\n`,
   output: 'import sys\nwhile True:\n    sys.stdout.write("x" * 65536)\n',
-  env: 'import os\nprint(dict(os.environ))\ntry:\n    print(open("/proc/%d/environ" % os.getppid(), "rb").read())\nexcept Exception as e:\n    print("BLOCKED", type(e).__name__)\n',
+  env:
+    'import os\nprint(dict(os.environ))\ntry:\n' +
+    '    print(open("/proc/%d/environ" % os.getppid(), "rb").read())\n' +
+    'except Exception as e:\n    print("BLOCKED", type(e).__name__)\n',
 };
 
 const js = {
   loop: 'for (;;) {}\n',
-  fork: "const cp = require('child_process');\nfor (;;) {\n  try { cp.spawn(process.execPath, ['-e', 'for(;;){}'], { detached: true, stdio: 'ignore' }); } catch (e) {}\n}\n",
+  fork:
+    "const cp = require('child_process');\nfor (;;) {\n" +
+    "  try { cp.spawn(process.execPath, ['-e', 'for(;;){}'], { detached: true, stdio: 'ignore' }); } catch (e) {}\n" +
+    '}\n',
   heap: 'const a = [];\nfor (;;) a.push(new Array(1e6).fill(1.5));\n',
   buffer: 'const a = [];\nfor (;;) a.push(Buffer.alloc(1e7, 1));\n',
   network: (port: number) =>
-    `const net = require('net');\ntry {\n  const s = net.connect(${port}, '127.0.0.1', () => { console.log('CONNECTED'); s.destroy(); });\n  s.on('error', (e) => console.log('BLOCKED', e.code));\n  setTimeout(() => { s.destroy(); }, 2000).unref();\n} catch (e) { console.log('BLOCKED', e.code); }\n`,
+    `const net = require('net');\ntry {\n` +
+    `  const s = net.connect(${port}, '127.0.0.1', () => { console.log('CONNECTED'); s.destroy(); });\n` +
+    `  s.on('error', (e) => console.log('BLOCKED', e.code));\n` +
+    `  setTimeout(() => { s.destroy(); }, 2000).unref();\n` +
+    `} catch (e) { console.log('BLOCKED', e.code); }\n`,
   write: (paths: string[]) =>
-    `const fs = require('fs');\nfor (const p of ${JSON.stringify(paths)}) {\n  try { fs.writeFileSync(p, 'pwned'); console.log('WROTE', p); } catch (e) { console.log('BLOCKED', p, e.code); }\n}\n`,
+    `const fs = require('fs');\nfor (const p of ${JSON.stringify(paths)}) {\n` +
+    `  try { fs.writeFileSync(p, 'pwned'); console.log('WROTE', p); }` +
+    ` catch (e) { console.log('BLOCKED', p, e.code); }\n` +
+    `}\n`,
   output: "for (;;) process.stdout.write('x'.repeat(65536));\n",
-  env: "console.log(JSON.stringify(process.env));\ntry { console.log(require('fs').readFileSync('/proc/' + process.ppid + '/environ', 'utf8')); } catch (e) { console.log('BLOCKED', e.code); }\n",
+  env:
+    'console.log(JSON.stringify(process.env));\n' +
+    "try { console.log(require('fs').readFileSync('/proc/' + process.ppid + '/environ', 'utf8')); }" +
+    " catch (e) { console.log('BLOCKED', e.code); }\n",
 };
 
 const outsidePaths = (ctx: HostileContext, lang: string, worldWritable: boolean) => [

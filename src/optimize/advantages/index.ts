@@ -11,8 +11,10 @@ import type { AdvantagedTrajectory } from '../types.js';
 import { drGrpoAdvantages, grpoAdvantages, mcGrpoAdvantages, rlooAdvantages } from './group.js';
 import { nodeValues, treeLeafAdvantages, whitenTokenAdvantages, whitenTokenWeighted } from './tree.js';
 import { turnAdvantages } from './turn.js';
+import { applyShaping, shapingSchema, type ShapingInputs } from './shaping.js';
 
 export * from './group.js';
+export * from './shaping.js';
 export * from './tree.js';
 export * from './turn.js';
 
@@ -56,9 +58,12 @@ export const advantageOptionsSchema = z
       .describe(
         'multiply negative advantages by this factor (1 = unchanged; < 1 favours reinforcing successes over suppressing failures)',
       ),
+    shaping: shapingSchema,
   })
   .strict();
 export type AdvantageOptions = z.infer<typeof advantageOptionsSchema>;
+/** What a caller may pass: every field optional, shaping terms with their own defaults. */
+export type AdvantageOptionsInput = z.input<typeof advantageOptionsSchema>;
 
 export function advantagesFromConfig(spec: unknown): AdvantageOptions {
   const parsed = advantageOptionsSchema.safeParse(spec ?? {});
@@ -68,7 +73,12 @@ export function advantagesFromConfig(spec: unknown): AdvantageOptions {
   return parsed.data;
 }
 
-export function computeAdvantages(trees: RolloutTree[], spec: Partial<AdvantageOptions> = {}): AdvantagedTrajectory[] {
+/** `inputs`: the sequence log-probs the `ace` shaping term reads (`shapingInputs`); unused otherwise. */
+export function computeAdvantages(
+  trees: RolloutTree[],
+  spec: AdvantageOptionsInput = {},
+  inputs: ShapingInputs = {},
+): AdvantagedTrajectory[] {
   const o = advantagesFromConfig(spec);
   const out = rawAdvantages(trees, o);
   if (o.negativeScale !== 1) {
@@ -77,6 +87,7 @@ export function computeAdvantages(trees: RolloutTree[], spec: Partial<AdvantageO
       if (a.tokenAdvantages) a.tokenAdvantages = a.tokenAdvantages.map((v) => (v < 0 ? v * o.negativeScale : v));
     }
   }
+  if (o.shaping.length) applyShaping(trees, out, o.shaping, inputs);
   return out;
 }
 

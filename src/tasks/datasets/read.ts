@@ -130,7 +130,8 @@ function fieldText(
   if (typeof value === 'number' && Number.isFinite(value)) return String(value);
   if (typeof value === 'bigint') return value.toString();
   throw new DataError(
-    `${file}:${unit} ${line}: ${role} field "${field}" must be a string or number, got ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value}`,
+    `${file}:${unit} ${line}: ${role} field "${field}" must be a string or number, got ` +
+      (value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value),
     file,
     line,
     field,

@@ -137,7 +137,10 @@ export function datasetTask(
       const rows = task.rows(split);
       if (!rows.length)
         throw new ConfigError(
-          `task ${name}: the ${split} split is empty${split === 'train' && testFraction >= 1 ? ' (an evaluation-only dataset: give options.train or testFraction < 1)' : ''}`,
+          `task ${name}: the ${split} split is empty` +
+            (split === 'train' && testFraction >= 1
+              ? ' (an evaluation-only dataset: give options.train or testFraction < 1)'
+              : ''),
           'task.options',
         );
       // test: file order (so evaluations are comparable across runs); train: a seeded shuffle

@@ -27,7 +27,10 @@ function nodeColourValue(n: NodeView, by: ColourBy): number | undefined {
   return n.children.length ? n.subtreeReward : n.reward;
 }
 
-/** The branching decision of a node with several children: recorded, else its fan-out, its value (what value-guided allocation split on) and its children's mean first-token entropy, when logged. */
+/**
+ * The branching decision of a node with several children: recorded, else its fan-out, its value (what
+ * value-guided allocation split on) and its children's mean first-token entropy, when logged.
+ */
 export function branchLabel(n: NodeView, byId: Map<string, NodeView>): string | undefined {
   if (n.children.length < 2) return undefined;
   if (n.decision) return n.decision;

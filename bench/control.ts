@@ -4,7 +4,9 @@
  * (1–2 digit + and −, a pool of 256 prompts that come back every few steps, so success histories
  * exist). Two families:
  * - allocation (i.i.d. GRPO groups): uniform vs knapsack, xrpo, dars; GRESO skipping and hint rescue
- *   on top of uniform;
+ *   on top of uniform; and `uniform-matched`, DARS's matched control (run after DARS on each seed: uniform
+ *   with the whole groups closest to the rollouts per step that DARS trained on, since DARS leaves budget
+ *   unspent); `allocation_matched_tokens_to_target_gain` is DARS against it, per seed (`headline_seeds`);
  * - trees (TreePO, tree advantages): treepo vs treepo+distinct, latr, value-guided treepo, ARRoL pruning
  *   (its quality head with the embedded engine's hidden state, and with log-prob statistics only).
  * Held-out greedy accuracy is evaluated every 2 steps (300 problems) and the tokens to reach the
@@ -49,7 +51,7 @@ const asTrees = (c: Raw): Raw => ({
 });
 const uniform = (c: Raw): Raw => ({ ...c, allocate: { kind: 'uniform' } });
 
-const VARIANTS: Variant[] = [
+export const VARIANTS: Variant[] = [
   { name: 'uniform', family: 'allocation', patch: uniform },
   {
     name: 'knapsack',
@@ -111,6 +113,40 @@ export function tokensToTarget(curve: Array<[number, number]>, target: number): 
     return x0 + ((target - y0) / (y - y0)) * (x - x0);
   }
   return undefined;
+}
+
+/** Tokens a run needed to reach its start + gain; a run that never reaches it counts with all it decoded. */
+export const tokensNeeded = (r: RunOut, gain: number): number => tokensToTarget(r.byTokens, r.start + gain) ?? r.tokens;
+
+/**
+ * Per-seed ratios control ÷ method of the tokens to each seed's start + gain, paired by seed number (the
+ * same warm start and held-out set); a seed that failed in either run is left out. > 1: the method needs fewer.
+ */
+export function pairedTokenRatios(control: RunOut[], method: RunOut[], gain: number): number[] {
+  return method
+    .filter((m) => !m.error)
+    .flatMap((m) => {
+      const c = control.find((x) => x.seed === m.seed && !x.error);
+      return c ? [tokensNeeded(c, gain) / tokensNeeded(m, gain)] : [];
+    });
+}
+
+/** Rollouts a run trained on per step, mean over its steps (the `rollouts` step metric). */
+export const rolloutsPerStep = (r: RunOut): number => metricMean(r.metrics, 'rollouts');
+
+/**
+ * DARS's matched control: uniform allocation with the whole groups closest to `rollouts` per step
+ * (promptsPerStep = round(rollouts / G), at least 1; G = generate.groupSize), so both spend the same batch.
+ */
+export function matchedUniform(rollouts: number): Variant {
+  return {
+    name: 'uniform-matched',
+    family: 'allocation',
+    patch: (c) => {
+      const prompts = Math.max(1, Math.round(rollouts / ((c.generate as Raw).groupSize as number)));
+      return { ...uniform(c), run: { ...(c.run as Raw), promptsPerStep: prompts } };
+    },
+  };
 }
 
 /** One training run of a variant in a child process, its held-out curve against tokens and against loop seconds. */
@@ -248,20 +284,29 @@ export async function main(args: string[]): Promise<void> {
   ) as Raw;
   const variants = VARIANTS.filter((v) => (!only || v.family === only) && (!names.length || names.includes(v.name)));
   const byVariant = new Map<string, RunOut[]>();
+  const record = (v: Variant, r: RunOut) => {
+    byVariant.set(v.name, [...(byVariant.get(v.name) ?? []), r]);
+    console.log(
+      r.error
+        ? `${v.name} seed ${r.seed}: FAILED ${r.error.split('\n').slice(-3).join(' ')}`
+        : `${v.name} seed ${r.seed}: ${(100 * r.start).toFixed(1)}% → ${(100 * r.end).toFixed(1)}%, ` +
+            `${r.tokens} tokens, informative rollouts ${metricMean(r.metrics, 'informative_rollouts').toFixed(3)}`,
+    );
+  };
   for (let s = 0; s < seeds; s++) {
     for (const v of variants) {
       const r = runOnce(base, v, s, steps);
-      byVariant.set(v.name, [...(byVariant.get(v.name) ?? []), r]);
-      console.log(
-        r.error
-          ? `${v.name} seed ${s}: FAILED ${r.error.split('\n').slice(-3).join(' ')}`
-          : `${v.name} seed ${s}: ${(100 * r.start).toFixed(1)}% → ${(100 * r.end).toFixed(1)}%, ${r.tokens} tokens, informative rollouts ${metricMean(r.metrics, 'informative_rollouts').toFixed(3)}`,
-      );
+      record(v, r);
+      // DARS's matched control, on the same seed, with the batch DARS actually trained on
+      if (v.name !== 'dars' || r.error) continue;
+      const control = matchedUniform(rolloutsPerStep(r));
+      record(control, runOnce(base, control, s, steps));
     }
   }
+  const ran = byVariant.has('uniform-matched') ? [...variants, matchedUniform(NaN)] : variants;
   const rows: Array<Record<string, string | number | null>> = [];
   const summary: Record<string, Record<string, number | null | string>> = {};
-  for (const v of variants) {
+  for (const v of ran) {
     const runs = byVariant.get(v.name) ?? [];
     const ok = runs.filter((r) => !r.error);
     // each seed's target is its own start + gain (a seed's held-out set, hence its start, depends on the seed)
@@ -272,6 +317,7 @@ export async function main(args: string[]): Promise<void> {
       variant: v.name,
       family: v.family,
       seeds_ok: ok.length,
+      rollouts_per_step: mean(ok.map(rolloutsPerStep)),
       acc_start: mean(ok.map((r) => r.start)),
       acc_end: mean(ok.map((r) => r.end)),
       tokens: mean(ok.map((r) => r.tokens)),
@@ -284,6 +330,7 @@ export async function main(args: string[]): Promise<void> {
       hint_rescued: metricMean(ms, 'hint_rescued'),
       pruned_paths: metricMean(ms, 'pruned_paths'),
       head_auc: metricMean(ms, 'head_auc'),
+      head_auc_at_decision: metricMean(ms, 'head_auc_at_decision'),
       head_brier: metricMean(ms, 'head_brier'),
     };
     rows.push(
@@ -323,7 +370,11 @@ export async function main(args: string[]): Promise<void> {
   const bestGroups = argmax(groupGain);
   const distinct = (n: string) =>
     get(n, 'identical_sibling_rate') === null ? null : 1 - get(n, 'identical_sibling_rate')!;
+  // DARS against uniform with the same rollouts per step, seed by seed (mean in the headline, each seed in
+  // headline_seeds): the unmatched ratios above also credit DARS with its smaller batch
+  const matchedRatios = pairedTokenRatios(byVariant.get('uniform-matched') ?? [], byVariant.get('dars') ?? [], gain);
   const headline = {
+    allocation_matched_tokens_to_target_gain: matchedRatios.length ? mean(matchedRatios) : null,
     allocation_informative_groups_gain: bestGroups ? groupGain[bestGroups] : null,
     allocation_tokens_to_target_gain: best ? tokenGain[best] : null,
     latr_distinct_sibling_gain: ratio(distinct('latr'), distinct('treepo')),
@@ -336,10 +387,13 @@ export async function main(args: string[]): Promise<void> {
         ? 100 * (get('treepo-prune', 'acc_end')! - get('treepo', 'acc_end')!)
         : null,
     value_head_auc: get('treepo-prune', 'head_auc') ?? get('treepo-value', 'head_auc'),
+    // over the nodes the head scored when it decided (ARRoL's pruning round, value-guided branching)
+    value_head_auc_at_decision:
+      get('treepo-prune', 'head_auc_at_decision') ?? get('treepo-value', 'head_auc_at_decision'),
   };
   console.log(JSON.stringify({ best_allocator_tokens: best, best_allocator_groups: bestGroups, headline }, null, 2));
   for (const family of ['allocation', 'trees'] as const) {
-    const names = variants.filter((v) => v.family === family).map((v) => v.name);
+    const names = ran.filter((v) => v.family === family).map((v) => v.name);
     if (names.length) plots(family, names, byVariant);
   }
   writeBenchJson('control', headline, {
@@ -350,6 +404,15 @@ export async function main(args: string[]): Promise<void> {
     gain,
     best_allocator_tokens: best,
     best_allocator_groups: bestGroups,
+    headline_seeds: { allocation_matched_tokens_to_target_gain: matchedRatios },
+    allocation_matched: {
+      method: 'dars',
+      control: 'uniform-matched: uniform, promptsPerStep = round(DARS rollouts per step / G), same seed',
+      rollouts_per_step: {
+        dars: (byVariant.get('dars') ?? []).filter((r) => !r.error).map(rolloutsPerStep),
+        'uniform-matched': (byVariant.get('uniform-matched') ?? []).filter((r) => !r.error).map(rolloutsPerStep),
+      },
+    },
     allocation_tokens_to_target_gain_by_allocator: tokenGain,
     allocation_informative_groups_gain_by_allocator: groupGain,
     allocation_informative_rollouts_gain_by_allocator: rolloutGain,

@@ -16,7 +16,10 @@
  * policies, 2 updates per batch, on-policy from step 20). `replay_tokens_to_target_gain` = a replay
  * variant's control's tokens to target ÷ its own (control: on-policy with the same fresh prompts per
  * step: sequential, sequential-8, sequential-10), the best variant's (named in `best_replay`); the mean ESS
- * covers steps that replayed something. `--variants a,b` runs a subset: figures of variants not run
+ * covers steps that replayed something. `remix-p0` is ReMix with replay probability 0: the same 10 fresh
+ * prompts and 2 optimiser updates per batch with no stored trees, so `replay_matched_tokens_to_target_gain`
+ * (replay-remix against it, per seed in `headline_seeds`; only when both run in this invocation) credits
+ * the replayed data alone, not the extra updates. `--variants a,b` runs a subset: figures of variants not run
  * (and the export round trip unless `sequential` runs) are kept from the previous bench/out/replay.json,
  * and only when that JSON's runs were measured at this commit with the same settings (bench/util.ts
  * `assertSameCode`; checked before anything runs). `runs` in the JSON names each variant's commit.
@@ -32,6 +35,7 @@ import {
   mean,
   meanCurve,
   metricMean,
+  pairedTokenRatios,
   runOnce,
   tokensToTarget,
   type Raw,
@@ -42,7 +46,8 @@ import { DataError } from '../src/core/errors.js';
 import { assertSameCode, benchOutDir, benchProvenance, printTable, writeBenchJson, type Provenance } from './util.js';
 
 const sequential = (c: Raw): Raw => ({ ...c, allocate: { kind: 'uniform' } });
-const VARIANTS: Variant[] = [
+const remix = { kind: 'remix', probability: 0.4, utd: 2, maxAge: 2, onPolicyAfter: 20 };
+export const VARIANTS: Variant[] = [
   {
     name: 'sequential',
     family: 'replay',
@@ -86,7 +91,17 @@ const VARIANTS: Variant[] = [
     patch: (c) => ({
       ...sequential(c),
       run: { ...(c.run as Raw), promptsPerStep: 10 },
-      replay: { kind: 'remix', probability: 0.4, utd: 2, maxAge: 2, onPolicyAfter: 20 },
+      replay: remix,
+    }),
+  },
+  // replay-remix's matched control: its optimiser updates per batch and fresh prompts, no replayed trees
+  {
+    name: 'remix-p0',
+    family: 'replay',
+    patch: (c) => ({
+      ...sequential(c),
+      run: { ...(c.run as Raw), promptsPerStep: 10 },
+      replay: { ...remix, probability: 0 },
     }),
   },
 ];
@@ -289,7 +304,10 @@ export async function main(args: string[]): Promise<void> {
     : kept.export;
   if (roundtrip && variants.some((v) => v.name === 'sequential')) runs.export = own;
   const ttrl = summary.ttrl ?? { acc_start: null, acc_end: null };
+  // replay-remix against remix-p0 (same updates per batch), seed by seed, from this invocation's runs only
+  const matchedRatios = pairedTokenRatios(byVariant.get('remix-p0') ?? [], byVariant.get('replay-remix') ?? [], gain);
   const headline = {
+    replay_matched_tokens_to_target_gain: matchedRatios.length ? mean(matchedRatios) : null,
     replay_tokens_to_target_gain: bestReplay[1],
     selection_tokens_to_target_gain: best[1],
     ttrl_acc_gain: ttrl.acc_end !== null && ttrl.acc_start !== null ? 100 * (ttrl.acc_end - ttrl.acc_start) : null,
@@ -336,6 +354,8 @@ export async function main(args: string[]): Promise<void> {
     // the code each variant's figures (and the export round trip) were measured with
     runs,
     target: 'each seed: its start accuracy + gain',
+    headline_seeds: { replay_matched_tokens_to_target_gain: matchedRatios },
+    replay_matched_control: 'remix-p0: replay-remix with probability 0 (10 fresh prompts, 2 updates per batch)',
     best_selection: best[0],
     selection_tokens_to_target_gain_by_strategy: selection,
     best_replay: bestReplay[0],

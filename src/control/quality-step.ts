@@ -1,7 +1,9 @@
 /**
  * One step of the quality head inside the producer: the hook a generator calls while trees grow
  * (predictions for value-guided TreePO, prune decisions for ARRoL) and, once the step's trees are
- * scored, the head's out-of-sample calibration on them followed by its update. Active only when
+ * scored, the head's out-of-sample calibration on them followed by its update. Calibration is logged
+ * twice: over every labelled node (`head_auc`) and over the nodes the head scored when a decision was
+ * made (`head_auc_at_decision`: ARRoL's pruning round, value-guided branching). Active only when
  * `generate.allocation` is `value` or `prune.kind` is `arrol`.
  */
 import { ConfigError } from '../core/errors.js';
@@ -35,10 +37,35 @@ export interface QualityStepOptions {
   samplerEntropy: boolean;
 }
 
+/** Scores the head gave when a decision was made: tree id → node id → predicted success. */
+export type DecisionScores = Map<string, Map<string, number>>;
+
+/**
+ * AUC of the decision-time scores against the labels the nodes got once their trees completed
+ * (pruned nodes left the tree and have none); `nodes` counts the labelled decision nodes.
+ */
+export function decisionAuc(trees: RolloutTree[], decided: DecisionScores): { auc?: number; nodes: number } {
+  const scores: number[] = [];
+  const labels: number[] = [];
+  for (const tree of trees) {
+    const scored = decided.get(tree.id);
+    if (!scored) continue;
+    for (const [id, label] of nodeLabels(tree)) {
+      const q = scored.get(id);
+      if (q === undefined) continue;
+      scores.push(q);
+      labels.push(label);
+    }
+  }
+  return { auc: auc(scores, labels), nodes: scores.length };
+}
+
 export class QualityStep {
   readonly hook?: QualityHook;
   readonly state?: QualityHeadState;
   private readonly hidden?: HiddenFeatures;
+  /** This step's decisions (one QualityStep per step, so nothing outlives the step). */
+  readonly decided: DecisionScores = new Map();
 
   constructor(
     state: QualityHeadState | undefined,
@@ -61,15 +88,21 @@ export class QualityStep {
     const ready = () => head.examples >= o.head.warmup;
     const predictAll = (tree: RolloutTree, ids: string[]) =>
       ids.map((id) => predict(head, nodeFeatures(tree, id, o.maxResponseTokens, prior(tree.itemId), hidden)));
+    const decide = (tree: RolloutTree, ids: string[], q: number[]) => {
+      const scored = this.decided.get(tree.id) ?? new Map<string, number>();
+      ids.forEach((id, i) => scored.set(id, q[i]));
+      this.decided.set(tree.id, scored);
+      return q;
+    };
     const prune = o.prune;
     this.hook = {
       wants: { entropy: o.samplerEntropy, hidden: hidden !== undefined },
-      predict: (tree, ids) => (ready() ? predictAll(tree, ids) : undefined),
+      predict: (tree, ids) => (ready() ? decide(tree, ids, predictAll(tree, ids)) : undefined),
       prune:
         prune.kind === 'arrol'
           ? (tree, ids, round) => {
               if (round !== prune.atRound || !ready()) return undefined;
-              const q = predictAll(tree, ids);
+              const q = decide(tree, ids, predictAll(tree, ids));
               ids.forEach((id, i) => (tree.nodes[id].value = q[i]));
               return choosePruned(q, prune, rng);
             }
@@ -97,6 +130,10 @@ export class QualityStep {
       if (a !== undefined) info.head_auc = a;
       if (b !== undefined) info.head_brier = b;
     }
+    // the decision-time scores come from the same head state (it trains only below)
+    const atDecision = decisionAuc(trees, this.decided);
+    if (atDecision.nodes) info.head_decision_nodes = atDecision.nodes;
+    if (atDecision.auc !== undefined) info.head_auc_at_decision = atDecision.auc;
     train(head, xs, ys, this.o.head);
     return info;
   }

@@ -25,8 +25,10 @@ import {
   qualityHeadSchema,
   skipOptionsSchema,
 } from '../control/index.js';
+import { contrastiveOptionsSchema } from '../control/contrastive.js';
 import { storeOptionsSchema } from '../replay/store.js';
 import { replayOptionsSchema } from '../replay/replay.js';
+import { shareOptionsSchema } from './share.js';
 
 const runSchema = z
   .object({
@@ -258,6 +260,9 @@ export const configSchema = z
     hint: hintOptionsSchema
       .default({ kind: 'none' })
       .describe('hint rescue of all-fail prompts: none | gold_prefix | example'),
+    contrastive: contrastiveOptionsSchema
+      .default({ kind: 'none' })
+      .describe('contrastive prompting (CUDA-L1): none | cuda_l1 (earlier scored candidates in the prompt)'),
     prune: pruneOptionsSchema
       .default({ kind: 'none' })
       .describe('online pruning of partial rollouts: none | arrol (TreePO)'),
@@ -273,6 +278,9 @@ export const configSchema = z
       .describe(
         'rollout replay: reuse stored trees in later updates, importance-corrected: none | recent | dots | remix (+ substituteZeroVariance)',
       ),
+    share: shareOptionsSchema
+      .default({})
+      .describe('SAPO rollout sharing across learners through a shared directory (off unless share.dir is set)'),
     reward: rewardSchema.describe('the Filter stage'),
     optimize: optimizeSchema.describe('advantages and losses'),
     trainer: trainerSchema.describe('optimiser'),

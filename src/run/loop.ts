@@ -37,6 +37,7 @@ import { RUN_DIR_ENTRIES, RunDir } from './rundir.js';
 import { loadRunState, saveRunState, type LoopState } from './run-state.js';
 import { stepLine, stepMetrics } from './step-log.js';
 import { warmStartFor } from './warm-start.js';
+import { openShare, type Share } from './share.js';
 import { shapingNeeds } from '../optimize/advantages/shaping.js';
 
 export interface TrainOptions {
@@ -215,7 +216,9 @@ async function runOpened(run: OpenRun, opened: OpenResources): Promise<RunSummar
     state.pipeline.produced,
     version,
   );
-  const lastEval = await runSteps({ config, dir, engine, pipeline, state, progress, evalAt, replay });
+  // SAPO rollout sharing (src/run/share.ts): undefined unless share.dir is set
+  const share = await openShare(config, task, engine, encodePrompt);
+  const lastEval = await runSteps({ config, dir, engine, pipeline, state, progress, evalAt, replay, share });
   await closePipeline();
   const finalEvalStart = Date.now();
   const end = lastEval ?? (await evalAt(state.step));
@@ -245,6 +248,7 @@ interface StepContext {
   progress: Progress;
   evalAt: (step: number) => Promise<EvalResult>;
   replay: Replay;
+  share?: Share;
 }
 
 /** The step loop: wait for the batch, train, publish, evaluate, log, checkpoint. */
@@ -261,8 +265,16 @@ async function runSteps(ctx: StepContext): Promise<EvalResult | undefined> {
     const stepStart = Date.now();
     const { entries, meta } = await pipeline.batch(step);
     const trees = entries.map((e) => e.tree);
-    const usable = trees.filter((t) => !hasError(t));
     const version = state.baseVersion + step - 1;
+    // SAPO (src/run/share.ts): publish this batch, train on I of its groups and J of peers', re-scored here
+    const shared =
+      ctx.share &&
+      (await ctx.share.mix(
+        step,
+        entries.filter((e) => !hasError(e.tree)),
+        version,
+      ));
+    const usable = shared ? shared.trees : trees.filter((t) => !hasError(t));
     const t = Date.now();
     const learned = usable.length
       ? await ctx.replay.train(learner, usable, version, state.optimizerSteps, step)
@@ -277,7 +289,7 @@ async function runSteps(ctx: StepContext): Promise<EvalResult | undefined> {
     state.prefixTokensReused += meta.stats.prefixTokensReused;
     state.promptTokensComputed += meta.stats.promptTokensComputed;
     const metrics = stepMetrics(step, trees, meta, learned, trainMs, state);
-    Object.assign(metrics, replayMetrics(learned));
+    Object.assign(metrics, replayMetrics(learned), shared?.metrics);
     const isLast = step === config.run.steps;
     if ((config.run.evalEvery > 0 && step % config.run.evalEvery === 0) || isLast) {
       progress.update(`step ${step}: evaluating...`);

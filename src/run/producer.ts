@@ -9,7 +9,7 @@
  */
 import { Rng } from '../core/rng.js';
 import { ConfigError } from '../core/errors.js';
-import { createTree, hasError, isComplete, leaves, ROOT_ID, type RolloutTree } from '../core/tree.js';
+import { createTree, hasError, isComplete, leaves, responseTokens, ROOT_ID, type RolloutTree } from '../core/tree.js';
 import type { TaskItem } from '../core/types.js';
 import {
   adaptSkip,
@@ -24,6 +24,7 @@ import {
   type PromptHint,
 } from '../control/index.js';
 import { correctness } from '../filter/constants.js';
+import { encodeContrastive, exemplarDB, type ExemplarState } from '../control/contrastive.js';
 import { QualityStep } from '../control/quality-step.js';
 import type { Sampler, TextTokenizer } from '../engine/types.js';
 import { loadReward } from '../filter/registry.js';
@@ -126,6 +127,7 @@ export class Producer {
           'prune.kind',
         );
       const generator = generatorFromConfig(config.generate);
+      exemplarDB(config.contrastive); // checks best + worst ≤ capacity before the run starts
       const control = controlFromConfig(config.control, {
         allocate: config.allocate,
         hint: config.hint,
@@ -216,6 +218,18 @@ export class Producer {
       (id) => promptStats.posterior(id, request.step).mean,
       rng.fork('quality'),
     );
+    // contrastive prompting: a fresh group's prompt carries earlier scored candidates (prompt tokens, mask 0)
+    const exemplars = exemplarDB(config.contrastive, (control as { exemplars?: ExemplarState }).exemplars);
+    const contextLength = config.engine.kind === 'embedded' ? config.model.contextLength : Infinity;
+    if (exemplars) Object.assign(info, { contrastive_prompts: 0, contrastive_exemplars: 0 });
+    const freshPrompt = (item: TaskItem): number[] => {
+      if (!exemplars) return encodePrompt(item);
+      const room = contextLength - config.sampling.maxResponseTokens;
+      const { tokens, shown } = encodeContrastive(item, exemplars.select(item.id), encodePrompt, room);
+      info.contrastive_prompts += shown > 0 ? 1 : 0;
+      info.contrastive_exemplars += shown;
+      return tokens;
+    };
     const grow = async (
       entries: GrowEntry[],
       round: number,
@@ -233,7 +247,7 @@ export class Producer {
         this.generator,
         entries.map((e) => ({
           item: e.item,
-          promptTokens: e.tree ? e.tree.nodes[ROOT_ID].tokens : encodePrompt(e.item),
+          promptTokens: e.tree ? e.tree.nodes[ROOT_ID].tokens : freshPrompt(e.item),
           tree: e.tree,
           groupSize: e.groupSize,
         })),
@@ -316,6 +330,17 @@ export class Producer {
       promptStats.observe(tree.itemId, leaves(tree).map(correctness), request.step);
     }
     control.prompts = promptStats.state;
+    if (exemplars) {
+      for (const tree of drawn) {
+        if (!isComplete(tree) || hasError(tree) || tree.meta?.hint) continue;
+        const candidates = leaves(tree).map((l) => ({
+          text: this.tokenizer.decode(responseTokens(tree, l.id)),
+          score: l.reward ?? 0,
+        }));
+        exemplars.observe(tree.itemId, candidates, request.step);
+      }
+      (control as { exemplars?: ExemplarState }).exemplars = exemplars.state;
+    }
     if (ucb) {
       for (const tree of drawn)
         if (isComplete(tree) && !hasError(tree) && !tree.meta?.hint)

@@ -10,6 +10,7 @@ import { applyOptions, checkShape, importUserModule, moduleExport } from '../cor
 import type { TaskItem } from '../core/types.js';
 import { arithTask } from './arith.js';
 import { countdownTask } from './countdown.js';
+import { closestTask } from './closest.js';
 import { calculatorTask } from './calculator.js';
 import { kvTask } from './kv.js';
 import { scratchpadTask } from './scratchpad.js';
@@ -20,6 +21,7 @@ import type { Task } from './types.js';
 export * from './types.js';
 export { arithTask, arithSolution, extractArithAnswer } from './arith.js';
 export { countdownTask, checkCountdown } from './countdown.js';
+export { closestExpression, closestTask, gradeClosest, type ClosestMeta, type ClosestOptions } from './closest.js';
 export { evaluateExpression } from './expression.js';
 export { calculatorTask, extractFinalAnswer, type MultiTurnTask } from './calculator.js';
 export { kvTask, replayKv } from './kv.js';
@@ -67,6 +69,20 @@ const countdownOptions = z
     maxNumber: z.number().int().min(2).max(100).default(9).describe('numbers are drawn from 1..maxNumber'),
     useAll: z.boolean().default(false).describe('every number must be used exactly once'),
     formatCredit: z.number().min(0).max(1).default(0).describe('reward for a valid expression that misses the target'),
+  })
+  .strict();
+
+const closestOptions = z
+  .object({
+    count: z.number().int().min(2).max(4).default(3).describe('how many numbers'),
+    maxNumber: z.number().int().min(2).max(100).default(9).describe('numbers are drawn from 1..maxNumber'),
+    maxTarget: z.number().int().min(1).max(10_000).default(60).describe('targets are drawn from 1..maxTarget'),
+    width: z
+      .number()
+      .gt(0)
+      .max(10_000)
+      .default(2)
+      .describe('distance from the target at which the score halves relative to the best reachable'),
   })
   .strict();
 
@@ -190,6 +206,7 @@ type Builder = { schema: z.ZodTypeAny; build: (options: never) => Task };
 const registry: Record<string, Builder> = {
   arith: { schema: arithOptions, build: (o: z.infer<typeof arithOptions>) => arithTask(o) as Task },
   countdown: { schema: countdownOptions, build: (o: z.infer<typeof countdownOptions>) => countdownTask(o) },
+  closest: { schema: closestOptions, build: (o: z.infer<typeof closestOptions>) => closestTask(o) },
   dataset: { schema: datasetOptions, build: (o: z.infer<typeof datasetOptions>) => datasetTask(o) },
   gsm8k: { schema: gsm8kOptions, build: (o: z.infer<typeof gsm8kOptions>) => gsm8kTask(o) },
   math500: { schema: math500Options, build: (o: z.infer<typeof math500Options>) => math500Task(o) },

@@ -1,0 +1,218 @@
+/**
+ * The results table (scripts/results-table.ts): its exact output on fabricated snapshots (a clean, a dirty,
+ * a commit-less and a code-changed one; testkit/bench/results-json.ts), the spread and verdict rules at their
+ * boundaries, its errors (each names the file and field), `--snapshot`'s copy, and that the committed
+ * docs/results.md is exactly what the generator writes from the committed bench/results/*.json.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  REGISTRY,
+  RESULTS_DIR,
+  RESULTS_DOC,
+  SNAPSHOT_FIELDS,
+  formatValue,
+  readSnapshots,
+  renderResults,
+  seedStats,
+  snapshot,
+  verdict,
+} from '../../scripts/results-table.js';
+import { ConfigError, DataError } from '../../src/core/errors.js';
+import { fabricatedSnapshots } from '../../testkit/bench/results-json.js';
+
+const ARITH = 'arith (control-mixed)';
+
+test('fabricated snapshots: one row per registered headline, exact; the rest listed, nothing dropped', () => {
+  const out = renderResults(fabricatedSnapshots());
+  assert.ok(out.startsWith('# Results: every method against its matched control\n'), out.slice(0, 80));
+  const rows = out
+    .split('\n')
+    .filter((l) => l.startsWith('| ') && !l.startsWith('| Method') && !l.startsWith('| ---'))
+    .map((l) => l.slice(2, -2).split(' | '));
+  assert.deepEqual(rows, [
+    [
+      'DARS allocation',
+      ARITH,
+      'uniform, the rollouts per step DARS trained on',
+      '`allocation_matched_tokens_to_target_gain`',
+      '1.40× ± 0.20× (3 seeds)',
+      'wins',
+      '`111111111111`',
+      '`bench/results/control.json`',
+    ],
+    [
+      'ReMix replay',
+      ARITH,
+      'ReMix with replay probability 0 (same 2 updates per batch)',
+      '`replay_matched_tokens_to_target_gain`',
+      '1.00× ± 0.10× (3 seeds)',
+      'within noise',
+      '`222222222222` **uncommitted edits**',
+      '`bench/results/replay.json`',
+    ],
+    [
+      'LATR',
+      ARITH,
+      'TreePO (like-for-like siblings)',
+      '`latr_distinct_sibling_gain`',
+      '1.30× ± ? (no per-seed values)',
+      'no spread',
+      '**no commit**',
+      '`bench/results/latr.json`',
+    ],
+    [
+      'ARRoL pruning',
+      ARITH,
+      'TreePO, same groups and segments, no pruning',
+      '`pruning_final_acc_delta`',
+      '-4.0 pts ± 1.0 pts (3 seeds)',
+      'loses',
+      '`111111111111`',
+      '`bench/results/control.json`',
+    ],
+    [
+      'FAPO',
+      'scratchpad (3×2 digits)',
+      'GRPO, same rollouts',
+      '`fapo_flawed_positive_rate_delta`',
+      '-10.0% ± 2.0% (3 seeds)',
+      'wins',
+      '`111111111111` **code changed during run**',
+      '`bench/results/scratchpad.json`',
+    ],
+    [
+      'advantage shaping: entropy',
+      ARITH,
+      'plain GRPO, same rollouts',
+      '`shaping_entropy_tokens_to_target_gain`',
+      '1.05× ± ? (1 seed)',
+      'no spread',
+      '`111111111111`',
+      '`bench/results/control.json`',
+    ],
+  ]);
+  const tail = out.slice(out.indexOf('Not measured yet'));
+  assert.equal(
+    tail,
+    [
+      'Not measured yet (no snapshot records a value):',
+      '',
+      '- `treepo_tokens_to_target_gain`: TreePO against i.i.d. GRPO, same rollouts',
+      '- `pruning_tokens_saved`: ARRoL pruning against TreePO, same groups and segments, no pruning',
+      '- `value_head_auc_at_decision`: ARRoL value head against chance (AUC 0.5) at the pruned nodes',
+      '- `fapo_final_acc_delta`: FAPO against GRPO, same rollouts',
+      '- `contrastive_score_gain`: contrastive prompting against the same prompts without earlier candidates',
+      '- `sapo_tokens_to_target_gain`: SAPO rollout sharing against 2 learners not sharing, equal tokens per learner',
+      '',
+      'Left out on purpose (they do not measure what they name):',
+      '',
+      '- `allocation_tokens_to_target_gain` in `bench/results/control.json`: unmatched: DARS samples fewer ' +
+        'rollouts per step than uniform; see allocation_matched_tokens_to_target_gain',
+      '- `replay_tokens_to_target_gain` in `bench/results/replay.json`: unmatched: ReMix makes 2 updates per ' +
+        'batch; see replay_matched_tokens_to_target_gain',
+      '',
+      'Other headlines, not method-against-control figures:',
+      '',
+      '- `export_roundtrip` in `bench/results/replay.json`',
+      '',
+      'Inputs:',
+      '',
+      '- `bench/results/control.json`: `111111111111`, 2026-11-01T00:00:00.000Z',
+      '- `bench/results/latr.json`: **no commit**, no date',
+      '- `bench/results/replay.json`: `222222222222` **uncommitted edits**, 2026-11-02T00:00:00.000Z',
+      '- `bench/results/scratchpad.json`: `111111111111` **code changed during run**, 2026-11-03T00:00:00.000Z',
+      '',
+    ].join('\n'),
+  );
+  // the order of the inputs does not change the output
+  assert.equal(renderResults(fabricatedSnapshots().reverse()), out);
+});
+
+test('spread: the sample standard deviation; "within noise" when mean ± spread covers the neutral value', () => {
+  assert.deepEqual(seedStats([1, 2, 3]), { mean: 2, spread: 1, n: 3 });
+  assert.deepEqual(seedStats([1.5]), { mean: 1.5, spread: null, n: 1 });
+  const gain = REGISTRY.allocation_matched_tokens_to_target_gain;
+  assert.equal(verdict(gain, { mean: 1.25, spread: 0.25 }), 'within noise');
+  assert.equal(verdict(gain, { mean: 1.25, spread: 0.24 }), 'wins');
+  assert.equal(verdict(gain, { mean: 0.75, spread: 0.24 }), 'loses');
+  assert.equal(verdict(gain, { mean: 3, spread: null }), 'no spread');
+  // lower is better: a negative flawed-positive delta wins, a positive one loses
+  const fapo = REGISTRY.fapo_flawed_positive_rate_delta;
+  assert.equal(verdict(fapo, { mean: -0.1, spread: 0.05 }), 'wins');
+  assert.equal(verdict(fapo, { mean: 0.1, spread: 0.05 }), 'loses');
+  // an AUC is judged against chance
+  const auc = REGISTRY.value_head_auc_at_decision;
+  assert.equal(verdict(auc, { mean: 0.8, spread: 0.1 }), 'wins');
+  assert.equal(verdict(auc, { mean: 0.55, spread: 0.1 }), 'within noise');
+  assert.equal(formatValue(auc, 0.8), '0.800');
+  assert.equal(formatValue(REGISTRY.pruning_tokens_saved, 0.123), '+12.3%');
+});
+
+/** A fresh temporary directory, removed when the test ends. */
+function tempDir(t: { after: (fn: () => void) => void }): string {
+  const dir = mkdtempSync(join(tmpdir(), 'arbor-results-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+test('headline not the mean of its seeds, bad seeds, not a bench JSON: a DataError naming file and field', (t) => {
+  const [, control] = fabricatedSnapshots();
+  const off = { ...control, json: { ...control.json, headline: { allocation_matched_tokens_to_target_gain: 1.5 } } };
+  assert.throws(
+    () => renderResults([off]),
+    (e: unknown) =>
+      e instanceof DataError &&
+      e.file === 'bench/results/control.json' &&
+      e.field === 'headline.allocation_matched_tokens_to_target_gain' &&
+      /is not the mean of headline_seeds/.test(e.message),
+  );
+  const bad = {
+    ...control,
+    json: { ...control.json, headline_seeds: { allocation_matched_tokens_to_target_gain: [1.2, 'x'] } },
+  };
+  assert.throws(
+    () => renderResults([bad]),
+    (e: unknown) => e instanceof DataError && e.field === 'headline_seeds.allocation_matched_tokens_to_target_gain',
+  );
+  const dir = tempDir(t);
+  writeFileSync(join(dir, 'a.json'), '{"name": "x"}');
+  assert.throws(
+    () => readSnapshots(dir),
+    (e: unknown) => e instanceof DataError && e.file === 'bench/results/a.json' && e.field === 'headline',
+  );
+  writeFileSync(join(dir, 'a.json'), '{');
+  assert.throws(
+    () => readSnapshots(dir),
+    (e: unknown) => e instanceof DataError && /bench\/results\/a\.json is not JSON/.test(e.message),
+  );
+});
+
+test('--snapshot keeps provenance, headline and per-seed values only; a bench with no JSON is a ConfigError', (t) => {
+  const out = tempDir(t);
+  const results = join(tempDir(t), 'results');
+  const [, control] = fabricatedSnapshots();
+  writeFileSync(join(out, 'control.json'), JSON.stringify({ ...control.json, curves: { uniform: [[0, 0.5]] } }));
+  const written = snapshot('control', out, results);
+  assert.equal(written, join(results, 'control.json'));
+  const kept = JSON.parse(readFileSync(written, 'utf8')) as Record<string, unknown>;
+  assert.deepEqual(kept, control.json);
+  assert.ok(Object.keys(kept).every((k) => SNAPSHOT_FIELDS.includes(k)));
+  assert.equal(existsSync(`${written}.tmp`), false);
+  assert.deepEqual(readSnapshots(results), [control]);
+  assert.throws(
+    () => snapshot('hf', out, results),
+    (e: unknown) => e instanceof ConfigError && e.path === '--snapshot' && /npm run bench -- hf/.test(e.message),
+  );
+});
+
+test('docs/results.md is what the generator writes from the committed bench/results/*.json', () => {
+  assert.equal(
+    readFileSync(RESULTS_DOC, 'utf8'),
+    renderResults(readSnapshots(RESULTS_DIR)),
+    'regenerate it with `npm run results:table`',
+  );
+});

@@ -7,6 +7,7 @@
  * last ";" exactly. Train and test are disjoint by a hash of the problem text.
  */
 import { Rng, hashString } from '../core/rng.js';
+import { drawSplit } from './split.js';
 import type { TaskItem } from '../core/types.js';
 import { single, type RewardFunction } from '../filter/types.js';
 import type { Split, Task } from './types.js';
@@ -169,17 +170,7 @@ export function arithTask(options: ArithOptions = {}): Task {
     demonstration: (item) => item.demonstration ?? '',
     makeItems(split: Split, count: number, seed: number): TaskItem[] {
       // test items: hash bucket 0 of 5; train: the other buckets. Same seed → same items.
-      const rng = new Rng(seed).fork(`arith/${split}`);
-      const out: TaskItem[] = [];
-      const seen = new Set<string>();
-      for (let tries = 0; out.length < count && tries < count * 200; tries++) {
-        const item = makeItem(rng);
-        const isTest = hashString(item.prompt) % 5 === 0;
-        if (isTest !== (split === 'test') || seen.has(item.id)) continue;
-        seen.add(item.id);
-        out.push(item);
-      }
-      return out;
+      return drawSplit('arith', split, count, seed, (rng) => makeItem(rng));
     },
   };
 }

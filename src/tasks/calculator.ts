@@ -8,6 +8,7 @@
  */
 import { ConfigError } from '../core/errors.js';
 import { Rng, hashString } from '../core/rng.js';
+import { drawSplit } from './split.js';
 import type { RewardResult, TaskItem } from '../core/types.js';
 import type { RewardFunction } from '../filter/types.js';
 import { arborFormat, arborObservationText, arborPolicyTurns } from '../env/format/arbor.js';
@@ -97,16 +98,7 @@ export function calculatorTask(options: CalculatorTaskOptions = {}): MultiTurnTa
     demonstration: (item) => demoText(demonstrationTurns(item)),
     makeItems(split: Split, count: number, seed: number): TaskItem[] {
       // test items: hash bucket 0 of 5; train: the others (as arith). Same seed → same items.
-      const rng = new Rng(seed).fork(`calculator/${split}`);
-      const out: TaskItem[] = [];
-      const seen = new Set<string>();
-      for (let tries = 0; out.length < count && tries < count * 200; tries++) {
-        const item = makeItem(rng);
-        if ((hashString(item.prompt) % 5 === 0) !== (split === 'test') || seen.has(item.id)) continue;
-        seen.add(item.id);
-        out.push(item);
-      }
-      return out;
+      return drawSplit('calculator', split, count, seed, (rng) => makeItem(rng));
     },
   };
 }

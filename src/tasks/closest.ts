@@ -5,7 +5,8 @@
  * [0, 1]: (1 + dBest/width) / (1 + d/width), d = |value − target|, dBest the best an exhaustive search
  * reaches (1 = as close as the best); 0 for an invalid expression. It does not reward brevity.
  */
-import { Rng, hashString } from '../core/rng.js';
+import { Rng } from '../core/rng.js';
+import { drawSplit } from './split.js';
 import type { TaskItem } from '../core/types.js';
 import { single, type RewardFunction } from '../filter/types.js';
 import { extractCountdownAnswer } from './countdown.js';
@@ -120,17 +121,7 @@ export function closestTask(options: ClosestOptions): Task {
     },
     demonstration: (item) => item.demonstration ?? '',
     makeItems(split: Split, n: number, seed: number): TaskItem[] {
-      const rng = new Rng(seed).fork(`closest/${split}`);
-      const out: TaskItem[] = [];
-      const seen = new Set<string>();
-      for (let tries = 0; out.length < n && tries < n * 200; tries++) {
-        const item = makeItem(rng);
-        const isTest = hashString(item.prompt) % 5 === 0;
-        if (isTest !== (split === 'test') || seen.has(item.id)) continue;
-        seen.add(item.id);
-        out.push(item);
-      }
-      return out;
+      return drawSplit('closest', split, n, seed, (rng) => makeItem(rng));
     },
   };
 }

@@ -5,7 +5,8 @@
  * every item is solvable; many answers are valid. The verifier parses the expression safely
  * (expression.ts), checks the numbers used and exact equality with the target.
  */
-import { Rng, hashString } from '../core/rng.js';
+import { Rng } from '../core/rng.js';
+import { drawSplit } from './split.js';
 import type { TaskItem } from '../core/types.js';
 import { single, type RewardFunction } from '../filter/types.js';
 import { evaluateExpression } from './expression.js';
@@ -105,18 +106,7 @@ export function countdownTask(options: CountdownOptions = {}): Task {
     reward,
     demonstration: (item) => item.demonstration ?? '',
     makeItems(split: Split, n: number, seed: number): TaskItem[] {
-      const rng = new Rng(seed).fork(`countdown/${split}`);
-      const out: TaskItem[] = [];
-      const seen = new Set<string>();
-      for (let tries = 0; out.length < n && tries < n * 200; tries++) {
-        const item = makeItem(rng);
-        if (!item) continue;
-        const isTest = hashString(item.prompt) % 5 === 0;
-        if (isTest !== (split === 'test') || seen.has(item.id)) continue;
-        seen.add(item.id);
-        out.push(item);
-      }
-      return out;
+      return drawSplit('countdown', split, n, seed, (rng) => makeItem(rng));
     },
   };
 }

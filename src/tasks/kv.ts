@@ -6,7 +6,8 @@
  * state; this task's text verifier reaches the same verdict by replaying the executed calls of the
  * episode's arbor transcript (`episode.transcript`, else the response) on the initial store.
  */
-import { Rng, hashString } from '../core/rng.js';
+import { Rng } from '../core/rng.js';
+import { drawSplit } from './split.js';
 import type { RewardResult, TaskItem } from '../core/types.js';
 import type { RewardFunction } from '../filter/types.js';
 import { arborFormat, arborObservationText, arborPolicyTurns } from '../env/format/arbor.js';
@@ -100,16 +101,14 @@ export function kvTask(options: KvTaskOptions = {}): MultiTurnTask {
     demonstrationTurns: kvDemonstration,
     demonstration: (item) => demoText(kvDemonstration(item)),
     makeItems(split: Split, count: number, seed: number): TaskItem[] {
-      const rng = new Rng(seed).fork(`kv/${split}`);
-      const out: TaskItem[] = [];
-      const seen = new Set<string>();
-      for (let tries = 0; out.length < count && tries < count * 200; tries++) {
-        const item = makeKvItem(rng, storeSize, maxValue, ops);
-        if ((hashString(item.id) % 5 === 0) !== (split === 'test') || seen.has(item.id)) continue;
-        seen.add(item.id);
-        out.push(item);
-      }
-      return out;
+      return drawSplit(
+        'kv',
+        split,
+        count,
+        seed,
+        (rng) => makeKvItem(rng, storeSize, maxValue, ops),
+        (item) => item.id,
+      );
     },
   };
 }

@@ -9,6 +9,7 @@
  */
 import { DataError } from '../core/errors.js';
 import { Rng, hashString } from '../core/rng.js';
+import { drawSplit } from './split.js';
 import type { TaskItem } from '../core/types.js';
 import { single, type RewardFunction } from '../filter/types.js';
 import { extractArithAnswer } from './arith.js';
@@ -193,16 +194,7 @@ export function scratchpadTask(options: ScratchpadOptions = {}): Task {
     demonstration: (item) => item.demonstration ?? '',
     makeItems(split: Split, count: number, seed: number): TaskItem[] {
       // test items: hash bucket 0 of 5; train: the other buckets. Same seed → same items.
-      const rng = new Rng(seed).fork(`scratchpad/${split}`);
-      const out: TaskItem[] = [];
-      const seen = new Set<string>();
-      for (let tries = 0; out.length < count && tries < count * 200; tries++) {
-        const item = makeItem(rng);
-        if ((hashString(item.prompt) % 5 === 0) !== (split === 'test') || seen.has(item.id)) continue;
-        seen.add(item.id);
-        out.push(item);
-      }
-      return out;
+      return drawSplit('scratchpad', split, count, seed, (rng) => makeItem(rng));
     },
   };
 }

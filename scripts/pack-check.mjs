@@ -16,7 +16,7 @@ const USAGE = `usage: node scripts/pack-check.mjs [--repo DIR] [--json FILE] [--
   --keep       keep the temp dir (printed) for inspection`;
 
 /** What the tarball must hold (the runtime reads build/ and the worker entry; consumers read dist/types). */
-const REQUIRED = [
+export const REQUIRED = [
   'package.json',
   'bin/arbor.mjs',
   'src/index.ts',

@@ -18,26 +18,14 @@ const script = join(repo, 'scripts/pack-check.mjs');
 
 interface PackCheck {
   StepError: new (step: string, message: string) => Error & { step: string };
+  REQUIRED: string[];
   checkContents(paths: Set<string>, manifest: { scripts?: Record<string, string> }): void;
   checkTypeErrors(result: { code: number | string | null; output: string }): number;
 }
 const packCheck = (await import(pathToFileURL(script).href)) as PackCheck;
 
-const COMPLETE = [
-  'package.json',
-  'bin/arbor.mjs',
-  'src/index.ts',
-  'src/cli/main.ts',
-  'src/run/rollout-worker.mjs',
-  'build/kernels.wasm',
-  'build/kernels-fma.wasm',
-  'build/ui/app.js',
-  'build/ui/report.js',
-  'build/ui/app.css',
-  'dist/types/index.d.ts',
-  'src/run/loop.ts',
-  'README.md',
-];
+// what the tarball must hold, plus two ordinary files
+const COMPLETE = [...packCheck.REQUIRED, 'src/run/loop.ts', 'README.md'];
 
 function contentsError(paths: string[], scripts: Record<string, string> = { prepare: 'npm run build' }): string {
   try {

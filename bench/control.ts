@@ -33,6 +33,8 @@ export interface RunOut {
   variant: string;
   seed: number;
   metrics: StepMetrics[];
+  /** The metrics lines that carry an evaluation (step 0 included). */
+  evals: StepMetrics[];
   start: number;
   end: number;
   tokens: number;
@@ -149,60 +151,86 @@ export function matchedUniform(rollouts: number): Variant {
   };
 }
 
-/** One training run of a variant in a child process, its held-out curve against tokens and against loop seconds. */
-export function runOnce(base: Raw, v: Variant, seed: number, steps: number, bench = 'control'): RunOut {
-  const outDir = join(benchOutDir, bench, `${v.name}-seed${seed}`);
+/** How a bench evaluates: every `evalEvery` steps on `evalCount` held-out problems, into bench/out/<bench>/. */
+export interface RunSettings {
+  bench: string;
+  evalEvery: number;
+  evalCount: number;
+}
+const CONTROL_SETTINGS: RunSettings = { bench: 'control', evalEvery: 2, evalCount: 300 };
+
+/** The config of one run of a variant: the base with the bench's run settings, then the variant's patch. */
+export function runConfig(base: Raw, v: Variant, seed: number, steps: number, settings: RunSettings): Raw {
+  const outDir = join(benchOutDir, settings.bench, `${v.name}-seed${seed}`);
   const run = {
     ...(base.run as Raw),
     seed,
     steps,
     outDir,
-    evalEvery: 2,
-    evalCount: 300,
+    evalEvery: settings.evalEvery,
+    evalCount: settings.evalCount,
     evalPassK: 0,
     logTreesEvery: 0,
     checkpointEvery: 0,
   };
-  const config = v.patch({ ...base, run });
+  return v.patch({ ...base, run });
+}
+
+/** A finished run's curves from its run directory (`summary`: the child's last line). */
+export function collectRun(v: Variant, seed: number, outDir: string, summary: Record<string, unknown>): RunOut {
+  const all = new RunDir(outDir).readMetrics();
+  const metrics = all.filter((m) => m.step > 0);
+  let evalSeconds = 0;
+  const byTokens: Array<[number, number]> = [];
+  const bySeconds: Array<[number, number]> = [];
+  for (const m of all) {
+    evalSeconds += ((m.ms_eval as number) ?? 0) / 1000;
+    if (typeof m.eval_greedy_acc !== 'number') continue;
+    byTokens.push([m.tokens_decoded_total as number, m.eval_greedy_acc]);
+    bySeconds.push([m.step === 0 ? 0 : (m.wall_s as number) - evalSeconds, m.eval_greedy_acc]);
+  }
+  return {
+    variant: v.name,
+    seed,
+    metrics,
+    evals: all.filter((m) => typeof m.eval_greedy_acc === 'number'),
+    start: summary.heldout_acc_start as number,
+    end: summary.heldout_acc_end as number,
+    tokens: summary.tokens_decoded as number,
+    byTokens,
+    bySeconds,
+  };
+}
+
+/** The RunOut of a run that failed (its error kept, every figure NaN). */
+export const failedRun = (v: Variant, seed: number, error: unknown): RunOut => ({
+  variant: v.name,
+  seed,
+  metrics: [],
+  evals: [],
+  start: NaN,
+  end: NaN,
+  tokens: NaN,
+  byTokens: [],
+  bySeconds: [],
+  error: (error as Error).message.slice(0, 2000),
+});
+
+/** One training run of a variant in a child process, its held-out curve against tokens and against loop seconds. */
+export function runOnce(
+  base: Raw,
+  v: Variant,
+  seed: number,
+  steps: number,
+  bench: string | RunSettings = 'control',
+): RunOut {
+  const settings = typeof bench === 'string' ? { ...CONTROL_SETTINGS, bench } : bench;
+  const config = runConfig(base, v, seed, steps, settings);
   try {
-    const summary = trainInChild(config, { force: true }) as unknown as {
-      heldout_acc_start: number;
-      heldout_acc_end: number;
-      tokens_decoded: number;
-    };
-    const all = new RunDir(outDir).readMetrics();
-    const metrics = all.filter((m) => m.step > 0);
-    let evalSeconds = 0;
-    const byTokens: Array<[number, number]> = [];
-    const bySeconds: Array<[number, number]> = [];
-    for (const m of all) {
-      evalSeconds += ((m.ms_eval as number) ?? 0) / 1000;
-      if (typeof m.eval_greedy_acc !== 'number') continue;
-      byTokens.push([m.tokens_decoded_total as number, m.eval_greedy_acc]);
-      bySeconds.push([m.step === 0 ? 0 : (m.wall_s as number) - evalSeconds, m.eval_greedy_acc]);
-    }
-    return {
-      variant: v.name,
-      seed,
-      metrics,
-      start: summary.heldout_acc_start,
-      end: summary.heldout_acc_end,
-      tokens: summary.tokens_decoded,
-      byTokens,
-      bySeconds,
-    };
+    const summary = trainInChild(config, { force: true });
+    return collectRun(v, seed, (config.run as Raw).outDir as string, summary);
   } catch (error) {
-    return {
-      variant: v.name,
-      seed,
-      metrics: [],
-      start: NaN,
-      end: NaN,
-      tokens: NaN,
-      byTokens: [],
-      bySeconds: [],
-      error: (error as Error).message.slice(0, 2000),
-    };
+    return failedRun(v, seed, error);
   }
 }
 
@@ -375,8 +403,6 @@ export async function main(args: string[]): Promise<void> {
   const matchedRatios = pairedTokenRatios(byVariant.get('uniform-matched') ?? [], byVariant.get('dars') ?? [], gain);
   const headline = {
     allocation_matched_tokens_to_target_gain: matchedRatios.length ? mean(matchedRatios) : null,
-    allocation_informative_groups_gain: bestGroups ? groupGain[bestGroups] : null,
-    allocation_tokens_to_target_gain: best ? tokenGain[best] : null,
     latr_distinct_sibling_gain: ratio(distinct('latr'), distinct('treepo')),
     pruning_tokens_saved:
       get('treepo-prune', 'tokens') !== null && get('treepo', 'tokens')
@@ -386,7 +412,6 @@ export async function main(args: string[]): Promise<void> {
       get('treepo-prune', 'acc_end') !== null && get('treepo', 'acc_end') !== null
         ? 100 * (get('treepo-prune', 'acc_end')! - get('treepo', 'acc_end')!)
         : null,
-    value_head_auc: get('treepo-prune', 'head_auc') ?? get('treepo-value', 'head_auc'),
     // over the nodes the head scored when it decided (ARRoL's pruning round, value-guided branching)
     value_head_auc_at_decision:
       get('treepo-prune', 'head_auc_at_decision') ?? get('treepo-value', 'head_auc_at_decision'),
@@ -405,6 +430,12 @@ export async function main(args: string[]): Promise<void> {
     best_allocator_tokens: best,
     best_allocator_groups: bestGroups,
     headline_seeds: { allocation_matched_tokens_to_target_gain: matchedRatios },
+    // not headlines (issue 27): DARS's smaller batch, XRPO reducing to uniform, finished leaves in the AUC
+    unmatched: {
+      allocation_tokens_to_target_gain: best ? tokenGain[best] : null,
+      allocation_informative_groups_gain: bestGroups ? groupGain[bestGroups] : null,
+      value_head_auc: get('treepo-prune', 'head_auc') ?? get('treepo-value', 'head_auc'),
+    },
     allocation_matched: {
       method: 'dars',
       control: 'uniform-matched: uniform, promptsPerStep = round(DARS rollouts per step / G), same seed',

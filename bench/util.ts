@@ -5,9 +5,9 @@
  * be traced to the code that measured it; `assertSameCode` is the rule for reusing figures of an
  * earlier JSON. It does not pin the machine's load or the examples/ configs (a bench records those).
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -199,7 +199,9 @@ export function writeBenchJson(
   const dir = options.dir ?? benchOutDir;
   mkdirSync(dir, { recursive: true });
   const path = join(dir, `${name}.json`);
-  writeFileSync(path, JSON.stringify(record, null, 2));
+  // atomically: a reader never sees half a JSON
+  writeFileSync(`${path}.tmp`, JSON.stringify(record, null, 2));
+  renameSync(`${path}.tmp`, path);
   console.log(`wrote ${path}`);
   return path;
 }
@@ -219,4 +221,33 @@ export function trainInChild(
   if (r.status !== 0) throw new Error(`training run failed (exit ${r.status}):\n${r.stderr.slice(-4000)}`);
   const lines = r.stdout.trim().split('\n');
   return JSON.parse(lines[lines.length - 1]);
+}
+
+/** `trainInChild` without blocking: runs that must run at once (SAPO's learners sharing a directory). */
+export function trainInChildAsync(
+  config: unknown,
+  options: Record<string, unknown>,
+): Promise<Record<string, number | string | null>> {
+  const file = join(mkdtempSync(join(tmpdir(), 'arbor-bench-')), 'args.json');
+  writeFileSync(file, JSON.stringify({ config, options }));
+  const here = dirname(fileURLToPath(import.meta.url));
+  const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'train-child.ts'), file], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stdout.setEncoding('utf8').on('data', (d: string) => (out = (out + d).slice(-1_000_000)));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (err = (err + d).slice(-100_000)));
+  return new Promise((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', (code) => {
+      if (code !== 0) return reject(new Error(`training run failed (exit ${code}):\n${err.slice(-4000)}`));
+      const lines = out.trim().split('\n');
+      try {
+        resolve(JSON.parse(lines[lines.length - 1]));
+      } catch (e) {
+        reject(new Error(`training run printed no summary: ${(e as Error).message}`));
+      }
+    });
+  });
 }

@@ -14,7 +14,9 @@
  * all standardised with running means and variances. Examples: every non-root node of the step's
  * complete trees, labelled with the share of correct leaves below it. Calibration (AUC, Brier) is
  * measured on each step's new nodes BEFORE the head trains on them, so it is out-of-sample. The whole
- * state is plain JSON in ControlState, saved with the run.
+ * state is plain JSON in ControlState, saved with the run. It may carry ARRoL's histogram calibrator
+ * (`calibration`: per equal-width bin of the raw score, the sum of labels and the count; calibrated
+ * q = (sum + 1) / (count + 2), Laplace); a state saved before it existed has none and gets a fresh one.
  */
 import { z } from 'zod';
 import { hasError, isComplete, pathTo, ROOT_ID, treeHint, type RolloutTree } from '../core/tree.js';
@@ -70,6 +72,48 @@ export interface QualityHeadState {
   mean: number[];
   m2: number[];
   examples: number;
+  /** ARRoL's online histogram calibrator of the raw score (absent in heads saved before it existed). */
+  calibration?: Calibrator;
+}
+
+/** Equal-width bins over the raw score in [0, 1]: the sum of the labels and the count in each. */
+export interface Calibrator {
+  sums: number[];
+  counts: number[];
+}
+
+/** A calibrator with `bins` empty bins: every score calibrates to the Laplace prior ½. */
+export function freshCalibrator(bins: number): Calibrator {
+  if (!Number.isInteger(bins) || bins < 1) throw new Error(`quality head: a calibrator needs ≥ 1 bins, got ${bins}`);
+  return { sums: new Array(bins).fill(0), counts: new Array(bins).fill(0) };
+}
+
+/** The bin of a raw score (scores outside [0, 1] fall in the end bins). */
+export function calibrationBin(c: Calibrator, raw: number): number {
+  const bins = c.counts.length;
+  return Math.min(bins - 1, Math.max(0, Math.floor(raw * bins)));
+}
+
+/** Calibrated success probability of a raw score: (sum_b + 1) / (n_b + 2) in its bin b. */
+export function calibrated(c: Calibrator, raw: number): number {
+  const b = calibrationBin(c, raw);
+  return (c.sums[b] + 1) / (c.counts[b] + 2);
+}
+
+/** Add (raw score, label) pairs; fractional labels in [0, 1] add to the bin's sum as they are. */
+export function feedCalibrator(c: Calibrator, scores: number[], labels: number[]): void {
+  if (scores.length !== labels.length)
+    throw new Error(`quality head: ${scores.length} scores for ${labels.length} labels in the calibrator`);
+  scores.forEach((raw, i) => {
+    const b = calibrationBin(c, raw);
+    c.sums[b] += labels[i];
+    c.counts[b]++;
+  });
+}
+
+/** Examples a calibrator has seen. */
+export function calibrationExamples(c: Calibrator): number {
+  return c.counts.reduce((a, n) => a + n, 0);
 }
 
 /** A head over `BASE_FEATURES + hiddenWidth` features, all weights zero. */

@@ -3,8 +3,10 @@
  * (predictions for value-guided TreePO, prune decisions for ARRoL) and, once the step's trees are
  * scored, the head's out-of-sample calibration on them followed by its update. Calibration is logged
  * twice: over every labelled node (`head_auc`) and over the nodes the head scored when a decision was
- * made (`head_auc_at_decision`: ARRoL's pruning round, value-guided branching). Active only when
- * `generate.allocation` is `value` or `prune.kind` is `arrol`.
+ * made (`head_auc_at_decision`: ARRoL's pruning round, value-guided branching). With ARRoL, the raw
+ * scores given at the pruning round are fed to the head's histogram calibrator against the labels the
+ * nodes got, before the head trains; with `prune.calibrate` the keep probabilities use the calibrated
+ * score. Active only when `generate.allocation` is `value` or `prune.kind` is `arrol`.
  */
 import { ConfigError } from '../core/errors.js';
 import type { Rng } from '../core/rng.js';
@@ -14,6 +16,10 @@ import { choosePruned, type PruneOptions } from './prune.js';
 import {
   auc,
   brier,
+  calibrated,
+  calibrationExamples,
+  feedCalibrator,
+  freshCalibrator,
   freshHead,
   headHiddenWidth,
   hiddenFeatures,
@@ -40,11 +46,8 @@ export interface QualityStepOptions {
 /** Scores the head gave when a decision was made: tree id → node id → predicted success. */
 export type DecisionScores = Map<string, Map<string, number>>;
 
-/**
- * AUC of the decision-time scores against the labels the nodes got once their trees completed
- * (pruned nodes left the tree and have none); `nodes` counts the labelled decision nodes.
- */
-export function decisionAuc(trees: RolloutTree[], decided: DecisionScores): { auc?: number; nodes: number } {
+/** Decision-time scores and the labels of the nodes that got one (pruned nodes have none). */
+export function decisionPairs(trees: RolloutTree[], decided: DecisionScores): { scores: number[]; labels: number[] } {
   const scores: number[] = [];
   const labels: number[] = [];
   for (const tree of trees) {
@@ -57,6 +60,15 @@ export function decisionAuc(trees: RolloutTree[], decided: DecisionScores): { au
       labels.push(label);
     }
   }
+  return { scores, labels };
+}
+
+/**
+ * AUC of the decision-time scores against the labels the nodes got once their trees completed
+ * (pruned nodes left the tree and have none); `nodes` counts the labelled decision nodes.
+ */
+export function decisionAuc(trees: RolloutTree[], decided: DecisionScores): { auc?: number; nodes: number } {
+  const { scores, labels } = decisionPairs(trees, decided);
   return { auc: auc(scores, labels), nodes: scores.length };
 }
 
@@ -64,8 +76,10 @@ export class QualityStep {
   readonly hook?: QualityHook;
   readonly state?: QualityHeadState;
   private readonly hidden?: HiddenFeatures;
-  /** This step's decisions (one QualityStep per step, so nothing outlives the step). */
+  /** This step's decisions (one QualityStep per step, so nothing outlives the step): raw scores. */
   readonly decided: DecisionScores = new Map();
+  /** The raw scores given at ARRoL's pruning round (a subset of `decided`): what the calibrator learns from. */
+  readonly decidedAtPrune: DecisionScores = new Map();
 
   constructor(
     state: QualityHeadState | undefined,
@@ -85,16 +99,29 @@ export class QualityStep {
       );
     }
     const head = (this.state = state ?? freshHead(width));
+    const prune = o.prune;
+    if (prune.kind === 'arrol') {
+      // a head saved before the calibrator existed gets a fresh one
+      head.calibration ??= freshCalibrator(prune.calibrationBins);
+      if (head.calibration.counts.length !== prune.calibrationBins)
+        throw new ConfigError(
+          `the saved quality head's calibrator has ${head.calibration.counts.length} bins, this run's config ` +
+            `asks for ${prune.calibrationBins} (set prune.calibrationBins as in the run that saved it)`,
+          'prune.calibrationBins',
+        );
+    }
     const ready = () => head.examples >= o.head.warmup;
     const predictAll = (tree: RolloutTree, ids: string[]) =>
       ids.map((id) => predict(head, nodeFeatures(tree, id, o.maxResponseTokens, prior(tree.itemId), hidden)));
-    const decide = (tree: RolloutTree, ids: string[], q: number[]) => {
-      const scored = this.decided.get(tree.id) ?? new Map<string, number>();
+    const record = (into: DecisionScores, tree: RolloutTree, ids: string[], q: number[]) => {
+      const scored = into.get(tree.id) ?? new Map<string, number>();
       ids.forEach((id, i) => scored.set(id, q[i]));
-      this.decided.set(tree.id, scored);
+      into.set(tree.id, scored);
+    };
+    const decide = (tree: RolloutTree, ids: string[], q: number[]) => {
+      record(this.decided, tree, ids, q);
       return q;
     };
-    const prune = o.prune;
     this.hook = {
       wants: { entropy: o.samplerEntropy, hidden: hidden !== undefined },
       predict: (tree, ids) => (ready() ? decide(tree, ids, predictAll(tree, ids)) : undefined),
@@ -102,7 +129,10 @@ export class QualityStep {
         prune.kind === 'arrol'
           ? (tree, ids, round) => {
               if (round !== prune.atRound || !ready()) return undefined;
-              const q = decide(tree, ids, predictAll(tree, ids));
+              const raw = decide(tree, ids, predictAll(tree, ids));
+              record(this.decidedAtPrune, tree, ids, raw);
+              const calibrator = head.calibration!;
+              const q = prune.calibrate ? raw.map((r) => calibrated(calibrator, r)) : raw;
               ids.forEach((id, i) => (tree.nodes[id].value = q[i]));
               return choosePruned(q, prune, rng);
             }
@@ -134,6 +164,12 @@ export class QualityStep {
     const atDecision = decisionAuc(trees, this.decided);
     if (atDecision.nodes) info.head_decision_nodes = atDecision.nodes;
     if (atDecision.auc !== undefined) info.head_auc_at_decision = atDecision.auc;
+    if (head.calibration) {
+      // what a raw score at the pruning round turned out to mean, learnt before the head itself moves
+      const { scores, labels } = decisionPairs(trees, this.decidedAtPrune);
+      feedCalibrator(head.calibration, scores, labels);
+      info.head_calibration_examples = calibrationExamples(head.calibration);
+    }
     train(head, xs, ys, this.o.head);
     return info;
   }

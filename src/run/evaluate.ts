@@ -40,6 +40,8 @@ export interface EvalContext {
   maxResponseTokens: number;
   reward: RewardFunction;
   rng: Rng;
+  /** The task's step judge (`Task.firstWrongStep`): with it, `eval_flawed_positive_rate` is logged. */
+  firstWrongStep?: (item: TaskItem, response: string) => number | null;
 }
 
 export async function evaluate(items: TaskItem[], k: number, ctx: EvalContext): Promise<EvalResult> {
@@ -84,11 +86,38 @@ export async function evaluate(items: TaskItem[], k: number, ctx: EvalContext): 
     k,
     count: items.length,
     ...components,
-    extra: componentEvalMetrics(components),
+    extra: {
+      ...componentEvalMetrics(components),
+      ...heldOutScores(
+        greedyInputs,
+        greedy.map((s) => s.reward),
+        ctx.firstWrongStep,
+      ),
+    },
     samples: greedyInputs
       .slice(0, 5)
       .map((g, i) => ({ prompt: g.item.prompt, response: g.response, reward: greedy[i].reward })),
   };
+}
+
+/**
+ * The greedy responses' mean reward (`eval_greedy_score`: a graded task's mean score) and, with a step judge,
+ * the share of correct greedy responses in which it finds a wrong step (`eval_flawed_positive_rate`, FAPO's
+ * flawed positives; absent when no greedy response is correct).
+ */
+export function heldOutScores(
+  inputs: Array<{ item: TaskItem; response: string }>,
+  rewards: number[],
+  judge?: (item: TaskItem, response: string) => number | null,
+): Record<string, number> {
+  const out: Record<string, number> = {};
+  if (rewards.length) out.eval_greedy_score = rewards.reduce((a, r) => a + r, 0) / rewards.length;
+  const correct = inputs.filter((_, i) => isCorrect(rewards[i]));
+  if (judge && correct.length) {
+    // an unparseable scratchpad (-1) with a correct answer counts as flawed here: its steps cannot be shown right
+    out.eval_flawed_positive_rate = correct.filter((g) => judge(g.item, g.response) !== null).length / correct.length;
+  }
+  return out;
 }
 
 /** Greedy and sampled accuracy per `meta.component` of a task mixture's items (nothing for a plain task). */

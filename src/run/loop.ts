@@ -136,6 +136,7 @@ async function runOpened(run: OpenRun, opened: OpenResources): Promise<RunSummar
     stopTokens: stopTokens(engine.tokenizer),
     maxResponseTokens: config.sampling.maxResponseTokens,
     reward: task.reward,
+    firstWrongStep: task.firstWrongStep?.bind(task),
   };
   const evalAt = (step: number): Promise<EvalResult> => {
     const rng = new Rng(config.run.seed).fork(`eval/${step}`);

@@ -42,7 +42,18 @@ test("DARS's matched control: uniform with the whole groups nearest DARS's rollo
 /** A run with these per-step rollouts, start accuracy and curve (tokens, accuracy). */
 function run(seed: number, curve: Array<[number, number]>, tokens: number, error?: string): RunOut {
   const metrics = [76, 78].map((r, i) => ({ step: i + 1, rollouts: r }) as unknown as RunOut['metrics'][number]);
-  return { variant: 'x', seed, metrics, start: curve[0][1], end: 0, tokens, byTokens: curve, bySeconds: [], error };
+  return {
+    variant: 'x',
+    seed,
+    metrics,
+    evals: [],
+    start: curve[0][1],
+    end: 0,
+    tokens,
+    byTokens: curve,
+    bySeconds: [],
+    error,
+  };
 }
 
 test('per-seed ratios pair seeds, skip a seed that failed in either run, and count a miss with all its tokens', () => {

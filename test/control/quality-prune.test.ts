@@ -48,7 +48,7 @@ test('node labels: the share of correct leaves below each node', () => {
 });
 
 test('ARRoL keep probabilities: clip(κ + δ + λ(ρ − q), 0.1, 0.9) with mean κ (δ by bisection)', () => {
-  const o = { keep: 0.5, target: 0.5, strength: 0.5 };
+  const o = { keep: 0.5, target: 0.5, strength: 0.5, delta: 'group' as const };
   keepProbabilities([0.9, 0.1], o).forEach((p, i) => close(p, [0.3, 0.7][i]));
   keepProbabilities([1, 1], o).forEach((p) => close(p, 0.5));
   // λ = 2: three clear failures and one success; the success is clipped at 0.1, δ = −0.8667

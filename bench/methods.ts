@@ -1,5 +1,6 @@
 /**
- * `npm run bench -- methods --task arith|scratchpad|closest [--seeds 3] [--steps N] [--gain G] [--keys a,b]`:
+ * `npm run bench -- methods --task arith|scratchpad|closest [--seeds 3] [--steps N] [--gain G] [--keys a,b]
+ *  [--eval-every N] [--eval-count N]`:
  * every method headline of issue 27 against a control matched in rollouts, optimiser updates and prompts per
  * step, steps, seeds, warm start and held-out set, seed by seed. One task per invocation; each writes
  * bench/out/methods-<task>.json whose `task` names the test bed, `headline` holds the mean over seeds of each
@@ -62,8 +63,9 @@ export const TEST_BEDS: Record<TaskName, TestBed> = {
     config: 'examples/scratchpad-grpo.yaml',
     steps: 60,
     gain: 0.05,
-    evalEvery: 5,
-    evalCount: 300,
+    // a held-out evaluation decodes 200 × ~90 tokens: every 10 steps it costs about a third of the training
+    evalEvery: 10,
+    evalCount: 200,
     pruneRound: 2,
   },
   closest: {
@@ -313,7 +315,9 @@ export async function main(args: string[]): Promise<void> {
   const base = JSON.parse(
     JSON.stringify({ ...loaded, sft: { ...loaded.sft, checkpoint: loaded.sft.checkpoint ?? sftCacheDir(loaded) } }),
   ) as Raw;
-  const settings: RunSettings = { bench: `methods-${task}`, evalEvery: bed.evalEvery, evalCount: bed.evalCount };
+  const evalEvery = Number(arg(args, 'eval-every', String(bed.evalEvery)));
+  const evalCount = Number(arg(args, 'eval-count', String(bed.evalCount)));
+  const settings: RunSettings = { bench: `methods-${task}`, evalEvery, evalCount };
   const variants = methodVariants(bed);
   const comparisons = COMPARISONS.filter((c) => c.tasks.includes(task) && (!only.length || only.includes(c.key)));
   const sapo = task === 'arith' && (!only.length || only.includes('sapo_tokens_to_target_gain'));
@@ -415,8 +419,8 @@ export async function main(args: string[]): Promise<void> {
     gain,
     target: `each seed: its start accuracy + ${gain}`,
     resolution:
-      `tokens to target interpolated linearly between held-out evaluations every ${bed.evalEvery} steps ` +
-      `(${bed.evalCount} problems); a run that never reaches it counts with all its tokens (a bound)`,
+      `tokens to target interpolated linearly between held-out evaluations every ${evalEvery} steps ` +
+      `(${evalCount} problems); a run that never reaches it counts with all its tokens (a bound)`,
     headline_seeds: perSeed,
     headline_spread: Object.fromEntries(rows.map((r) => [r.key, r.sd])),
     reached,

@@ -2,7 +2,8 @@
  * The results table (scripts/results-table.ts): its exact output on fabricated snapshots (a clean, a dirty,
  * a commit-less and a code-changed one; testkit/bench/results-json.ts), the spread and verdict rules at their
  * boundaries, its errors (each names the file and field), `--snapshot`'s copy, and that the committed
- * docs/results.md is exactly what the generator writes from the committed bench/results/*.json.
+ * docs/results.md and the README's table are exactly what the generator writes from the committed
+ * bench/results/*.json.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -10,9 +11,14 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
+  README,
+  README_BEGIN,
+  README_END,
   REGISTRY,
   RESULTS_DIR,
   RESULTS_DOC,
+  renderReadmeTable,
+  spliceReadme,
   SNAPSHOT_FIELDS,
   formatValue,
   readSnapshots,
@@ -65,9 +71,9 @@ test('fabricated snapshots: one row per registered headline, exact; the rest lis
       '`bench/results/latr.json`',
     ],
     [
-      'ARRoL pruning',
+      'ARRoL pruning (G = 16, calibrated)',
       ARITH,
-      'TreePO, same groups and segments, no pruning',
+      'TreePO with the same G = 16 over-sampling, no pruning',
       '`pruning_final_acc_delta`',
       '-4.0 pts ± 1.0 pts (3 seeds)',
       'loses',
@@ -102,8 +108,8 @@ test('fabricated snapshots: one row per registered headline, exact; the rest lis
       'Not measured yet (no snapshot records a value):',
       '',
       '- `treepo_tokens_to_target_gain`: TreePO against i.i.d. GRPO, same rollouts',
-      '- `pruning_tokens_saved`: ARRoL pruning against TreePO, same groups and segments, no pruning',
-      '- `value_head_auc_at_decision`: ARRoL value head against chance (AUC 0.5) at the pruned nodes',
+      '- `pruning_tokens_saved`: ARRoL pruning (G = 16, calibrated) against TreePO with the same G = 16 over-sampling, no pruning',
+      '- `value_head_auc_at_decision`: ARRoL value head against chance (AUC 0.5), the scores at the pruning round',
       '- `fapo_final_acc_delta`: FAPO against GRPO, same rollouts',
       '- `contrastive_score_gain`: contrastive prompting against the same prompts without earlier candidates',
       '- `sapo_tokens_to_target_gain`: SAPO rollout sharing against 2 learners not sharing, equal tokens per learner',
@@ -213,6 +219,43 @@ test('docs/results.md is what the generator writes from the committed bench/resu
   assert.equal(
     readFileSync(RESULTS_DOC, 'utf8'),
     renderResults(readSnapshots(RESULTS_DIR)),
+    'regenerate it with `npm run results:table`',
+  );
+});
+
+test("the README's table: the same rows, six columns, between its markers; a README without them is a DataError", () => {
+  const snapshots = fabricatedSnapshots();
+  const full = renderResults(snapshots)
+    .split('\n')
+    .filter((l) => l.startsWith('| ') && !l.startsWith('| ---'));
+  const short = renderReadmeTable(snapshots)
+    .split('\n')
+    .filter((l) => !l.startsWith('| ---'));
+  assert.equal(short.length, full.length, 'one README row per table row, plus the header');
+  assert.equal(short[0], '| Method | Task | Matched control | Mean ± spread over seeds | Verdict | Commit |');
+  // each README row is its table row without the headline key and snapshot columns
+  short.slice(1).forEach((l, i) => {
+    const c = full[i + 1].slice(2, -2).split(' | ');
+    assert.equal(l, `| ${[c[0], c[1], c[2], c[4], c[5], c[6]].join(' | ')} |`);
+  });
+  const readme = `# x\n\nbefore\n${README_BEGIN}\nold table\n${README_END}\nafter\n`;
+  const spliced = spliceReadme(readme, 'NEW');
+  assert.equal(
+    spliced,
+    `# x\n\nbefore\n${README_BEGIN}\n<!-- prettier-ignore-start -->\nNEW\n<!-- prettier-ignore-end -->\n${README_END}\nafter\n`,
+  );
+  assert.equal(spliceReadme(spliced, 'NEW'), spliced, 'idempotent');
+  assert.throws(
+    () => spliceReadme('# no markers\n', 'NEW', 'README.md'),
+    (e: unknown) => e instanceof DataError && /README\.md has no results-table markers/.test(e.message),
+  );
+});
+
+test("README.md's results table is what the generator writes from the committed bench/results/*.json", () => {
+  const readme = readFileSync(README, 'utf8');
+  assert.equal(
+    readme,
+    spliceReadme(readme, renderReadmeTable(readSnapshots(RESULTS_DIR))),
     'regenerate it with `npm run results:table`',
   );
 });

@@ -87,9 +87,23 @@ const byName = (list: Variant[], name: string): Variant => {
 const control = (name: string) => byName(CONTROL_VARIANTS, name);
 // 16 paths from the root (initialDivergence 16): ARRoL prunes i.i.d. rollouts part-way (the paper's G = 16)
 const treepo16 = { kind: 'treepo', groupSize: 16, segmentLength: 8, branchingFactor: 2, initialDivergence: 16 };
+// independent paths: plain GRPO advantages (a segment-level tree advantage gives a chain's later segments none)
 const asTrees16 = (c: Raw): Raw => ({
   ...control('treepo').patch(c),
   generate: treepo16,
+  optimize: { ...(c.optimize as Raw), advantage: { kind: 'grpo' } },
+});
+/**
+ * TreePO's own estimator (treepo-reference.md §2: each leaf's mean of its sub-group terms, level `trajectory`)
+ * instead of the control bench's segment-level values: past the last fork a segment-level advantage is 0, and
+ * on the scratchpad's ~90-token answers (forks end by token 24) it collapsed seed 0 from 53.0% to 34.5%.
+ */
+const treeTrajectory = (v: Variant): Variant => ({
+  ...v,
+  patch: (c) => {
+    const t = v.patch(c);
+    return { ...t, optimize: { ...(t.optimize as Raw), advantage: { kind: 'tree', level: 'trajectory' } } };
+  },
 });
 
 /** The variants the methods bench adds to the control and replay benches' (`bed` sets ARRoL's round). */
@@ -107,8 +121,8 @@ export function methodVariants(bed: TestBed): Variant[] {
   return [
     uniform,
     control('dars'),
-    control('treepo'),
-    control('latr'),
+    treeTrajectory(control('treepo')),
+    treeTrajectory(control('latr')),
     byName(REPLAY_VARIANTS, 'replay-remix'),
     byName(REPLAY_VARIANTS, 'remix-p0'),
     // ARRoL as the spec has it: over-sample G = 16, prune to about half at round `pruneRound` with the

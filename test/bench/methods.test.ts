@@ -96,6 +96,13 @@ test('ARRoL over-samples 16 i.i.d. paths and prunes at the test bed round; its c
   assert.equal(pruned.prune.kind, 'arrol');
   assert.equal((pruned.prune as { atRound: number }).atRound, 2);
   assert.equal(unpruned.prune.kind, 'none');
+  assert.equal(pruned.optimize.advantage.kind, 'grpo', 'independent paths: GRPO advantages');
+  // TreePO and LATR with TreePO's own estimator (one tree advantage per leaf), not segment values
+  for (const name of ['treepo', 'latr']) {
+    const c = get(name);
+    assert.equal(c.optimize.advantage.kind, 'tree');
+    assert.equal(c.optimize.advantage.level, 'trajectory');
+  }
 });
 
 test('SAPO learners train on all their own groups and half as many of their peer, through one directory', () => {

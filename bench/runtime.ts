@@ -1,19 +1,21 @@
 /**
- * `npm run bench -- runtime [--seeds 3] [--only balanced,main,april,resume]`: the runtime issue's
+ * `npm run bench -- runtime [--seeds 3] [--only balanced,main,april,resume] [--april-config F] [--name N]`: the
+ * runtime issue's
  * evidence, every run from the same cached warm-start per config, on this machine.
  * - balanced (examples/runtime-balanced.yaml, where sampling and training take comparable time in the
  *   synchronous loop) and main (examples/arith-treepo.yaml): sync vs async (maxStaleness 1, decoupled
  *   PPO) for the same optimiser steps; wall time of the step loop (held-out evaluations excluded) and
  *   final held-out greedy accuracy; the staleness histogram and the behaviour/current log-prob gap.
- * - april (examples/runtime-longtail.yaml, long-tailed response lengths): partial rollouts vs the
- *   synchronous batch; finished trajectories per second of generation, accuracy against wall time.
+ * - april (examples/runtime-longtail.yaml, long-tailed response lengths, or `--april-config`): partial rollouts
+ *   vs the synchronous batch; finished trajectories per second of generation, accuracy against wall time;
+ *   `april_throughput_gain` is the mean over seeds of APRIL's rate ÷ the batch's (per seed in headline_seeds).
  * - resume: an async run with partial rollouts stopped at a checkpoint and resumed equals the
  *   uninterrupted run (1) or not (0).
  * Headline: async_step_speedup, async_main_job_speedup, async_final_acc_delta (main job, points),
  * async_balanced_acc_delta, april_throughput_gain, resume_exact. Plots: bench/out/runtime-*.svg.
  */
 import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { loadConfig, type ArborConfig } from '../src/run/config.js';
 import { lineChart } from '../src/run/report.js';
 import { RunDir, type StepMetrics } from '../src/run/rundir.js';
@@ -164,21 +166,23 @@ async function aprilVsSync(
   seeds: number,
   rows: Array<Record<string, string | number | null>>,
   details: Record<string, unknown>,
+  file = 'examples/runtime-longtail.yaml',
 ) {
-  const file = 'examples/runtime-longtail.yaml';
   const base = loadConfig(file);
+  // the default config's runs keep their names; another config's are named after its file
+  const label = file === 'examples/runtime-longtail.yaml' ? 'longtail' : basename(file).replace(/\.ya?ml$/, '');
   const out: Record<string, RunOut[]> = { sync: [], april: [] };
   for (let s = 0; s < seeds; s++) {
     for (const [mode, patch] of [
       ['sync', same],
       ['april', april],
     ] as const) {
-      const r = await run(base, `longtail-${mode}`, s, patch, base.run.evalEvery);
+      const r = await run(base, `${label}-${mode}`, s, patch, base.run.evalEvery);
       out[mode].push(r);
       const ms = r.metrics;
       const perSecond = sum(ms, 'trajectories') / (sum(ms, 'ms_generate') / 1000);
       rows.push({
-        config: 'longtail',
+        config: label,
         mode,
         seed: s,
         steps: ms.length,
@@ -194,15 +198,19 @@ async function aprilVsSync(
         traj_per_s: perSecond,
       });
       console.log(
-        `longtail ${mode} seed ${s}: ${perSecond.toFixed(1)} finished trajectories/s of generation, ${(100 * r.startAcc).toFixed(1)}% → ${(100 * r.finalAcc).toFixed(1)}%`,
+        `${label} ${mode} seed ${s}: ${perSecond.toFixed(1)} finished trajectories/s of generation, ${(100 * r.startAcc).toFixed(1)}% → ${(100 * r.finalAcc).toFixed(1)}%`,
       );
     }
   }
-  const rate = (rs: RunOut[]) =>
-    mean(rs.map((r) => sum(r.metrics, 'trajectories') / (sum(r.metrics, 'ms_generate') / 1000)));
-  const gain = rate(out.april) / rate(out.sync);
+  const perRun = (r: RunOut) => sum(r.metrics, 'trajectories') / (sum(r.metrics, 'ms_generate') / 1000);
+  const rate = (rs: RunOut[]) => mean(rs.map(perRun));
+  // seed by seed (same warm start, prompts and steps): APRIL's finished trajectories per second ÷ the batch's
+  const perSeed = out.april.map((r, i) => perRun(r) / perRun(out.sync[i]));
+  const gain = mean(perSeed);
   details.april = {
     config: file,
+    task: base.task.name,
+    per_seed_gain: perSeed,
     seeds,
     trajectories_per_s: { sync: rate(out.sync), april: rate(out.april) },
     gain,
@@ -250,6 +258,10 @@ async function resumeExact(): Promise<number> {
 export async function main(args: string[]): Promise<void> {
   const seeds = Number(arg(args, 'seeds', '3'));
   const only = arg(args, 'only', 'balanced,main,april,resume').split(',');
+  // `--april-config F --name N`: APRIL against the synchronous batch on another config, into bench/out/N.json
+  const aprilConfig = arg(args, 'april-config', 'examples/runtime-longtail.yaml');
+  const name = arg(args, 'name', 'runtime');
+  if (!/^[a-z0-9-]+$/.test(name)) throw new Error(`--name must match [a-z0-9-]+ (got ${JSON.stringify(name)})`);
   const rows: Array<Record<string, string | number | null>> = [];
   const details: Record<string, unknown> = {};
   const headline: Record<string, number | null> = {
@@ -270,12 +282,18 @@ export async function main(args: string[]): Promise<void> {
     headline.async_main_job_speedup = r.speedup;
     headline.async_final_acc_delta = r.accDelta;
   }
-  if (only.includes('april')) headline.april_throughput_gain = await aprilVsSync(seeds, rows, details);
+  if (only.includes('april')) headline.april_throughput_gain = await aprilVsSync(seeds, rows, details, aprilConfig);
+  const april = details.april as { per_seed_gain: number[]; task: string; config: string } | undefined;
   if (only.includes('resume')) headline.resume_exact = await resumeExact();
   printTable(rows.map((r) => ({ traj_per_s: null, ...r })));
   console.log(JSON.stringify(headline));
-  writeBenchJson('runtime', headline, {
+  // only the parts that ran (`--only`) have headline figures
+  const ran = Object.fromEntries(Object.entries(headline).filter(([, v]) => v !== null));
+  writeBenchJson(name, ran, {
     seeds,
+    // the results table's task and per-seed values (APRIL's rows; the other headlines have none)
+    ...(april && only.length === 1 ? { task: `${april.task} (${april.config})` } : {}),
+    headline_seeds: april ? { april_throughput_gain: april.per_seed_gain } : {},
     rows,
     ...details,
     plots: ['bench/out/runtime-balanced.svg', 'bench/out/runtime-main.svg', 'bench/out/runtime-april.svg'],

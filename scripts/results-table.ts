@@ -93,6 +93,12 @@ export const REGISTRY: Record<string, Entry> = {
     neutral: 0,
     unit: 'score',
   },
+  april_throughput_gain: {
+    method: 'APRIL partial rollouts',
+    task: 'long-tail arith (runtime-longtail)',
+    control: 'the synchronous batch: same prompts, steps and warm start; finished trajectories per second',
+    ...ratio,
+  },
   sapo_tokens_to_target_gain: {
     method: 'SAPO rollout sharing',
     task: ARITH,
@@ -143,7 +149,17 @@ export function seedStats(values: number[]): { mean: number; spread: number | nu
   return { mean, spread: Math.sqrt(values.reduce((a, v) => a + (v - mean) ** 2, 0) / (n - 1)), n };
 }
 
-export type Verdict = 'wins' | 'within noise' | 'loses' | 'no spread';
+export type Verdict = 'wins' | 'within noise' | 'loses' | 'no spread' | 'target not reached';
+
+/**
+ * How many seeds' runs reached the target, for a tokens-to-target key (`reached[key]` of a methods snapshot:
+ * `{ method, control }`); a run that misses counts with all its tokens, so its ratio is only a bound.
+ */
+export function reachNote(json: Record<string, unknown>, key: string, seeds: number): string | undefined {
+  const r = (json.reached as Record<string, { method: number; control: number }> | undefined)?.[key];
+  if (!r || !key.includes('tokens_to_target') || (r.method >= seeds && r.control >= seeds)) return undefined;
+  return `target reached by ${r.method}/${seeds} method and ${r.control}/${seeds} control runs`;
+}
 
 /** "within noise" when mean ± spread covers the neutral value; otherwise wins or loses by the entry's direction. */
 export function verdict(entry: Entry, stats: { mean: number; spread: number | null }): Verdict {
@@ -214,7 +230,12 @@ function row(snapshot: Snapshot, key: string, entry: Entry): string[] | undefine
     );
   }
   const spread = stats.spread === null ? '± ?' : `± ${formatSpread(entry, stats.spread)}`;
-  const seedsText = stats.n ? `${stats.n} seed${stats.n === 1 ? '' : 's'}` : 'no per-seed values';
+  const reach = reachNote(snapshot.json, key, stats.n);
+  const seedsText = [stats.n ? `${stats.n} seed${stats.n === 1 ? '' : 's'}` : 'no per-seed values', reach]
+    .filter(Boolean)
+    .join('; ');
+  // no run of either arm reached the target: the ratio compares tokens decoded, not tokens to the target
+  const none = reach && /by 0\/\d+ method and 0\//.test(reach);
   const task = typeof snapshot.json.task === 'string' ? snapshot.json.task : entry.task;
   return [
     entry.method,
@@ -222,7 +243,7 @@ function row(snapshot: Snapshot, key: string, entry: Entry): string[] | undefine
     entry.control,
     `\`${key}\``,
     `${formatValue(entry, stats.mean)} ${spread} (${seedsText})`,
-    verdict(entry, stats),
+    none ? 'target not reached' : verdict(entry, stats),
     formatCommit(snapshot.json),
     `\`${snapshot.file}\``,
   ];
@@ -239,8 +260,10 @@ Each row is one headline of a bench JSON snapshot in \`bench/results/\`: the met
 matched against (rollouts, optimiser updates and prompts per step, steps, seeds, warm start, evaluation set), the
 mean over seeds ± the spread (the sample standard deviation of the per-seed values), and the verdict: **within
 noise** when mean ± spread covers the neutral value (1 for a ratio, 0 for a delta, 0.5 for an AUC), otherwise
-**wins** or **loses**; **no spread** when the JSON records fewer than 2 per-seed values. Commit: the code the bench
-ran at; a row measured with uncommitted edits or without a commit says so in bold.`;
+**wins** or **loses**; **no spread** when the JSON records fewer than 2 per-seed values. A tokens-to-target ratio
+says how many runs reached the target when some did not (a run that misses counts with all its tokens, so the ratio
+is a bound), and reads **target not reached** when no run of either arm did. Commit: the code the bench ran at; a
+row measured with uncommitted edits or without a commit says so in bold.`;
 
 /** The whole of docs/results.md for these snapshots (sorted by file), deterministic. */
 export function renderResults(snapshots: Snapshot[]): string {
@@ -326,6 +349,7 @@ export const SNAPSHOT_FIELDS = [
   'steps',
   'headline',
   'headline_seeds',
+  'reached',
 ];
 
 /** Copy the snapshot fields of `<outDir>/<bench>.json` to `<resultsDir>/<bench>.json`; returns the path written. */

@@ -60,6 +60,7 @@ export async function evaluate(items: TaskItem[], k: number, ctx: EvalContext): 
   let passAtK: number | null = null;
   let sampleAccuracy: number | null = null;
   let sampleCorrect: boolean[] = [];
+  let sampledFlawed: number | undefined;
   if (k > 0) {
     const inputs = items.flatMap((item, i) =>
       results[items.length + i].completions.map((c) => ({ item, response: ctx.decode(c.tokens) })),
@@ -71,6 +72,11 @@ export async function evaluate(items: TaskItem[], k: number, ctx: EvalContext): 
     passAtK = passed / items.length;
     sampleAccuracy = scores.filter((s) => isCorrect(s.reward)).length / scores.length;
     sampleCorrect = scores.map((s) => isCorrect(s.reward));
+    sampledFlawed = flawedShare(
+      inputs,
+      scores.map((s) => s.reward),
+      ctx.firstWrongStep,
+    );
   }
   const correct = greedy.filter((s) => isCorrect(s.reward)).length;
   const components = byComponent(
@@ -93,6 +99,7 @@ export async function evaluate(items: TaskItem[], k: number, ctx: EvalContext): 
         greedy.map((s) => s.reward),
         ctx.firstWrongStep,
       ),
+      ...(sampledFlawed === undefined ? {} : { eval_sample_flawed_positive_rate: sampledFlawed }),
     },
     samples: greedyInputs
       .slice(0, 5)
@@ -103,7 +110,8 @@ export async function evaluate(items: TaskItem[], k: number, ctx: EvalContext): 
 /**
  * The greedy responses' mean reward (`eval_greedy_score`: a graded task's mean score) and, with a step judge,
  * the share of correct greedy responses in which it finds a wrong step (`eval_flawed_positive_rate`, FAPO's
- * flawed positives; absent when no greedy response is correct).
+ * flawed positives; absent when no greedy response is correct). With `run.evalPassK` > 0 the same share over
+ * the sampled responses is `eval_sample_flawed_positive_rate`.
  */
 export function heldOutScores(
   inputs: Array<{ item: TaskItem; response: string }>,
@@ -112,12 +120,23 @@ export function heldOutScores(
 ): Record<string, number> {
   const out: Record<string, number> = {};
   if (rewards.length) out.eval_greedy_score = rewards.reduce((a, r) => a + r, 0) / rewards.length;
-  const correct = inputs.filter((_, i) => isCorrect(rewards[i]));
-  if (judge && correct.length) {
-    // an unparseable scratchpad (-1) with a correct answer counts as flawed here: its steps cannot be shown right
-    out.eval_flawed_positive_rate = correct.filter((g) => judge(g.item, g.response) !== null).length / correct.length;
-  }
+  const flawed = flawedShare(inputs, rewards, judge);
+  if (flawed !== undefined) out.eval_flawed_positive_rate = flawed;
   return out;
+}
+
+/**
+ * The share of correct responses in which `judge` finds a wrong step (undefined without a judge or a correct
+ * response). An unparseable scratchpad (−1) with a correct answer counts as flawed: its steps cannot be shown right.
+ */
+export function flawedShare(
+  inputs: Array<{ item: TaskItem; response: string }>,
+  rewards: number[],
+  judge?: (item: TaskItem, response: string) => number | null,
+): number | undefined {
+  const correct = inputs.filter((_, i) => isCorrect(rewards[i]));
+  if (!judge || !correct.length) return undefined;
+  return correct.filter((g) => judge(g.item, g.response) !== null).length / correct.length;
 }
 
 /** Greedy and sampled accuracy per `meta.component` of a task mixture's items (nothing for a plain task). */

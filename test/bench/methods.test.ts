@@ -8,7 +8,15 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Raw, RunOut } from '../../bench/control.js';
-import { COMPARISONS, lastEval, methodVariants, sapoLearner, TEST_BEDS, type TaskName } from '../../bench/methods.js';
+import {
+  COMPARISONS,
+  FAPO_K,
+  lastEval,
+  methodVariants,
+  sapoLearner,
+  TEST_BEDS,
+  type TaskName,
+} from '../../bench/methods.js';
 import { loadConfig, parseConfig } from '../../src/run/config.js';
 
 /** Leaf paths where two plain JSON values differ. */
@@ -105,6 +113,24 @@ test('ARRoL over-samples 16 i.i.d. paths and prunes at the test bed round; its c
   }
 });
 
+test("FAPO and its control sample the same answers per held-out problem; FAPO's reward is all that differs", () => {
+  const bed = TEST_BEDS.scratchpad;
+  const base = JSON.parse(JSON.stringify(loadConfig(bed.config))) as Raw;
+  const get = (name: string) =>
+    parseConfig(
+      methodVariants(bed)
+        .find((v) => v.name === name)!
+        .patch(base),
+      name,
+    );
+  const fapo = get('fapo');
+  const grpo = get('grpo-sampled-eval');
+  assert.equal(fapo.run.evalPassK, FAPO_K);
+  assert.equal(grpo.run.evalPassK, FAPO_K);
+  assert.equal(fapo.reward.parts[0].kind, 'fapo');
+  assert.deepEqual({ ...fapo, reward: grpo.reward }, grpo);
+});
+
 test('SAPO learners train on all their own groups and half as many of their peer, through one directory', () => {
   const base = JSON.parse(JSON.stringify(loadConfig(TEST_BEDS.arith.config))) as Raw;
   const a = parseConfig(sapoLearner('/tmp/x', 'a', 16).patch(base), 'a');
@@ -134,13 +160,13 @@ test("headline values come from the runs they name: tokens ratios, deltas and th
   assert.equal(byKey('treepo_tokens_to_target_gain').value(method, control, 0.25), 2);
   assert.ok(Math.abs(byKey('fapo_final_acc_delta').value(method, control, 0.25) - 10) < 1e-9);
   const evals = (rate: number) => [
-    { step: 0, eval_flawed_positive_rate: 0.5 },
-    { step: 60, eval_flawed_positive_rate: rate },
+    { step: 0, eval_sample_flawed_positive_rate: 0.5, eval_flawed_positive_rate: 0.9 },
+    { step: 60, eval_sample_flawed_positive_rate: rate, eval_flawed_positive_rate: 0.9 },
   ];
   const fapo = run([[0, 0.5]], evals(0.1));
   const grpo = run([[0, 0.5]], evals(0.3));
   assert.ok(Math.abs(byKey('fapo_flawed_positive_rate_delta').value(fapo, grpo, 0.25) + 0.2) < 1e-12);
-  assert.equal(lastEval(fapo, 'eval_flawed_positive_rate'), 0.1);
+  assert.equal(lastEval(fapo, 'eval_sample_flawed_positive_rate'), 0.1);
   assert.ok(Number.isNaN(lastEval(fapo, 'eval_greedy_score')), 'never logged: NaN, not 0');
   const half = run([
     [0, 0.5],

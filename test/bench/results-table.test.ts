@@ -112,6 +112,8 @@ test('fabricated snapshots: one row per registered headline, exact; the rest lis
       '- `value_head_auc_at_decision`: ARRoL value head against chance (AUC 0.5), the scores at the pruning round',
       '- `fapo_final_acc_delta`: FAPO against GRPO, same rollouts',
       '- `contrastive_score_gain`: contrastive prompting against the same prompts without earlier candidates',
+      '- `april_throughput_gain`: APRIL partial rollouts against the synchronous batch: same prompts, steps and warm ' +
+        'start; finished trajectories per second',
       '- `sapo_tokens_to_target_gain`: SAPO rollout sharing against 2 learners not sharing, equal tokens per learner',
       '',
       'Left out on purpose (they do not measure what they name):',
@@ -258,4 +260,23 @@ test("README.md's results table is what the generator writes from the committed 
     spliceReadme(readme, renderReadmeTable(readSnapshots(RESULTS_DIR))),
     'regenerate it with `npm run results:table`',
   );
+});
+
+test('a tokens-to-target ratio says how many runs reached the target, and no verdict when none did', () => {
+  const base = { name: 'methods-x', commit: 'a'.repeat(40), dirty: false, task: 'scratchpad' };
+  const key = 'treepo_tokens_to_target_gain';
+  const snap = (reached: { method: number; control: number }) => ({
+    file: 'bench/results/methods-x.json',
+    json: { ...base, headline: { [key]: 1.1 }, headline_seeds: { [key]: [1, 1.1, 1.2] }, reached: { [key]: reached } },
+  });
+  const rowOf = (text: string) => text.split('\n').find((l) => l.includes(`\`${key}\``))!;
+  const none = rowOf(renderResults([snap({ method: 0, control: 0 })]));
+  assert.match(none, /target reached by 0\/3 method and 0\/3 control runs\) \| target not reached \|/);
+  const some = rowOf(renderResults([snap({ method: 3, control: 1 })]));
+  assert.match(
+    some,
+    /1\.10× ± 0\.10× \(3 seeds; target reached by 3\/3 method and 1\/3 control runs\) \| within noise \|/,
+  );
+  const all = rowOf(renderResults([snap({ method: 3, control: 3 })]));
+  assert.match(all, /1\.10× ± 0\.10× \(3 seeds\) \| within noise \|/);
 });

@@ -17,8 +17,11 @@ import { DataError } from '../src/core/errors.js';
 export const benchOutDir = join(dirname(fileURLToPath(import.meta.url)), 'out');
 /** The checkout the benches run from (bench/..). */
 export const repoDir = dirname(dirname(fileURLToPath(import.meta.url)));
-/** The paths whose uncommitted changes make a bench JSON `dirty`. */
-export const CODE_PATHS = ['src', 'bench'];
+/**
+ * The paths whose uncommitted changes make a bench JSON `dirty` (git pathspecs): src/ and bench/, but not the
+ * results table's snapshots in bench/results/, which are data written after a bench, not code it runs.
+ */
+export const CODE_PATHS = ['src', 'bench', ':(exclude)bench/results'];
 
 /** The code and invocation a bench JSON was measured with; its fields go at the top of the JSON. */
 export interface Provenance {

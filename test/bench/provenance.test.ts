@@ -62,6 +62,23 @@ test('dirty only for tracked changes under src/ or bench/, staged or not; the di
   }
 });
 
+test("the results table's snapshots (bench/results/) are data: editing or deleting one leaves a bench clean", () => {
+  const repo = makeRepo();
+  try {
+    repo.write('bench/results/methods-x.json', '{"headline":{}}\n');
+    repo.commitAll('a snapshot');
+    const at = () => provenance('x', [], { cwd: repo.dir, now });
+    repo.write('bench/results/methods-x.json', '{"headline":{"a":1}}\n');
+    assert.equal(at().dirty, false, 'a snapshot rewritten');
+    repo.git('rm', '-q', '-f', 'bench/results/methods-x.json');
+    assert.equal(at().dirty, false, 'a snapshot deleted');
+    repo.write('bench/b.ts', 'export const b = 4;\n');
+    assert.deepEqual(at().dirty_files, ['bench/b.ts'], 'the rest of bench/ is still code');
+  } finally {
+    repo.remove();
+  }
+});
+
 test('outside a git checkout: commit and dirty are null, not guessed', () => {
   const dir = mkdtempSync(join(tmpdir(), 'arbor-bench-nogit-'));
   try {

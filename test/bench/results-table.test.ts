@@ -71,9 +71,9 @@ test('fabricated snapshots: one row per registered headline, exact; the rest lis
       '`bench/results/latr.json`',
     ],
     [
-      'ARRoL pruning (G = 16, calibrated)',
+      'ARRoL pruning (16 paths, calibrated head)',
       ARITH,
-      'TreePO with the same G = 16 over-sampling, no pruning',
+      'the same 16 i.i.d. paths per prompt, unpruned',
       '`pruning_final_acc_delta`',
       '-4.0 pts ± 1.0 pts (3 seeds)',
       'loses',
@@ -83,7 +83,7 @@ test('fabricated snapshots: one row per registered headline, exact; the rest lis
     [
       'FAPO',
       'scratchpad (3×2 digits)',
-      'GRPO, same rollouts',
+      'GRPO on the verifier alone, same rollouts (flawed share of 4 sampled answers per held-out problem)',
       '`fapo_flawed_positive_rate_delta`',
       '-10.0% ± 2.0% (3 seeds)',
       'wins',
@@ -108,9 +108,9 @@ test('fabricated snapshots: one row per registered headline, exact; the rest lis
       'Not measured yet (no snapshot records a value):',
       '',
       '- `treepo_tokens_to_target_gain`: TreePO against i.i.d. GRPO, same rollouts',
-      '- `pruning_tokens_saved`: ARRoL pruning (G = 16, calibrated) against TreePO with the same G = 16 over-sampling, no pruning',
+      '- `pruning_tokens_saved`: ARRoL pruning (16 paths, calibrated head) against the same 16 i.i.d. paths per prompt, unpruned',
       '- `value_head_auc_at_decision`: ARRoL value head against chance (AUC 0.5), the scores at the pruning round',
-      '- `fapo_final_acc_delta`: FAPO against GRPO, same rollouts',
+      '- `fapo_final_acc_delta`: FAPO against GRPO on the verifier alone, same rollouts (greedy accuracy)',
       '- `contrastive_score_gain`: contrastive prompting against the same prompts without earlier candidates',
       '- `april_throughput_gain`: APRIL partial rollouts against the synchronous batch: same prompts, steps and warm ' +
         'start; finished trajectories per second',
@@ -225,7 +225,7 @@ test('docs/results.md is what the generator writes from the committed bench/resu
   );
 });
 
-test("the README's table: the same rows, six columns, between its markers; a README without them is a DataError", () => {
+test("the README's table: the same rows, seven columns, between its markers; a README without them is a DataError", () => {
   const snapshots = fabricatedSnapshots();
   const full = renderResults(snapshots)
     .split('\n')
@@ -234,11 +234,14 @@ test("the README's table: the same rows, six columns, between its markers; a REA
     .split('\n')
     .filter((l) => !l.startsWith('| ---'));
   assert.equal(short.length, full.length, 'one README row per table row, plus the header');
-  assert.equal(short[0], '| Method | Task | Matched control | Mean ± spread over seeds | Verdict | Commit |');
-  // each README row is its table row without the headline key and snapshot columns
+  assert.equal(
+    short[0],
+    '| Method | Task | Matched control | Headline | Mean ± spread over seeds | Verdict | Commit |',
+  );
+  // each README row is its table row without the snapshot column
   short.slice(1).forEach((l, i) => {
     const c = full[i + 1].slice(2, -2).split(' | ');
-    assert.equal(l, `| ${[c[0], c[1], c[2], c[4], c[5], c[6]].join(' | ')} |`);
+    assert.equal(l, `| ${c.slice(0, 7).join(' | ')} |`);
   });
   const readme = `# x\n\nbefore\n${README_BEGIN}\nold table\n${README_END}\nafter\n`;
   const spliced = spliceReadme(readme, 'NEW');

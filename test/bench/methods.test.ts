@@ -86,16 +86,20 @@ for (const task of Object.keys(TEST_BEDS) as TaskName[]) {
   }
 }
 
-test('ARRoL over-samples 16 i.i.d. paths and prunes at the test bed round; its control is the same tree unpruned', () => {
+/** A scratchpad variant's resolved config. */
+function scratchpadVariant(name: string) {
   const bed = TEST_BEDS.scratchpad;
   const base = JSON.parse(JSON.stringify(loadConfig(bed.config))) as Raw;
-  const get = (name: string) =>
-    parseConfig(
-      methodVariants(bed)
-        .find((v) => v.name === name)!
-        .patch(base),
-      name,
-    );
+  return parseConfig(
+    methodVariants(bed)
+      .find((v) => v.name === name)!
+      .patch(base),
+    name,
+  );
+}
+const get = scratchpadVariant;
+
+test('ARRoL over-samples 16 i.i.d. paths and prunes at the test bed round; its control is the same tree unpruned', () => {
   const pruned = get('treepo16-prune');
   const unpruned = get('treepo16');
   assert.deepEqual(pruned.generate, unpruned.generate);
@@ -114,15 +118,6 @@ test('ARRoL over-samples 16 i.i.d. paths and prunes at the test bed round; its c
 });
 
 test("FAPO and its control sample the same answers per held-out problem; FAPO's reward is all that differs", () => {
-  const bed = TEST_BEDS.scratchpad;
-  const base = JSON.parse(JSON.stringify(loadConfig(bed.config))) as Raw;
-  const get = (name: string) =>
-    parseConfig(
-      methodVariants(bed)
-        .find((v) => v.name === name)!
-        .patch(base),
-      name,
-    );
   const fapo = get('fapo');
   const grpo = get('grpo-sampled-eval');
   assert.equal(fapo.run.evalPassK, FAPO_K);

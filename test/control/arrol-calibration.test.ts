@@ -1,8 +1,9 @@
 import { test } from 'node:test';
+import { grownTree as grownTreeWith, growOne, meanLogprobHead } from '../../testkit/control/grown-tree.js';
 import assert from 'node:assert/strict';
 import { Rng } from '../../src/core/rng.js';
 import { ConfigError } from '../../src/core/errors.js';
-import { addNode, createTree, isComplete, leaves, removeLeaf, type RolloutTree } from '../../src/core/tree.js';
+import { isComplete, leaves } from '../../src/core/tree.js';
 import {
   calibrated,
   calibrationBin,
@@ -20,38 +21,7 @@ import { ScriptedTreeSampler } from '../generate/scripted.js';
 const close = (a: number, b: number, tol = 1e-9) => assert.ok(Math.abs(a - b) <= tol, `${a} vs ${b}`);
 const sigmoid = (z: number) => 1 / (1 + Math.exp(-z));
 
-/** A head scoring a path by sigmoid(mean log-prob of its response so far) (weight 1, unit variance, zero mean). */
-function meanLogprobHead(): QualityHeadState {
-  const head = freshHead(0);
-  head.w[0] = 1;
-  head.examples = 2;
-  head.m2 = head.m2.map(() => 1);
-  return head;
-}
-
-/**
- * root → a, b (log-prob −1) → d1, d2 under a, d3, d4, d5 under b; `finish` prunes d5 and ends d1..d4
- * with one leaf each, correct for d1 and d4. Path means: d1 −0.55, d2 −0.75, d3 −0.65, d4 −0.7, d5 −0.6.
- */
-function grownTree(): { tree: RolloutTree; decisions: string[]; finish: () => void } {
-  const tree = createTree('s1r0p0', 'item', [9]);
-  const a = addNode(tree, '0', { tokens: [1], logprobs: [-1] });
-  const b = addNode(tree, '0', { tokens: [2], logprobs: [-1] });
-  const d = [
-    addNode(tree, a.id, { tokens: [3], logprobs: [-0.1] }),
-    addNode(tree, a.id, { tokens: [4], logprobs: [-0.5] }),
-    addNode(tree, b.id, { tokens: [3], logprobs: [-0.3] }),
-    addNode(tree, b.id, { tokens: [4], logprobs: [-0.4] }),
-    addNode(tree, b.id, { tokens: [5], logprobs: [-0.2] }),
-  ];
-  const finish = () => {
-    removeLeaf(tree, d[4].id);
-    [1, 0, 0, 1].forEach((correct, i) => {
-      addNode(tree, d[i].id, { tokens: [7], logprobs: [-1], finishReason: 'stop' }).reward = correct;
-    });
-  };
-  return { tree, decisions: d.map((n) => n.id), finish };
-}
+const grownTree = () => grownTreeWith(() => -1);
 const RAW = [-0.55, -0.75, -0.65, -0.7, -0.6].map(sigmoid);
 
 function options(prune: Record<string, unknown>, warmup = 0): QualityStepOptions {
@@ -200,24 +170,14 @@ test('over-sampling: TreePO G = 16 with ARRoL through the real hook; pruned path
     const drops: boolean[][] = [];
     const calls: number[] = [];
     const hook = step.hook!;
-    const { trees, stats } = await g.grow([{ item: { id: 'q', prompt: 'q', answer: '' }, promptTokens: [1, 2] }], {
-      sampler: new ScriptedTreeSampler(0), // no path ends early: all 16 reach the pruning round
-      rng: new Rng(seed),
-      step: 1,
-      stopTokens: [2],
-      maxResponseTokens: 30,
-      temperature: 1,
-      topP: 1,
-      topK: 0,
-      treeIdPrefix: 't',
-      quality: {
-        ...hook,
-        prune: (tree, ids, round) => {
-          calls.push(ids.length);
-          const drop = hook.prune!(tree, ids, round);
-          if (drop) drops.push(drop);
-          return drop;
-        },
+    // no path ends early: all 16 reach the pruning round
+    const { trees, stats } = await growOne(g, new ScriptedTreeSampler(0), seed, {
+      ...hook,
+      prune: (tree, ids, round) => {
+        calls.push(ids.length);
+        const drop = hook.prune!(tree, ids, round);
+        if (drop) drops.push(drop);
+        return drop;
       },
     });
     const t = trees[0];

@@ -1,48 +1,13 @@
 import { test } from 'node:test';
+import { grownTree as grownTreeWith, meanLogprobHead } from '../../testkit/control/grown-tree.js';
 import assert from 'node:assert/strict';
 import { Rng } from '../../src/core/rng.js';
-import { addNode, createTree, removeLeaf, type RolloutTree } from '../../src/core/tree.js';
-import { freshHead, qualityHeadSchema, type QualityHeadState } from '../../src/control/quality-head.js';
+import { addNode, createTree } from '../../src/core/tree.js';
+import { qualityHeadSchema } from '../../src/control/quality-head.js';
 import { pruneOptionsSchema } from '../../src/control/prune.js';
 import { decisionAuc, QualityStep, type QualityStepOptions } from '../../src/control/quality-step.js';
 
-/**
- * A head that scores a path by sigmoid(mean log-prob of its response so far): weight 1 on the first
- * statistic, unit variance, zero mean, so every score below is known by hand and only their order matters.
- */
-function meanLogprobHead(): QualityHeadState {
-  const head = freshHead(0);
-  head.w[0] = 1;
-  head.examples = 2;
-  head.m2 = head.m2.map(() => 1);
-  return head;
-}
-
-/**
- * root → a, b (log-prob −1) → decision nodes d1, d2 under a and d3, d4 (and d5, pruned) under b, each
- * then finished by one leaf: correct leaves log-prob 0, wrong ones −5 (the leaves are easy to rank).
- * Path means: d1 −0.55 ✓, d2 −0.75 ✗, d3 −0.65 ✗, d4 −0.7 ✓, d5 −0.6 (pruned).
- */
-function grownTree(): { tree: RolloutTree; decisions: string[]; pruned: string; finish: () => void } {
-  const tree = createTree('s1r0p0', 'item', [9]);
-  const a = addNode(tree, '0', { tokens: [1], logprobs: [-1] });
-  const b = addNode(tree, '0', { tokens: [2], logprobs: [-1] });
-  const d = [
-    addNode(tree, a.id, { tokens: [3], logprobs: [-0.1] }),
-    addNode(tree, a.id, { tokens: [4], logprobs: [-0.5] }),
-    addNode(tree, b.id, { tokens: [3], logprobs: [-0.3] }),
-    addNode(tree, b.id, { tokens: [4], logprobs: [-0.4] }),
-    addNode(tree, b.id, { tokens: [5], logprobs: [-0.2] }),
-  ];
-  const finish = () => {
-    removeLeaf(tree, d[4].id);
-    [1, 0, 0, 1].forEach((correct, i) => {
-      const leaf = addNode(tree, d[i].id, { tokens: [7], logprobs: [correct ? 0 : -5], finishReason: 'stop' });
-      leaf.reward = correct;
-    });
-  };
-  return { tree, decisions: d.map((n) => n.id), pruned: d[4].id, finish };
-}
+const grownTree = () => grownTreeWith((correct) => (correct ? 0 : -5));
 
 function options(prune: 'none' | 'arrol', valueAllocation: boolean, warmup = 0): QualityStepOptions {
   return {

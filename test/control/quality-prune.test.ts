@@ -6,6 +6,7 @@ import { auc, brier, freshHead, nodeLabels, predict, train } from '../../src/con
 import { choosePruned, keepProbabilities, pruneOptionsSchema, type ArrolOptions } from '../../src/control/prune.js';
 import { allocate, generatorFromConfig } from '../../src/generate/index.js';
 import { ScriptedTreeSampler } from '../generate/scripted.js';
+import { growOne } from '../../testkit/control/grown-tree.js';
 
 const close = (a: number, b: number, tol = 1e-6) => assert.ok(Math.abs(a - b) <= tol, `${a} vs ${b}`);
 
@@ -84,22 +85,11 @@ test('treepo with a pruning hook: pruned paths leave the tree, their slots are f
     initialDivergence: 4,
   });
   const calls: Array<{ round: number; n: number }> = [];
-  const { trees, stats } = await g.grow([{ item: { id: 'q', prompt: 'q', answer: '' }, promptTokens: [1, 2] }], {
-    sampler: new ScriptedTreeSampler(0.02),
-    rng: new Rng(5),
-    step: 1,
-    stopTokens: [2],
-    maxResponseTokens: 30,
-    temperature: 1,
-    topP: 1,
-    topK: 0,
-    treeIdPrefix: 't',
-    quality: {
-      predict: () => undefined,
-      prune: (_tree, ids, round) => {
-        calls.push({ round, n: ids.length });
-        return round === 0 ? ids.map((_, i) => i < 2) : undefined;
-      },
+  const { trees, stats } = await growOne(g, new ScriptedTreeSampler(0.02), 5, {
+    predict: () => undefined,
+    prune: (_tree, ids, round) => {
+      calls.push({ round, n: ids.length });
+      return round === 0 ? ids.map((_, i) => i < 2) : undefined;
     },
   });
   const t = trees[0];

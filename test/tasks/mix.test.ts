@@ -104,7 +104,12 @@ test('held-out evaluation reports each component', async () => {
     'eval_greedy_acc/mul3': 0,
     'eval_sample_acc/mul3': 0,
   });
-  assert.deepEqual(r.extra, componentEvalMetrics(r), 'the loop logs them with the evaluation');
+  // with the greedy answers' mean reward (2 of 8 right, exact verifier)
+  assert.deepEqual(
+    r.extra,
+    { ...componentEvalMetrics(r), eval_greedy_score: 0.25 },
+    'the loop logs them with the evaluation',
+  );
   const plain = getTask('arith', { digits: 1 });
   const p = await evaluate(plain.makeItems('test', 2, 1), 0, {
     sampler: sampler as never,

@@ -272,6 +272,19 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
+/**
+ * The error of a reply a parser cannot read: `<url>: malformed reply: <what>`, not retryable (the same request
+ * gets the same reply), with the first 2000 characters of the reply as its body.
+ */
+export function malformedReply(url: string, reply: unknown): (what: string) => EngineCallError {
+  return (what) =>
+    new EngineCallError(`${url}: malformed reply: ${what}`, {
+      url,
+      isRetryable: false,
+      body: JSON.stringify(reply)?.slice(0, 2000),
+    });
+}
+
 /** Narrow an unknown JSON value, throwing a clear EngineCallError naming the url and field path. */
 export function expectField<T>(
   value: unknown,

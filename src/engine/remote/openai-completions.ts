@@ -24,7 +24,7 @@ import type {
   Sampler,
   SamplerCapabilities,
 } from '../types.js';
-import type { JsonClientOptions } from './http.js';
+import { malformedReply, type JsonClientOptions } from './http.js';
 import { ServerPool } from './balancer.js';
 import { usageFromWire } from './usage.js';
 import { SwapGate } from './weight-sync.js';
@@ -149,12 +149,7 @@ export function parseCompletionsReply(
   url: string,
   weightVersion: number,
 ): SampleResult {
-  const malformed = (what: string) =>
-    new EngineCallError(`${url}: malformed reply: ${what}`, {
-      url,
-      isRetryable: false,
-      body: JSON.stringify(reply).slice(0, 2000),
-    });
+  const malformed = malformedReply(url, reply);
   if (!reply || !Array.isArray(reply.choices)) throw malformed('missing "choices" array');
   const n = request.n ?? 1;
   const choices = (reply.choices as CompletionChoice[]).slice().sort((a, b) => a.index - b.index);

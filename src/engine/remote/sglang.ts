@@ -21,7 +21,7 @@ import type {
   Sampler,
   SamplerCapabilities,
 } from '../types.js';
-import type { JsonClientOptions } from './http.js';
+import { malformedReply, type JsonClientOptions } from './http.js';
 import { ServerPool } from './balancer.js';
 import { entropyFromTopK } from './openai-completions.js';
 import { sampleWithStopRule } from './stop-rule.js';
@@ -158,12 +158,7 @@ export function parseGenerateReply(
   url: string,
   weightVersion: number,
 ): SampleResult {
-  const malformed = (what: string) =>
-    new EngineCallError(`${url}: malformed reply: ${what}`, {
-      url,
-      isRetryable: false,
-      body: JSON.stringify(reply)?.slice(0, 2000),
-    });
+  const malformed = malformedReply(url, reply);
   const items = (Array.isArray(reply) ? reply : [reply]) as Array<{ meta_info?: SGLangMeta; output_ids?: number[] }>;
   const n = request.n ?? 1;
   if (items.length !== n) throw malformed(`expected ${n} outputs, got ${items.length}`);

@@ -16,6 +16,7 @@ import type {
   Sampler,
   SamplerCapabilities,
 } from '../types.js';
+import { malformedReply } from './http.js';
 import { sampleWithStopRule } from './stop-rule.js';
 import type { TinkerSession } from './tinker-session.js';
 
@@ -179,12 +180,7 @@ export function parseSampleResponse(
   url: string,
   weightVersion: number,
 ): SampleResult {
-  const malformed = (what: string) =>
-    new EngineCallError(`${url}: malformed reply: ${what}`, {
-      url,
-      isRetryable: false,
-      body: JSON.stringify(result)?.slice(0, 2000),
-    });
+  const malformed = malformedReply(url, result);
   const sequences = (result as TinkerSampleResponse | null)?.sequences;
   const n = request.n ?? 1;
   if (!Array.isArray(sequences)) throw malformed('missing "sequences" array');

@@ -118,6 +118,15 @@ export function extractArithAnswer(response: string): string | null {
   return m ? String(Number(m[0])) : null;
 }
 
+/** 1 when the integer after the last `;` is the gold answer (arith, scratchpad), with the extracted answer. */
+export const arithAnswerReward: RewardFunction = {
+  name: 'correct',
+  async score({ response, item }) {
+    const got = extractArithAnswer(response);
+    return single('correct', got !== null && got === item.answer ? 1 : 0, { extracted: got });
+  },
+};
+
 function randomOperand(rng: Rng, digits: number): number {
   if (digits <= 1) return rng.int(10);
   return rng.intRange(10 ** (digits - 1), 10 ** digits - 1);
@@ -136,13 +145,7 @@ export function arithTask(options: ArithOptions = {}): Task {
   const ops = options.ops ?? ['+', '-', '*'];
   const teacherErrorRate = options.teacherErrorRate ?? 0;
   const geometric = options.digitsDistribution === 'geometric';
-  const reward: RewardFunction = {
-    name: 'correct',
-    async score({ response, item }) {
-      const got = extractArithAnswer(response);
-      return single('correct', got !== null && got === item.answer ? 1 : 0, { extracted: got });
-    },
-  };
+  const reward = arithAnswerReward;
   const makeItem = (rng: Rng): TaskItem => {
     const op = ops[rng.int(ops.length)];
     const d = geometric ? geometricDigits(rng, minDigits, maxDigits) : rng.intRange(minDigits, maxDigits);

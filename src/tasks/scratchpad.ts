@@ -11,8 +11,7 @@ import { DataError } from '../core/errors.js';
 import { Rng, hashString } from '../core/rng.js';
 import { drawSplit } from './split.js';
 import type { TaskItem } from '../core/types.js';
-import { single, type RewardFunction } from '../filter/types.js';
-import { extractArithAnswer } from './arith.js';
+import { arithAnswerReward, extractArithAnswer } from './arith.js';
 import type { Split, Task } from './types.js';
 
 export interface ScratchpadOptions {
@@ -157,13 +156,7 @@ export function scratchpadTask(options: ScratchpadOptions = {}): Task {
   const multiplierDigits = options.multiplierDigits ?? 2;
   const errorRate = options.teacherErrorRate ?? 0;
   const flawedRate = options.flawedCorrectRate ?? 0;
-  const reward: RewardFunction = {
-    name: 'correct',
-    async score({ response, item }) {
-      const got = extractArithAnswer(response);
-      return single('correct', got !== null && got === item.answer ? 1 : 0, { extracted: got });
-    },
-  };
+  const reward = arithAnswerReward;
   const makeItem = (rng: Rng): TaskItem => {
     const d = rng.intRange(minDigits, maxDigits);
     const a = operand(rng, d),

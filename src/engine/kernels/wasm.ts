@@ -83,6 +83,7 @@ interface Exports {
   ): void;
   addRows(dst: number, src: number, G: number, C: number): void;
   attentionScratchBytes(T: number, hs: number): number;
+  pagedAttentionScratchBytes(G: number, T: number): number;
 }
 
 export class WasmKernelMemory {
@@ -508,7 +509,8 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
       const work = 2 * positions * Cq;
       const S = work >= ATTENTION_THREAD_MIN_WORK ? sharesFor(items, work, ATTENTION_THREAD_MIN_WORK) : 1;
       const bounds = S > 1 ? partitionByCost(items, S, (i) => lengths[Math.floor(i / NKV)] + 1) : [0, items];
-      const scratchBytes = (NH / NKV) * Math.ceil(maxT / 4) * 16;
+      // per thread: the scores and the 16-byte read-ahead sink after them (the kernel sizes both)
+      const scratchBytes = ex.pagedAttentionScratchBytes(NH / NKV, maxT);
       const share = (s: number): Share => ({
         op: 'pagedAttention',
         args: [po, pq, pk, pv, pl, W, P, NH, NKV, hd, bounds[s], bounds[s + 1], mem.scratch(scratchBytes)],

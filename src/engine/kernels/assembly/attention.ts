@@ -306,6 +306,15 @@ function readAhead(table: usize, pi: i32, T: i32, P: i32, rowBytes: usize): v128
 }
 
 /**
+ * Bytes of `scores` pagedAttention needs for G query heads per kv head and rows up to T long: G rows of
+ * T rounded up to 4 floats, then 16 bytes where the read-ahead loads are stored so that they stay. Each
+ * thread needs all of it: that store lands past the scores, on whatever memory follows them.
+ */
+export function pagedAttentionScratchBytes(G: i32, T: i32): i32 {
+  return G * ((T + 3) & ~3) * 4 + 16;
+}
+
+/**
  * Decode attention for many query rows over a paged KV cache, reading cached rows in place. Items
  * i0..i1 are (row r = ⌊i/NKV⌋, kv head g = i mod NKV): row r's query heads g·G..(g+1)·G−1 (G = NH/NKV)
  * attend over positions 0..T−1 (T = lengths[r]), position s lying at row s mod P of the page whose byte
@@ -313,8 +322,8 @@ function readAhead(table: usize, pi: i32, T: i32, P: i32, rowBytes: usize): v128
  * floats apart (C = NKV·hd, the cache's width). q, out [R, NH·hd]. Each cached key row is read once for
  * its G query heads (grouped-query attention's saving). Per head: scores scaled by 1/√hd, softmax with
  * expv in 4-lane steps, out = Σ_s p_s·v_s in position order. An item writes only its own heads of its
- * own row, so threads may take disjoint item ranges, each with its own `scores` (G rows of the longest
- * T rounded up to 4 floats, then 16 bytes where the read-ahead loads are stored so that they stay).
+ * own row, so threads may take disjoint item ranges, each with its own `scores` of
+ * pagedAttentionScratchBytes(G, longest T) bytes.
  */
 export function pagedAttention(
   out: usize, q: usize, kPages: usize, vPages: usize, lengths: usize, W: i32, P: i32, NH: i32, NKV: i32, hd: i32,

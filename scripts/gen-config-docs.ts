@@ -10,7 +10,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { z } from 'zod';
 import { configSchema } from '../src/run/config.js';
 import { taskOptionSchemas } from '../src/tasks/index.js';
-import { ENV_KINDS } from '../src/env/index.js';
+import { agentEnvOptions, ENV_KINDS } from '../src/env/index.js';
 
 /** docs/config-reference.md of this checkout, wherever the command runs from. */
 export const CONFIG_REFERENCE_FILE = fileURLToPath(new URL('../docs/config-reference.md', import.meta.url));
@@ -299,12 +299,13 @@ export function renderConfigReference(): string {
     lines.push(...render([main, ...blocks], '###'));
   }
   lines.push('', '## Environments per kind', '', cell(unwrap(shape.env).doc ?? ''));
-  for (const kind of ENV_KINDS) {
-    const name = String(defOf(unwrap(kind.schema.shape.kind).inner).value);
+  // the tool environments, then your own agent through the gateway
+  for (const schema of [...ENV_KINDS.map((k) => k.schema), agentEnvOptions]) {
+    const name = String(defOf(unwrap(schema.shape.kind).inner).value);
     const blocks: Block[] = [];
-    const doc = cell(unwrap(kind.schema.shape.kind).doc ?? kind.schema.description ?? '');
+    const doc = cell(unwrap(schema.shape.kind).doc ?? schema.description ?? '');
     const main: Block = { title: `\`env.kind: ${name}\``, doc, rows: [] };
-    for (const [key, field] of Object.entries(kind.schema.shape as Record<string, z.ZodTypeAny>)) {
+    for (const [key, field] of Object.entries(schema.shape as Record<string, z.ZodTypeAny>)) {
       if (key !== 'kind') walk(field, `env.${key}`, main, blocks);
     }
     lines.push(...render([main, ...blocks], '###'));

@@ -1,11 +1,15 @@
 /**
  * Arbor's public API (`import { ... } from 'arbor'`): define a task, a reward, tools and an environment
  * in your own module, name the module in a config (`task: { module: ./my-task.ts }`, a reward part
- * `{ kind: module, module }`, `env: { kind: tools | module, module }`), and run it with `arbor train`
+ * `{ kind: module, module }`, `env: { kind: tools | module | agent, module }`), and run it with `arbor train`
  * or `train()` / `evaluate()` from code. Everything else under src/ is internal and may change.
  */
-export { defineEnvironment, defineReward, defineTask } from './api/define.js';
+export { defineAgent, defineEnvironment, defineReward, defineTask } from './api/define.js';
 export type {
+  AgentContext,
+  AgentDefinition,
+  AgentFunction,
+  AgentResult,
   Configurable,
   CustomEnvironmentInput,
   EnvironmentInput,

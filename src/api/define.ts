@@ -12,7 +12,11 @@ import type { RewardFunction, ScoreInput } from '../filter/types.js';
 import { toolEnvironmentFactory, type DemoSegment, type EpisodeState } from '../env/tool-env.js';
 import type { ArborTool } from '../env/tools.js';
 import type { TranscriptMessage } from '../env/transcript.js';
+import type { AgentTranscript } from '../run/chat-transcripts.js';
 import type { Environment, EnvironmentFactory } from '../env/types.js';
+import type { AgentDefinition, AgentFunction } from '../env/agent.js';
+
+export type { AgentContext, AgentDefinition, AgentFunction, AgentResult } from '../env/agent.js';
 import type { Split, Task } from '../tasks/types.js';
 
 /** A definition made from the config's `options` (validated by `optionsSchema` first). */
@@ -47,6 +51,12 @@ export interface TaskInput {
    * `tool_calls`, `tool` results), rendered in the run's tool format; only assistant turns are trained.
    */
   transcript?(item: TaskItem): TranscriptMessage[];
+  /**
+   * Agents trained through the gateway (`env.kind: agent`): the conversation your agent would have —
+   * `{ messages, tools }` as it sends them, with the assistant turns a good episode writes — rendered
+   * through the model's chat template for the warm start.
+   */
+  agentTranscript?(item: TaskItem): AgentTranscript;
   /** Agent runs, format-specific: the demonstration as policy turns and observation texts. */
   demonstrationTurns?(item: TaskItem): DemoSegment[];
   /** The final answer a response states, as the verifier reads it (majority vote). */
@@ -157,6 +167,7 @@ function taskOf(input: TaskInput): Task {
     ...(input.prepare ? { prepare: input.prepare.bind(input) } : {}),
     ...(input.demonstrationTurns ? { demonstrationTurns: input.demonstrationTurns.bind(input) } : {}),
     ...(input.transcript ? { transcript: input.transcript.bind(input) } : {}),
+    ...(input.agentTranscript ? { agentTranscript: input.agentTranscript.bind(input) } : {}),
   };
   return task;
 }
@@ -182,4 +193,15 @@ export function defineEnvironment(
 function factoryOf(input: EnvironmentInput): EnvironmentFactory {
   if ('tools' in input) return toolEnvironmentFactory({ kind: 'module', ...input });
   return { kind: 'module', create: () => input.create(), close: async () => input.close?.() };
+}
+
+/**
+ * Your agent, trained unchanged through the run's OpenAI-compatible gateway: export
+ * `defineAgent(async (item, ctx) => ...)` as the module's default, and inside point your AI SDK, openai
+ * or LangChain.js client at `ctx.baseURL` with `ctx.apiKey`.
+ */
+export function defineAgent(run: AgentFunction): AgentDefinition {
+  if (typeof run !== 'function')
+    throw new ConfigError('defineAgent: give it your agent as a function (item, ctx) => answer');
+  return { kind: 'arbor.agent', run };
 }

@@ -11,6 +11,7 @@ import { loadConfig, parseConfig, type ArborConfig } from '../run/config.js';
 import { evaluate } from '../run/evaluate.js';
 import { evaluateAgent } from '../run/evaluate-agent.js';
 import { agentRuntime, openAgentEnv, scratchLogDir, type AgentEnv } from '../run/agent-runtime.js';
+import { openGatewayAgent, type GatewayAgent } from '../run/gateway-runtime.js';
 import { fitPrompts, promptEncoder, skippedLine, stopTokens, toolOffer } from '../run/prompts.js';
 import type { TaskItem } from '../core/types.js';
 import type { AgentOptions } from '../generate/agent.js';
@@ -177,7 +178,10 @@ export async function evaluateModel(request: EvalRequest): Promise<EvalReport> {
   const stops = stopTokens(tokenizer);
   const maxTokens = maxTokensFlag ?? config?.sampling.maxResponseTokens ?? Math.min(128, (contextLength ?? 160) - 32);
   let agentEnv: AgentEnv | undefined;
+  let gateway: GatewayAgent | undefined;
   try {
+    // your own agent (env.kind agent): its episodes run through a gateway over this sampler
+    gateway = config ? await openGatewayAgent(config, sampler, tokenizer) : undefined;
     // an agent config evaluates whole episodes in its environment
     // eval has no run directory: MCP server stderr goes to <os tmpdir>/arbor-logs/mcp.stderr.log
     agentEnv = config ? await openAgentEnv(config, { logDir: scratchLogDir() }) : undefined;
@@ -193,9 +197,10 @@ export async function evaluateModel(request: EvalRequest): Promise<EvalReport> {
     if (skipped) console.error(`arbor eval: ${skipped}`);
     const rng = new Rng(seed).fork('eval');
     const base = { sampler, decode, stopTokens: stops, maxResponseTokens: maxTokens, reward: task.reward, rng };
-    const result = agent
-      ? await evaluateAgent(fit.items, k, { ...base, agent, options: config!.generate as AgentOptions })
-      : await evaluate(fit.items, k, { ...base, encodePrompt });
+    const result =
+      agent || gateway
+        ? await evaluateAgent(fit.items, k, { ...base, agent, gateway, options: config!.generate as AgentOptions })
+        : await evaluate(fit.items, k, { ...base, encodePrompt });
     return {
       task: config?.task.module && ownTask ? task.name : taskName,
       model: source,
@@ -207,6 +212,7 @@ export async function evaluateModel(request: EvalRequest): Promise<EvalReport> {
       samples: result.samples,
     };
   } finally {
+    await gateway?.close();
     await sampler.close?.();
     await agentEnv?.factory.close();
   }

@@ -10,6 +10,7 @@ import { writeFileAtomic } from '../core/files.js';
 import type { TextTokenizer } from '../engine/types.js';
 import { exportRun, type ExportOptions } from '../replay/export.js';
 import { openAgentEnv } from '../run/agent-runtime.js';
+import { isGatewayAgent } from '../env/index.js';
 import { loadConfig } from '../run/config.js';
 import { stopTokens } from '../run/prompts.js';
 import { episodeExporter } from '../run/transcripts.js';
@@ -64,6 +65,11 @@ async function agentTranscripts(runDir: string, tokenizer: TextTokenizer): Promi
   if (!existsSync(file)) return undefined;
   const config = loadConfig(file);
   if (config.generate.kind !== 'agent') return undefined;
+  if (isGatewayAgent(config.env))
+    throw new ArborError(
+      `export: ${runDir} trained your own agent (env.kind agent); its episodes are not exported as transcripts ` +
+        "yet: the conversations the gateway saw are in trees/step-N.jsonl (each leaf's episode.messages)",
+    );
   const env = await openAgentEnv(config);
   if (!env) return undefined;
   await env.factory.close();

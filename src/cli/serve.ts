@@ -14,6 +14,8 @@ import { loadServeEngine } from '../serve/engine.js';
 import { DEFAULT_LIMITS } from '../serve/limits.js';
 import { parseLoraModules } from '../serve/lora.js';
 import { ArborServer } from '../serve/server.js';
+import { TOOL_CALL_PARSERS, type ToolCallParserName } from '../serve/tool-calls.js';
+import type { ToolCallSettings } from '../serve/vllm-chat.js';
 import { helpText, parseCommand, type CommandSpec } from './args.js';
 
 /** A flag with a value. */
@@ -68,6 +70,14 @@ export const SERVE: CommandSpec = {
       'directories /update_weights_from_disk may load from (nano checkpoints; ' +
         "default: the checkpoint's parent directory)",
     ),
+    'enable-auto-tool-choice': on(
+      'parse tool calls out of chat replies into OpenAI `tool_calls` (tool_choice auto, as vLLM; needs --tool-call-parser)',
+    ),
+    'tool-call-parser': value(
+      'NAME',
+      `the model's tool-call format: ${TOOL_CALL_PARSERS.join(' or ')} (Qwen2/Qwen3/Hermes <tool_call> JSON, ` +
+        'Llama 3.1 JSON calls)',
+    ),
     'max-n': value('N', `largest n / num_samples of one request (default ${DEFAULT_LIMITS.maxN})`),
     'max-batch-tokens': value(
       'N',
@@ -119,6 +129,8 @@ export async function serveCommand(argv: string[]): Promise<number> {
     maxConcurrent: f.number('max-concurrent', DEFAULT_LIMITS.maxConcurrent, { integer: true, min: 1, max: 100_000 }),
     sliceTokens: f.number('slice-tokens', DEFAULT_LIMITS.sliceTokens, { integer: true, min: 1, max: 1e9 }),
   };
+  // the tool-call flags are checked before the model loads: a wrong one fails at once
+  const toolCalls = toolCallSettings(f.bool('enable-auto-tool-choice'), f.string('tool-call-parser'));
   const roots = f
     .string('weights-root')
     ?.split(',')
@@ -141,7 +153,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
     const ignored = engine.ignoredDefaults.join(', ');
     console.log(`arbor serve: warning: generation_config.json sets ${ignored}; the embedded sampler does not apply it`);
   }
-  const server = new ArborServer({ ...engine.options, limits: { ...engine.options.limits, ...limits } });
+  const server = new ArborServer({ ...engine.options, toolCalls, limits: { ...engine.options.limits, ...limits } });
   const url = await server.listen(port, host);
   const routes =
     '/v1/completions /v1/chat/completions /v1/models /tokenize /detokenize /generate ' +
@@ -153,11 +165,21 @@ export async function serveCommand(argv: string[]): Promise<number> {
   const lora = engine.options.lora ? `; LoRA adapters: ${adapters || 'none yet'} (runtime loading on)` : '';
   const weights = engine.options.weightsRoots ? `; weights from ${engine.options.weightsRoots.join(', ')}` : '';
   const served = `${engine.description} as "${server.options.modelName}"`;
-  console.log(`arbor serve: ${served} at ${url}  [${routes}]${weights}${lora}`);
+  const tools = toolCalls.parser ? `; tool calls parsed (${toolCalls.parser})` : '';
+  console.log(`arbor serve: ${served} at ${url}  [${routes}]${weights}${lora}${tools}`);
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);
   });
   await server.close();
   return 0;
+}
+
+/** --enable-auto-tool-choice and --tool-call-parser, checked as vLLM checks them at start. */
+export function toolCallSettings(auto: boolean, parser: string | undefined): ToolCallSettings {
+  if (parser !== undefined && !(TOOL_CALL_PARSERS as readonly string[]).includes(parser))
+    throw new ArborError(`serve: --tool-call-parser ${parser}: known parsers are ${TOOL_CALL_PARSERS.join(', ')}`);
+  if (auto && parser === undefined)
+    throw new ArborError('serve: --enable-auto-tool-choice needs --tool-call-parser (hermes or llama3_json)');
+  return { autoToolChoice: auto, parser: parser as ToolCallParserName | undefined };
 }

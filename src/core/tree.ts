@@ -4,6 +4,7 @@
  * Trees are plain JSON-serialisable data; helpers here build, walk, and (de)serialise them. This
  * module does no sampling and no scoring.
  */
+import type { EpisodeToolCall } from './episode.js';
 import { DataError } from './errors.js';
 
 /**
@@ -61,18 +62,33 @@ export interface TreeNode {
   episode?: EpisodeInfo;
 }
 
-/** A finished agent episode, recorded on its leaf (generate/agent.ts) and read by the Filter stage. */
+/**
+ * A finished agent episode, recorded on its leaf (generate/agent.ts, generate/episode-tree.ts) and read by
+ * the Filter stage. Every leaf of one gateway episode carries the same values (they are scored alike).
+ */
 export interface EpisodeInfo {
   /** The final answer the format extracted from the last policy turn ('' when the episode ended without one). */
   finalAnswer: string;
   /** Sum of the rewards the environment gave along the path (absent when it gave none). */
   envReward?: number;
-  /** Policy turns on the path. */
+  /** Policy turns on the path (gateway episodes: calls the agent made). */
   turns: number;
+  /** Tool calls the policy made (gateway episodes: tool calls returned over the whole episode). */
   toolCalls: number;
+  /** Tool calls that failed to parse or run (gateway episodes: choices whose tool-call markup did not parse). */
   toolErrors: number;
   /** Why the episode ended: the policy answered, the environment ended it, or a limit was hit. */
   end: 'answer' | 'env_done' | 'max_turns' | 'max_tokens' | 'timeout';
+  /** Gateway episodes: the episode's id (`EpisodeRecord.episodeId`). */
+  episodeId?: string;
+  /** Gateway episodes: calls whose prompt extended no earlier call's prompt and output (forks of the episode). */
+  forks?: number;
+  /** Gateway episodes: the conversation as the gateway last saw it (last request's messages + its reply). */
+  messages?: Array<Record<string, unknown>>;
+  /** Gateway episodes: every tool call returned during the episode, in call and choice order. */
+  calls?: EpisodeToolCall[];
+  /** Gateway episodes: what the agent returned besides its answer (`EpisodeRecord.info`). */
+  info?: Record<string, unknown>;
 }
 
 export interface RolloutTree {
@@ -82,7 +98,10 @@ export interface RolloutTree {
   itemId: string;
   /** All nodes by id; `nodes["0"]` is the root. */
   nodes: Record<string, TreeNode>;
-  /** Free-form metadata (generator name, usage counters...). */
+  /**
+   * Free-form metadata (generator name, usage counters...). `trainOnce: true` (gateway trees) changes
+   * what a trajectory trains on: each node's policy tokens count only on its owner leaf's path (see trajectory).
+   */
   meta?: Record<string, unknown>;
 }
 
@@ -97,9 +116,9 @@ export interface Trajectory {
   promptTokens: number[];
   /** Response tokens (all non-root segments concatenated); shape [T]. */
   tokens: number[];
-  /** Sampling log-probs of `tokens`; shape [T]. */
+  /** Sampling log-probs of `tokens` (0 where the mask is 0); shape [T]. */
   logprobs: number[];
-  /** Trainable mask of `tokens`; shape [T]. */
+  /** Trainable mask of `tokens` (a node's mask, or 0 off its owner leaf's path in a trainOnce tree); shape [T]. */
   mask: number[];
   /** Weight version per response token; shape [T]. */
   weightVersions: number[];
@@ -339,22 +358,46 @@ export function trainPrompt(tree: RolloutTree): number[] | undefined {
   return Array.isArray(p) && p.every((t) => Number.isInteger(t)) ? (p as number[]).slice() : undefined;
 }
 
-/** Flatten the path to `leafId` into a trajectory (its prompt: the training context, see TreeHint). */
+/** True when the tree trains each policy token once (`meta.trainOnce === true`, gateway trees; see trajectory). */
+export function trainsOnce(tree: RolloutTree): boolean {
+  return tree.meta?.trainOnce === true;
+}
+
+/** The owner leaf of a node: the leaf reached from it by always following `children[0]` (a leaf owns itself). */
+export function ownerLeaf(tree: RolloutTree, nodeId: string): TreeNode {
+  let node = tree.nodes[nodeId];
+  if (!node) throw new DataError(`tree ${tree.id}: no node ${nodeId}`);
+  while (node.children.length) node = tree.nodes[node.children[0]];
+  return node;
+}
+
+/**
+ * Flatten the path to `leafId` into a trajectory (its prompt: the training context, see TreeHint).
+ * In a trainOnce tree (`meta.trainOnce === true`) a node shared by several leaves trains its policy
+ * tokens on one path only, its owner leaf's (see ownerLeaf): on every other path through it they are
+ * context, mask 0 and log-prob 0. Without the flag every path trains every mask-1 token it holds.
+ */
 export function trajectory(tree: RolloutTree, leafId: string): Trajectory {
   const path = pathTo(tree, leafId);
   const [rootNode, ...segments] = path;
+  // owned[k]: the leaf is segments[k]'s owner, i.e. the path follows children[0] from segments[k] down
+  const owned = segments.map(() => true);
+  if (trainsOnce(tree))
+    for (let k = segments.length - 2; k >= 0; k--)
+      owned[k] = owned[k + 1] && segments[k].children[0] === segments[k + 1].id;
   const tokens: number[] = [];
   const logprobs: number[] = [];
   const mask: number[] = [];
   const weightVersions: number[] = [];
-  for (const n of segments) {
+  segments.forEach((n, k) => {
     for (let i = 0; i < n.tokens.length; i++) {
+      const keep = owned[k] || n.mask[i] === 0; // else a policy token another path trains: context here
       tokens.push(n.tokens[i]);
-      logprobs.push(n.logprobs[i]);
-      mask.push(n.mask[i]);
+      logprobs.push(keep ? n.logprobs[i] : 0);
+      mask.push(keep ? n.mask[i] : 0);
       weightVersions.push(n.versions ? n.versions[i] : n.weightVersion);
     }
-  }
+  });
   const leaf = path[path.length - 1];
   return {
     treeId: tree.id,

@@ -36,8 +36,8 @@ export interface EngineSpec {
 export interface WarmStart {
   /** Where the warm-start checkpoint lives (trained there when missing). */
   dir: string;
-  /** Demonstrations to train it on (called only when it must be trained). */
-  examples: () => SftExample[];
+  /** Demonstrations to train it on (called only when it must be trained, with the model's tokenizer). */
+  examples: (tokenizer?: TextTokenizer) => SftExample[];
   seed: number;
   /** Hugging Face models: a prompt's tokens as the run encodes them (the chat template when engine.chatTemplate). */
   encodePrompt?: (tokenizer: TextTokenizer) => (prompt: string) => number[];
@@ -249,7 +249,7 @@ async function prepareStart(spec: EngineSpec, options: BuildOptions): Promise<st
   const kernels = await loadKernels({ backend: spec.engine.kernels, threads: spec.engine.threads });
   const model = await randomModel(spec.model, kernels);
   const tokenizer = new CharTokenizer();
-  const data = examples();
+  const data = examples(tokenizer);
   options.log?.(
     `warm-start: SFT on ${data.length} demonstrations, ${spec.sft.steps} steps, model of ${model.parameterCount} parameters`,
   );

@@ -49,6 +49,8 @@ export interface SampleRequest {
   returnHidden?: boolean;
   /** Keep each continuation's KV state alive and return a `cacheHandle` for it. */
   retain?: boolean;
+  /** Draw on from the generator retained with `cacheHandle` (n = 1, no `seed`): segments sample as one request. */
+  continueRandom?: boolean;
   /** Affinity key (e.g. tree id): requests with the same key go to the same server when balancing. */
   affinityKey?: string;
 }

@@ -18,8 +18,11 @@ import { asArborTool, type ArborTool } from './tools.js';
 import type { EnvironmentFactory } from './types.js';
 import { mcpEnvironmentFactory, mcpOptionsSchema, type McpRuntime } from './mcp.js';
 import { openenvEnvironmentFactory, openenvOptionsSchema } from './openenv.js';
+import { agentEnvOptions, type AgentEnvOptions } from './agent.js';
 
 export type * from './types.js';
+export { agentEnvOptions, loadAgent, type AgentEnvOptions } from './agent.js';
+export type { AgentContext, AgentDefinition, AgentFunction, AgentResult } from './agent.js';
 export * from './format/index.js';
 export * from './tools.js';
 export * from './tool-env.js';
@@ -97,13 +100,21 @@ export const ENV_KINDS: EnvKind<z.AnyZodObject>[] = [
 
 type Members = [z.ZodDiscriminatedUnionOption<'kind'>, ...z.ZodDiscriminatedUnionOption<'kind'>[]];
 
-/** The `env` section: a discriminated union over `kind`. */
-export const envOptionsSchema = z.discriminatedUnion('kind', ENV_KINDS.map((k) => k.schema) as unknown as Members);
+/** The `env` section: a discriminated union over `kind` (the tool environments, and `agent`: your own agent through the gateway). */
+export const envOptionsSchema = z.discriminatedUnion('kind', [
+  ...ENV_KINDS.map((k) => k.schema),
+  agentEnvOptions,
+] as unknown as Members);
 
 export type EnvOptions = { kind: string } & Record<string, unknown>;
 
 export function knownEnvKinds(): string[] {
-  return ENV_KINDS.map((k) => (k.schema.shape.kind as z.ZodLiteral<string>).value);
+  return [...ENV_KINDS.map((k) => (k.schema.shape.kind as z.ZodLiteral<string>).value), 'agent'];
+}
+
+/** The `env` section runs the user's own agent through the gateway (env/agent.ts), not a tool environment. */
+export function isGatewayAgent(env: unknown): env is AgentEnvOptions {
+  return (env as { kind?: unknown } | null | undefined)?.kind === 'agent';
 }
 
 /** Tools of a module: its `tools` export object, else every export that is a tool (named after the export). */
@@ -166,6 +177,11 @@ async function loadModuleEnvironment(
 /** The environment factory an `env` config section describes (ConfigError naming the bad key). */
 export async function envFactoryFromConfig(spec: unknown, context: EnvBuildContext): Promise<EnvironmentFactory> {
   const kind = (spec as { kind?: unknown } | null)?.kind;
+  if (kind === 'agent')
+    throw new ConfigError(
+      'env.kind "agent" is your own agent, run through the gateway: it is not a tool environment',
+      'env.kind',
+    );
   const entry = ENV_KINDS.find((k) => (k.schema.shape.kind as z.ZodLiteral<string>).value === kind);
   if (!entry)
     throw new ConfigError(

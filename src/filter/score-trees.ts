@@ -44,6 +44,10 @@ export async function scoreTrees(
         turns: e.turns,
         toolCalls: e.toolCalls,
         toolErrors: e.toolErrors,
+        ...(e.messages ? { messages: e.messages } : {}),
+        ...(e.calls ? { calls: e.calls } : {}),
+        ...(e.info ? { info: e.info } : {}),
+        ...(e.episodeId ? { episodeId: e.episodeId } : {}),
       },
     };
   };

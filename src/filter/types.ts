@@ -23,6 +23,14 @@ export interface ScoreInput {
     turns: number;
     toolCalls: number;
     toolErrors: number;
+    /** Your own agent through the gateway: the conversation as the gateway last saw it (the last call's messages and the reply). */
+    messages?: Array<Record<string, unknown>>;
+    /** Your own agent: every tool call the model made, in order (`arguments` as the JSON text sent). */
+    calls?: Array<{ name: string; arguments: string }>;
+    /** Your own agent: what it returned besides its answer (`{ response, info }`). */
+    info?: Record<string, unknown>;
+    /** Your own agent: the episode's id. */
+    episodeId?: string;
   };
 }
 

@@ -47,6 +47,7 @@ import {
 } from '../core/tree.js';
 import type { SampleCompletion, SampleRequest } from '../engine/types.js';
 import type { Environment, StepResult, ToolResult } from '../env/types.js';
+import { growThroughGateway } from './gateway.js';
 import {
   addUsage,
   emptyStats,
@@ -174,6 +175,8 @@ export function agentGenerator(options: AgentOptions): Generator {
     kind: 'agent',
     groupSize: options.groupSize,
     async grow(inputs: GenerateInput[], ctx: GenerateContext) {
+      // env.kind agent: the user's own agent drives its turns through the gateway
+      if (ctx.gateway) return growThroughGateway(inputs, ctx, options);
       const agent = ctx.agent;
       if (!agent)
         throw new ConfigError('generate.kind "agent" needs an environment: add an `env` section to the config', 'env');

@@ -3,6 +3,7 @@
  * interface and reports exact compute accounting. Generators never touch an engine's internals.
  */
 import type { Rng } from '../core/rng.js';
+import type { EpisodeRecord } from '../core/episode.js';
 import type { RolloutTree } from '../core/tree.js';
 import type { TaskItem } from '../core/types.js';
 import type { Sampler } from '../engine/types.js';
@@ -48,6 +49,28 @@ export interface GenerateContext {
   quality?: QualityHook;
   /** Multi-turn episodes: the environment and chat format (the `agent` generator needs it). */
   agent?: AgentRuntime;
+  /** The user's own agent through the gateway (`env.kind: agent`): the `agent` generator runs its episodes. */
+  gateway?: AgentDriver;
+}
+
+/** How one episode of the user's agent is sampled (the gateway applies it to every call of the episode). */
+export interface EpisodeSpec {
+  /** Unique in the run (`<tree id>/e<k>`). */
+  episodeId: string;
+  /** The episode's seed: call k of the episode samples with a seed derived from (seed, k). */
+  seed: number;
+  temperature: number;
+  topP: number;
+  topK: number;
+  /** Tokens one call may sample at most. */
+  maxTokens: number;
+  signal?: AbortSignal;
+}
+
+/** Runs episodes of the user's own agent through the gateway (run/gateway-runtime.ts). */
+export interface AgentDriver {
+  /** One episode on `item`; the agent's own faults (a throw, a timeout, no call) come back in `error`, never thrown. */
+  runEpisode(item: TaskItem, spec: EpisodeSpec): Promise<EpisodeRecord>;
 }
 
 /** What the `agent` generator needs besides the sampler: environments, the tool format, token I/O. */

@@ -6,7 +6,7 @@
  * recorded ones within `tolerance`. Peers' most reported multi-turn bugs break one of the three
  * (retokenised history, dropped separators, masks longer than the completion).
  */
-import { leaves, pathTo, trajectory, type RolloutTree } from '../core/tree.js';
+import { leaves, ownerLeaf, pathTo, trainsOnce, trajectory, type RolloutTree } from '../core/tree.js';
 import type { Trainer } from '../engine/types.js';
 import { buildDatums } from './datums.js';
 
@@ -45,10 +45,13 @@ export async function tokenExactReport(
     const current = datums.length ? await trainer.logprobs(datums) : [];
     items.forEach((item, i) => {
       const d = datums[i];
-      const path = pathTo(tree, item.trajectory.leafId);
+      const leafId = item.trajectory.leafId;
+      const path = pathTo(tree, leafId);
       const expected = path.flatMap((n) => n.tokens);
+      // a trainOnce tree (agent gateway) trains a shared node's sampled tokens on its owner leaf's path only
+      const trains = (id: string) => !trainsOnce(tree) || ownerLeaf(tree, id).id === leafId;
       const sampled = path.flatMap((n, k) =>
-        n.tokens.map((_, t) => (k > 0 && n.mask[t] === 1 ? n.logprobs[t] : undefined)),
+        n.tokens.map((_, t) => (k > 0 && n.mask[t] === 1 && trains(n.id) ? n.logprobs[t] : undefined)),
       );
       const got = [...d.inputTokens, d.targetTokens[d.targetTokens.length - 1]];
       report.trajectories++;

@@ -11,7 +11,7 @@ import { dirname, join } from 'node:path';
 import { ConfigError } from '../core/errors.js';
 import type { TaskItem } from '../core/types.js';
 import type { TextTokenizer } from '../engine/types.js';
-import { envFactoryFromConfig } from '../env/index.js';
+import { envFactoryFromConfig, isGatewayAgent } from '../env/index.js';
 import { encodePieces, formatFromName } from '../env/format/index.js';
 import { mcpStderrLogFile } from '../env/mcp.js';
 import type { AgentRuntime } from '../generate/types.js';
@@ -52,6 +52,8 @@ export function scratchLogDir(): string {
  * `generate.kind: agent` is an error). The factory is closed on every error path: no server is left.
  */
 export async function openAgentEnv(config: ArborConfig, options: AgentEnvOptions = {}): Promise<AgentEnv | undefined> {
+  // the user's own agent runs through the gateway (run/gateway-runtime.ts), not in a tool environment
+  if (isGatewayAgent(config.env)) return undefined;
   const generate = config.generate;
   if (generate.kind !== 'agent') {
     if (config.env)

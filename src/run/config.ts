@@ -242,7 +242,8 @@ export const configSchema = z
     env: envOptionsSchema
       .optional()
       .describe(
-        'agent runs (generate.kind agent): the tool environment — calculator | kv | code | tools (a module of TypeScript tools) | mcp | openenv',
+        'agent runs (generate.kind agent): the tool environment — calculator | kv | code | tools (a module of ' +
+          'TypeScript tools) | mcp | openenv — or agent (your own agent module, trained through the gateway)',
       ),
     control: controlOptionsSchema
       .default({ kind: 'none' })

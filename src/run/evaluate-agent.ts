@@ -2,7 +2,8 @@
  * Held-out evaluation of an agent run: the same figures as `evaluate` (greedy success, pass@k, mean
  * sampled success) but every sample is a whole multi-turn episode run by the agent generator with
  * i.i.d. branching (one episode at temperature 0, k at temperature 1), scored by the task's verifier
- * on the final answer. Also reports the greedy episodes' tool use.
+ * on the final answer: episodes in a tool environment Arbor drives, or of the user's own agent through
+ * the gateway. Also reports the greedy episodes' tool use.
  */
 import type { Rng } from '../core/rng.js';
 import { leaves, responseTokens, type RolloutTree } from '../core/tree.js';
@@ -12,12 +13,15 @@ import { isCorrect } from '../filter/constants.js';
 import { scoreTrees } from '../filter/score-trees.js';
 import type { RewardFunction } from '../filter/types.js';
 import { agentGenerator, type AgentOptions } from '../generate/agent.js';
-import type { AgentRuntime } from '../generate/types.js';
+import type { AgentDriver, AgentRuntime } from '../generate/types.js';
 import type { EvalResult } from './evaluate.js';
 
 export interface AgentEvalContext {
   sampler: Sampler;
-  agent: AgentRuntime;
+  /** A tool environment Arbor drives (one of agent or gateway). */
+  agent?: AgentRuntime;
+  /** The user's own agent through the gateway (env.kind agent). */
+  gateway?: AgentDriver;
   options: AgentOptions;
   decode: (tokens: number[]) => string;
   stopTokens: number[];
@@ -105,6 +109,7 @@ async function episodes(
       topK: 0,
       treeIdPrefix: `${label}/`,
       agent: ctx.agent,
+      gateway: ctx.gateway,
     },
   );
   await scoreTrees(trees, new Map(items.map((i) => [i.id, i])), ctx.reward, {

@@ -24,6 +24,8 @@ import { parseConfig, type ArborConfig } from './config.js';
 import { evaluate, type EvalResult } from './evaluate.js';
 import { evaluateAgent } from './evaluate-agent.js';
 import { agentRuntime, openAgentEnv } from './agent-runtime.js';
+import { checkGatewayConfig, openGatewayAgent } from './gateway-runtime.js';
+import { isGatewayAgent } from '../env/index.js';
 import type { TaskItem } from '../core/types.js';
 import type { Task } from '../tasks/types.js';
 import { InProcessHost, WorkerHost } from './hosts.js';
@@ -108,6 +110,8 @@ interface OpenRun {
 /** The run after `openRun`: every resource it opens is registered in `opened` as soon as it exists. */
 async function runOpened(run: OpenRun, opened: OpenResources): Promise<RunSummary> {
   const { config, dir, resumeSteps, task, progress, started } = run;
+  // env.kind agent: a config it cannot run is refused before the warm start
+  if (isGatewayAgent(config.env)) checkGatewayConfig(config);
   const agentEnv = await openAgentEnv(config);
   const closeAgentEnv = opened.add(async () => agentEnv?.factory.close());
   const warmStart = warmStartFor(config, task, agentEnv);
@@ -118,6 +122,9 @@ async function runOpened(run: OpenRun, opened: OpenResources): Promise<RunSummar
     update: (l) => progress.update(l),
   });
   const closeEngine = opened.add(() => engine.close());
+  // env.kind agent: held-out episodes of the user's agent run through a gateway of their own
+  const gateway = await openGatewayAgent(config, engine.sampler, engine.tokenizer, { log: (l) => progress.line(l) });
+  const closeGateway = opened.add(async () => gateway?.close());
   const agent = agentEnv && agentRuntime(agentEnv, engine.tokenizer, config);
   const encodePrompt = agent
     ? (item: TaskItem) => agent.encodePrompt(item, '')
@@ -140,8 +147,9 @@ async function runOpened(run: OpenRun, opened: OpenResources): Promise<RunSummar
   };
   const evalAt = (step: number): Promise<EvalResult> => {
     const rng = new Rng(config.run.seed).fork(`eval/${step}`);
-    if (agent && config.generate.kind === 'agent') {
-      return evaluateAgent(testItems, config.run.evalPassK, { ...evalContext, rng, agent, options: config.generate });
+    if ((agent || gateway) && config.generate.kind === 'agent') {
+      const options = config.generate;
+      return evaluateAgent(testItems, config.run.evalPassK, { ...evalContext, rng, agent, gateway, options });
     }
     return evaluate(testItems, config.run.evalPassK, { ...evalContext, rng, encodePrompt });
   };
@@ -224,6 +232,7 @@ async function runOpened(run: OpenRun, opened: OpenResources): Promise<RunSummar
   const finalEvalStart = Date.now();
   const end = lastEval ?? (await evalAt(state.step));
   await closeAgentEnv();
+  await closeGateway();
   const summary = summarize(config, dir, engine, state, end, (Date.now() - finalEvalStart) / 1000);
   dir.writeJson('summary.json', summary);
   await closeEngine();

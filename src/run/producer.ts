@@ -31,6 +31,7 @@ import { loadReward } from '../filter/registry.js';
 import { scoreTrees } from '../filter/score-trees.js';
 import type { RewardFunction } from '../filter/types.js';
 import { generatorFromConfig, type GenerateStats, type Generator } from '../generate/index.js';
+import type { GatewayTreeStats } from '../generate/gateway.js';
 import { growSafely } from '../generate/safe.js';
 import { emptyStats } from '../generate/types.js';
 import { siblingStats } from '../generate/siblings.js';
@@ -41,6 +42,7 @@ import { fitPrompts, promptEncoder, stopTokens } from './prompts.js';
 import { selectByDifficulty } from '../replay/select.js';
 import type { AgentRuntime } from '../generate/types.js';
 import { agentRuntimeFor } from './agent-runtime.js';
+import { openGatewayAgent, type GatewayAgent } from './gateway-runtime.js';
 import { requestEntropy, shapingNeeds } from '../optimize/advantages/shaping.js';
 import { componentPools, UcbCurriculum, type UcbState } from '../replay/ucb.js';
 import { componentOfId, mixLabels } from '../tasks/mix.js';
@@ -88,6 +90,8 @@ export class Producer {
     private readonly components?: Map<string, TaskItem[]>,
     /** generate.kind agent: environments, tool format and token I/O. */
     private readonly agent?: AgentRuntime,
+    /** env.kind agent: the user's own agent through the gateway. */
+    private readonly gateway?: GatewayAgent,
   ) {}
 
   static async create(config: ArborConfig, sampler: Sampler, tokenizer: TextTokenizer): Promise<Producer> {
@@ -102,8 +106,10 @@ export class Producer {
     });
     const contextLength = config.engine.kind === 'embedded' ? config.model.contextLength : undefined;
     const agent = await agentRuntimeFor(config, tokenizer);
-    // the environment's server processes are stopped on every error path below (issue 26)
+    let gateway: GatewayAgent | undefined;
+    // the environment's server processes (and the gateway's port) are closed on every error path below
     try {
+      gateway = await openGatewayAgent(config, sampler, tokenizer);
       const encodeForFit = agent
         ? (item: TaskItem) => agent.encodePrompt(item, '')
         : promptEncoder(tokenizer, config.engine.chatTemplate, config.engine.chatTemplateKwargs);
@@ -140,9 +146,10 @@ export class Producer {
         );
       const components =
         config.select.kind === 'ucb' && config.task.mix ? componentPools(pool, mixLabels(config.task.mix)) : undefined;
-      return new Producer(config, sampler, tokenizer, pool, reward, generator, control, components, agent);
+      return new Producer(config, sampler, tokenizer, pool, reward, generator, control, components, agent, gateway);
     } catch (error) {
       await agent?.factory.close();
+      await gateway?.close();
       throw error;
     }
   }
@@ -177,6 +184,7 @@ export class Producer {
   /** Release what the producer opened (an agent run's environment: MCP server processes, sessions). */
   async close(): Promise<void> {
     await this.agent?.factory.close();
+    await this.gateway?.close();
   }
 
   get generatorKind(): string {
@@ -264,11 +272,13 @@ export class Producer {
           stopAfterTrees: options.stopAfterTrees,
           quality: quality.hook,
           agent: this.agent,
+          gateway: this.gateway,
         },
       );
       timings.generate += Date.now() - t;
       for (const k of Object.keys(stats) as Array<keyof GenerateStats>) stats[k] += grown.stats[k];
-      info.trees_error += grown.errors;
+      // every error tree: those growSafely made of a failed call and those the generator returned (a cut episode)
+      info.trees_error += grown.trees.filter((t) => hasError(t)).length;
       t = Date.now();
       const items = new Map(entries.map((e) => [e.item.id, e.item]));
       const scored = await scoreTrees(grown.trees, items, this.reward, {
@@ -424,5 +434,23 @@ function agentInfo(drawn: RolloutTree[]): Record<string, number> {
   };
   for (const end of ['answer', 'env_done', 'max_turns', 'max_tokens', 'timeout'] as const)
     info[`agent_end_${end}`] = episodes.filter((e) => e.end === end).length / n;
+  if (drawn.some((t) => t.meta?.gateway)) Object.assign(info, gatewayInfo(drawn));
   return info;
+}
+
+/** Gateway runs (env.kind agent): episodes, calls, forks, unparsed tool calls and failed episodes of the step. */
+function gatewayInfo(drawn: RolloutTree[]): Record<string, number> {
+  const sum = (field: keyof GatewayTreeStats) =>
+    drawn.reduce((a, t) => a + ((t.meta?.gateway as Partial<GatewayTreeStats> | undefined)?.[field] ?? 0), 0);
+  const episodes = sum('episodes');
+  return {
+    // a forked episode has several leaves: count episodes, not leaves
+    agent_episodes: episodes,
+    gateway_calls: sum('calls'),
+    gateway_calls_per_episode: sum('calls') / Math.max(1, episodes),
+    episode_forks: sum('forks'),
+    tool_parse_failures: sum('toolParseFailures'),
+    agent_errors: sum('errors'),
+    gateway_aborted_choices: sum('aborted'),
+  };
 }

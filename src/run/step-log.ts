@@ -1,9 +1,11 @@
 /**
  * One step's metrics line (metrics.jsonl) and progress line, from the producer's batch metadata and
- * the learner's result. Rollout figures (reward, accuracy) cover every complete tree generated for the
- * step, including groups dynamic sampling dropped; training figures cover the trees trained on.
+ * the learner's result. Rollout figures (reward, accuracy, `reward/<name>` per reward component) cover
+ * every complete tree generated for the step, including groups dynamic sampling dropped, and only its
+ * leaves not in error; training figures cover the trees trained on. Fixed keys win over control
+ * counters and reward components, which never name a fixed key (the `reward/` prefix).
  */
-import { generatedTokenCount, isComplete, leaves, type RolloutTree } from '../core/tree.js';
+import { generatedTokenCount, isComplete, leaves, type RolloutTree, type TreeNode } from '../core/tree.js';
 import { correctness, isCorrect } from '../filter/constants.js';
 import type { LearnerResult } from './learner.js';
 import type { ProducedMeta } from './pipeline.js';
@@ -30,10 +32,13 @@ export function stepMetrics(
   const judged = ls.some((l) => l.rewardInfo?.components.flawed !== undefined);
   const s = meta.stats;
   const m = learned?.metrics ?? {};
+  const components = rewardComponentMeans(ls);
   return {
     step,
     // every control counter (allocation, skipping, hints, pruning...); the fixed keys below win
     ...meta.info,
+    ...components.means,
+    ...(components.dropped ? { reward_components_dropped: components.dropped } : {}),
     reward_mean: rewardMean,
     accuracy,
     ...(judged ? { flawed_positive_ratio: mean(flawed.map((f) => f ?? 0)) } : {}),
@@ -80,6 +85,58 @@ export function stepMetrics(
     ms_produce: meta.timings.produce,
     ms_wait: meta.waitMs ?? 0,
     ms_train: trainMs,
+  };
+}
+
+/** Metrics key prefix of the per-step reward components (`reward/<name>`, as TRL's `rewards/<name>/mean`). */
+export const REWARD_COMPONENT_PREFIX = 'reward/';
+/** Longest component name logged, in characters (longer names are cut; names equal once cut are one). */
+export const COMPONENT_NAME_MAX = 64;
+/** Most components logged per step: names past it, in order of first appearance, are dropped and counted. */
+export const COMPONENTS_MAX = 32;
+
+/** A component name made safe for a metrics key: control characters become `_`, cut to COMPONENT_NAME_MAX. */
+export function componentKey(name: string): string {
+  // eslint-disable-next-line no-control-regex
+  const clean = [...name.replace(/[\u0000-\u001f\u007f-\u009f]/g, '_')].slice(0, COMPONENT_NAME_MAX).join('');
+  return REWARD_COMPONENT_PREFIX + (clean || '_');
+}
+
+/**
+ * `reward/<name>` for every component the leaves' rewards returned: the mean over the leaves that carry
+ * it (a leaf without the component is left out, not counted as 0); non-finite values are left out too.
+ * `dropped` counts the distinct names past COMPONENTS_MAX.
+ */
+export function rewardComponentMeans(leaves_L: readonly TreeNode[]): {
+  means: Record<string, number>;
+  dropped: number;
+} {
+  const sums = new Map<string, { sum: number; count: number }>();
+  const dropped = new Set<string>();
+  for (const leaf of leaves_L) {
+    const seen = new Set<string>(); // one value per leaf and key (two names may be equal once cut)
+    for (const [name, value] of Object.entries(leaf.rewardInfo?.components ?? {})) {
+      if (typeof value !== 'number' || !Number.isFinite(value)) continue;
+      const key = componentKey(name);
+      if (seen.has(key)) continue;
+      seen.add(key);
+      let total = sums.get(key);
+      if (!total) {
+        if (sums.size >= COMPONENTS_MAX) {
+          dropped.add(key);
+          continue;
+        }
+        total = { sum: 0, count: 0 };
+        sums.set(key, total);
+      }
+      total.sum += value;
+      total.count++;
+    }
+  }
+  const keys = [...sums.keys()].sort();
+  return {
+    means: Object.fromEntries(keys.map((k) => [k, sums.get(k)!.sum / sums.get(k)!.count])),
+    dropped: dropped.size,
   };
 }
 

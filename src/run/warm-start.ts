@@ -5,7 +5,11 @@
  */
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
-import type { SftExample, WarmStart } from '../engine/build.js';
+import { readSftJsonl, type SftExample, type WarmStart } from '../engine/build.js';
+import type { TextTokenizer } from '../engine/types.js';
+import { ConfigError } from '../core/errors.js';
+import { isGatewayAgent } from '../env/index.js';
+import { chatTranscriptExample, type AgentTranscript } from './chat-transcripts.js';
 import type { TaskItem } from '../core/types.js';
 import type { Task } from '../tasks/types.js';
 import type { AgentEnv } from './agent-runtime.js';
@@ -16,7 +20,12 @@ import { readTranscripts, taskTranscripts, transcriptsKey } from './transcripts.
 
 export function sftCacheDir(config: ArborConfig, runsRoot = 'runs'): string {
   // agent runs: the environment and the tool format shape the demonstrations' prompts
-  const agent = config.generate.kind === 'agent' ? { env: config.env, format: config.generate.format } : undefined;
+  // (your own agent through the gateway: its module and limits do not shape the demonstrations; the tool-call format may)
+  const agent = isGatewayAgent(config.env)
+    ? { env: { kind: 'agent', toolCallParser: config.env.toolCallParser } }
+    : config.generate.kind === 'agent'
+      ? { env: config.env, format: config.generate.format }
+      : undefined;
   // Hugging Face models: the prompt encoding (chat template and its variables) shapes the demonstrations too
   const prompts = config.model.hf
     ? { chatTemplate: config.engine.chatTemplate, kwargs: config.engine.chatTemplateKwargs }
@@ -24,7 +33,8 @@ export function sftCacheDir(config: ArborConfig, runsRoot = 'runs'): string {
   // a transcripts file keys the cache by its content, not its name
   const transcripts = config.sft.transcripts ? { transcripts: transcriptsKey(config.sft.transcripts) } : {};
   // user modules (task.module, env.module) key it by their content too: an edited task is a new warm start
-  const modules = moduleDigest([config.task.module, (config.env as { module?: string } | undefined)?.module]);
+  const envModule = isGatewayAgent(config.env) ? undefined : (config.env as { module?: string } | undefined)?.module;
+  const modules = moduleDigest([config.task.module, envModule]);
   const key = JSON.stringify({
     task: config.task,
     model: config.model,
@@ -52,7 +62,9 @@ export function warmStartFor(config: ArborConfig, task: Task, agent?: AgentEnv):
   ).demonstrationTurns?.bind(task);
   const transcript = task.transcript?.bind(task);
   const items = () => task.makeItems('train', config.sft.examples, config.run.seed + 1);
-  const examples = (): SftExample[] => {
+  const examples = (tokenizer?: TextTokenizer): SftExample[] => {
+    // your own agent (env.kind agent): conversations rendered whole through the model's chat template
+    if (isGatewayAgent(config.env)) return agentExamples(config, task, items, tokenizer);
     if (config.sft.transcripts) return readTranscripts(config.sft.transcripts, agent);
     if (agent && transcript) return taskTranscripts(task.name, items(), transcript, agent);
     return items().map((i) => ({
@@ -73,4 +85,34 @@ export function warmStartFor(config: ArborConfig, task: Task, agent?: AgentEnv):
     },
     examples,
   };
+}
+
+/** Warm-start examples of an agent trained through the gateway: `sft.transcripts` rows or the task's `agentTranscript`. */
+function agentExamples(
+  config: ArborConfig,
+  task: Task,
+  items: () => TaskItem[],
+  tokenizer: TextTokenizer | undefined,
+): SftExample[] {
+  if (!tokenizer) throw new ConfigError('env.kind "agent": the warm start needs the model\'s tokenizer', 'sft');
+  const kwargs = config.engine.chatTemplateKwargs;
+  if (config.sft.transcripts)
+    return readSftJsonl(config.sft.transcripts, (row, file, line) =>
+      chatTranscriptExample(tokenizer, row as unknown as AgentTranscript, `${file}:${line}`, kwargs),
+    );
+  const conversation = task.agentTranscript?.bind(task);
+  if (!conversation)
+    throw new ConfigError(
+      `env.kind "agent": the warm start needs demonstrations: give task "${task.name}" an agentTranscript(item) ` +
+        '(the conversation your agent would have), or sft.transcripts, or set sft.enabled: false',
+      'sft',
+    );
+  return items().map((item) =>
+    chatTranscriptExample(
+      tokenizer,
+      conversation(item),
+      `task ${task.name}, agent transcript of item ${item.id}`,
+      kwargs,
+    ),
+  );
 }

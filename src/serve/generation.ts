@@ -1,20 +1,21 @@
 /**
  * Generating one prompt's n continuations for the vLLM routes of `arbor serve`, with text and stop
- * strings (text.ts) on top of a Sampler:
+ * strings (text.ts) on top of a Sampler. Seeded requests sample the same tokens streamed or not, as
+ * vLLM does:
  * - `generate` (not streamed) is one engine request sampled exactly as the engine samples it
- *   (SampleGuard.sample), then each continuation is cut at its first stop string, which is the same
- *   result as stopping there: later tokens never change earlier ones;
- * - `generateStream` samples in growing segments (1, 2, 4, … 16 tokens) that continue each
- *   continuation's retained KV state, and yields what every segment added. A seeded streamed request
- *   is reproducible, but its segments use derived seeds: it samples another stream than the same
- *   request unstreamed. The weights stay shared (no weight change) for the whole stream.
+ *   (SampleGuard.sample); with stop strings on a sampler with cache handles it samples the same tokens
+ *   in segments and stops at the first stop string instead of decoding to max_tokens;
+ * - `generateStream` samples in growing segments (1, 2, 4, … 16 tokens), each continuing a
+ *   continuation's retained KV state and random stream (`continueRandom`), and yields what every
+ *   segment added. On a sampler without cache handles it samples one engine request and streams it out.
+ *   The weights stay shared (no weight change) for the whole stream.
  * A continuation ended by a stop token (a `stop_token_ids` entry or an end id) keeps the token in its
  * ids, not in its text (unless `include_stop_str_in_output`), and reports it as `stop_reason` only when
  * the request named it (an end id reports null), as vLLM does.
  */
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import type { SampleCompletion, SampleRequest, SampleUsage, Sampler } from '../engine/types.js';
-import { derivedSeed, type SampleGuard } from './limits.js';
+import type { SampleGuard } from './limits.js';
 import { StopText } from './text.js';
 
 /** One prompt's generation. */
@@ -99,26 +100,46 @@ class Continuation {
   }
 }
 
-/** Usage of a request whose continuations were cut: the decoded tokens are the ones returned. */
-function usageOf(usage: SampleUsage, choices: ReadonlyArray<{ tokens: number[] }>): SampleUsage {
-  return { ...usage, tokensDecoded: choices.reduce((n, c) => n + c.tokens.length, 0) };
+/**
+ * vLLM's usage of one prompt: prompt_tokens counts the prompt once, however many continuations were
+ * sampled (vllm-project/vllm@00463e6 vllm/entrypoints/openai/serving_completion.py and @003fe59
+ * serving_chat.py: `num_prompt_tokens += len(prompt_token_ids)` per prompt); cached_tokens are the
+ * prompt tokens the engine did not compute (`computed`: the prompt tokens it prefilled, once per slice
+ * group; 0 when an abort came first), none for a fresh prompt: the embedded sampler's n − 1 forks are
+ * no prompt tokens, so no cached ones either. Completion tokens are the ones returned (a cut
+ * continuation's).
+ */
+function usageOf(computed: number, g: Generation, choices: ReadonlyArray<{ tokens: number[] }>): SampleUsage {
+  const prompt = g.request.tokens.length;
+  const cached = computed > 0 ? Math.min(prompt, Math.max(0, prompt - computed)) : 0;
+  const tokensDecoded = choices.reduce((n, c) => n + c.tokens.length, 0);
+  return { promptTokensComputed: prompt - cached, prefixTokensReused: cached, tokensDecoded };
 }
 
-/** Sample the n continuations in one engine request, then apply the stop strings. */
+/**
+ * Sample the n continuations and apply the stop strings: one engine request, or with stop strings
+ * (and cache handles) the same tokens in segments, stopping at the first stop string.
+ */
 export async function generate(
   sampler: Sampler,
   guard: SampleGuard,
   g: Generation,
   signal?: AbortSignal,
 ): Promise<{ choices: ChoiceOutput[]; usage: SampleUsage }> {
+  if (g.text?.stop.length && sampler.capabilities.cacheHandles) {
+    const states = continuations(g);
+    const run = segments(sampler, guard, g, states, signal);
+    let step = await run.next();
+    while (!step.done) step = await run.next();
+    return { choices: states.map((c) => c.output()), usage: step.value };
+  }
   const result = await guard.sample(g.request, g.perContinuation, signal, sampler);
-  const choices = result.completions.map((c) => {
+  const choices = result.completions.map((c, i) => {
     const state = new Continuation(g);
-    state.add(c);
-    state.finish ??= c.finishReason;
+    advance(state, i, c, true);
     return state.output();
   });
-  return { choices, usage: usageOf(result.usage, choices) };
+  return { choices, usage: usageOf(result.usage.promptTokensComputed, g, choices) };
 }
 
 /** Tokens of streamed segment s (0-based): 1, 2, 4, 8, then 16 each. */
@@ -137,70 +158,118 @@ export async function* generateStream(
   g: Generation,
   signal?: AbortSignal,
 ): AsyncGenerator<ChoiceDelta[], SampleUsage> {
-  const n = g.request.n ?? 1;
-  const states = Array.from({ length: n }, () => new Continuation(g));
-  const usage: SampleUsage = { promptTokensComputed: 0, prefixTokensReused: 0, tokensDecoded: 0 };
+  const states = continuations(g);
+  if (sampler.capabilities.cacheHandles) return yield* segments(sampler, guard, g, states, signal);
+  // without handles a segment could only re-send the prompt: sample once, stream the result out
+  const result = await guard.sample(g.request, g.perContinuation, signal, sampler);
+  for (let s = 0, from = 0; states.some((c) => !c.finish); from += segmentTokens(s), s++) {
+    const to = from + segmentTokens(s);
+    const running = states.flatMap((state, i) => (state.finish ? [] : [{ state, i }]));
+    yield running.map(({ state, i }) => {
+      const c = result.completions[i];
+      const complete = to >= c.tokens.length;
+      const piece: SampleCompletion = {
+        tokens: c.tokens.slice(from, to),
+        logprobs: c.logprobs.slice(from, to),
+        topLogprobs: c.topLogprobs?.slice(from, to),
+        finishReason: complete ? c.finishReason : 'length',
+      };
+      return advance(state, i, piece, complete);
+    });
+  }
+  return usageOf(result.usage.promptTokensComputed, g, states);
+}
+
+/** The n continuations of a generation, not yet started. */
+function continuations(g: Generation): Continuation[] {
+  return Array.from({ length: g.request.n ?? 1 }, () => new Continuation(g));
+}
+
+/**
+ * The segments of a generation on a sampler with cache handles. Segment 0 forks the prompt into each
+ * slice group's continuations (SampleGuard.sliceGroups: the groups and seeds of the one-shot
+ * request); later segments continue each running continuation from its retained KV state and random
+ * generator, one sampler call per group, so every forward pass batches the rows the one-shot request
+ * batches and the tokens are the same. Holds the weights shared until it ends; releases every handle.
+ */
+async function* segments(
+  sampler: Sampler,
+  guard: SampleGuard,
+  g: Generation,
+  states: Continuation[],
+  signal?: AbortSignal,
+): AsyncGenerator<ChoiceDelta[], SampleUsage> {
+  const groups = guard.sliceGroups(g.request, g.perContinuation);
+  let computed = 0;
   const leave = await guard.gate.enterShared();
   try {
     for (let s = 0; states.some((c) => !c.finish); s++) {
-      await yieldToLoop();
-      const running = states.map((c, i) => ({ c, i })).filter(({ c }) => !c.finish);
-      if (signal?.aborted) {
-        yield running.map(({ c, i }) => finishDelta(c, i, 'abort'));
-        break;
+      for (const group of groups) {
+        const running: number[] = [];
+        for (let i = group.start; i < group.start + group.count; i++) if (!states[i].finish) running.push(i);
+        if (!running.length) continue;
+        await yieldToLoop();
+        if (signal?.aborted) {
+          yield running.map((i) => finishDelta(states[i], i, 'abort'));
+          continue;
+        }
+        const maxTokens = Math.min(segmentTokens(s), g.perContinuation);
+        const requests: SampleRequest[] =
+          s === 0 ? [{ ...group.request, maxTokens, retain: true }] : running.map((i) => continued(g, states[i], s));
+        const results = await sampler.sample(requests, { signal });
+        const pieces =
+          s === 0
+            ? results[0].completions.map((c, k) => ({ c, i: group.start + k }))
+            : results.map((r, k) => ({ c: r.completions[0], i: running[k] }));
+        if (s === 0) computed += results[0].usage.promptTokensComputed;
+        const spent: string[] = [];
+        const deltas = pieces.map(({ c, i }) => {
+          const state = states[i];
+          if (state.handle) spent.push(state.handle);
+          state.handle = c.cacheHandle;
+          const delta = advance(state, i, c, false);
+          if (state.finish && state.handle) spent.push(state.handle);
+          if (state.finish) state.handle = undefined;
+          return delta;
+        });
+        sampler.release(spent);
+        yield deltas;
       }
-      // segment 0: one request forks the prompt into n; later: one request per continuation, from its KV state
-      const requests: SampleRequest[] =
-        s === 0
-          ? [{ ...g.request, maxTokens: Math.min(segmentTokens(0), g.perContinuation), retain: true }]
-          : running.map(({ c, i }) => continuation(g, c, i, s, n));
-      const results = await sampler.sample(requests, { signal });
-      const pieces =
-        s === 0
-          ? results[0].completions.map((c, i) => ({ c, i }))
-          : results.map((r, k) => ({ c: r.completions[0], i: running[k].i }));
-      const deltas: ChoiceDelta[] = [];
-      const spent: string[] = [];
-      for (const { c, i } of pieces) {
-        const state = states[i];
-        if (state.handle) spent.push(state.handle);
-        state.handle = c.cacheHandle;
-        const offset = state.text?.sent ?? 0;
-        const piece = state.add(c);
-        if (state.finish && state.handle) spent.push(state.handle);
-        const text = state.text?.delta(state.finish !== undefined) ?? '';
-        const top = g.request.topLogprobs ? piece.top : undefined;
-        const end = { finishReason: state.finish ?? null, stopReason: state.stopReason };
-        deltas.push({ ...piece, top, text, choice: i, ...end, textOffset: offset });
-      }
-      sampler.release(spent);
-      // the prompt's usage is the first segment's; later ones only re-enter each continuation's last token
-      if (s === 0) {
-        usage.promptTokensComputed = results[0].usage.promptTokensComputed;
-        usage.prefixTokensReused = results[0].usage.prefixTokensReused;
-      }
-      yield deltas;
     }
   } finally {
     sampler.release(states.flatMap((c) => (c.handle ? [c.handle] : [])));
     leave();
   }
-  return usageOf(usage, states);
+  return usageOf(computed, g, states);
 }
 
-/** The request that continues continuation i for segment s from its retained KV state. */
-function continuation(g: Generation, c: Continuation, i: number, s: number, n: number): SampleRequest {
+/**
+ * Add a sampled piece to continuation i and return its delta. `complete`: the piece ends what the
+ * engine sampled for it (its finish reason stands even when no stop string or limit ended it).
+ */
+function advance(state: Continuation, i: number, c: SampleCompletion, complete: boolean): ChoiceDelta {
+  const offset = state.text?.sent ?? 0;
+  const piece = state.add(c);
+  if (complete) state.finish ??= c.finishReason;
+  const text = state.text?.delta(state.finish !== undefined) ?? '';
+  const top = state.g.request.topLogprobs ? piece.top : undefined;
+  const end = { finishReason: state.finish ?? null, stopReason: state.stopReason };
+  return { ...piece, top, text, choice: i, ...end, textOffset: offset };
+}
+
+/** The request that continues a continuation for segment s from its retained KV state and random stream. */
+function continued(g: Generation, c: Continuation, s: number): SampleRequest {
   const r = g.request;
   return {
     tokens: r.tokens.concat(c.tokens),
     cacheHandle: c.handle,
+    continueRandom: true,
     n: 1,
     maxTokens: Math.min(segmentTokens(s), g.perContinuation - c.tokens.length),
     temperature: r.temperature,
     topP: r.topP,
     topK: r.topK,
     stopTokens: r.stopTokens,
-    seed: r.seed === undefined ? undefined : derivedSeed(r.seed, s * n + i + 1),
     topLogprobs: r.topLogprobs,
     retain: true,
   };

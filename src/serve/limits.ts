@@ -105,6 +105,13 @@ export class WeightGate {
   }
 }
 
+/** Continuations [start, start + count) of a request, sampled as `request` (n = count). */
+export interface SliceGroup {
+  start: number;
+  count: number;
+  request: SampleRequest;
+}
+
 /** Field names of one API's request, for the 400 messages. */
 export interface SampleFields {
   prompt: string;
@@ -177,11 +184,30 @@ export class SampleGuard {
   }
 
   /**
+   * The continuation groups `sample` splits a request into: continuations [start, start + count), as
+   * one request seeded `seed` (`derivedSeed(seed, g)` for group g > 0; the request's own when it is
+   * one group). Each group decodes about `sliceTokens` tokens at most.
+   */
+  sliceGroups(r: SampleRequest, perContinuation: number): SliceGroup[] {
+    const n = r.n ?? 1;
+    const size = Math.max(1, Math.floor(this.limits.sliceTokens / Math.max(1, perContinuation)));
+    if (n <= size) return [{ start: 0, count: n, request: r }];
+    const groups: SliceGroup[] = [];
+    for (let g = 0, start = 0; start < n; g++, start += size) {
+      const count = Math.min(size, n - start);
+      const seed = r.seed === undefined ? undefined : derivedSeed(r.seed, g);
+      const forcedTokens = r.forcedTokens?.slice(start, start + count);
+      groups.push({ start, count, request: { ...r, n: count, seed, forcedTokens } });
+    }
+    return groups;
+  }
+
+  /**
    * Sample one request under the shared weight lock, in slices of about `sliceTokens` decoded
    * tokens, yielding to the event loop before each slice. A request that fits one slice is one
    * sampler call (exactly what the sampler would return); a larger n is split into groups of
-   * continuations, group g > 0 seeded with `derivedSeed(seed, g)` when a seed is given. `sampler`
-   * chooses another sampler over the same weights (a LoRA adapter's); default the guard's own.
+   * continuations (`sliceGroups`). `sampler` chooses another sampler over the same weights (a LoRA
+   * adapter's); default the guard's own.
    */
   async sample(
     r: SampleRequest,
@@ -190,25 +216,21 @@ export class SampleGuard {
     sampler: Sampler = this.sampler,
   ): Promise<SampleResult> {
     return this.gate.shared(async () => {
-      const n = r.n ?? 1;
-      const group = Math.max(1, Math.floor(this.limits.sliceTokens / Math.max(1, perContinuation)));
+      const groups = this.sliceGroups(r, perContinuation);
       await yieldToLoop();
-      if (n <= group) {
+      if (groups.length === 1) {
         const [result] = await sampler.sample([r], { signal });
         return result;
       }
       const usage = { promptTokensComputed: 0, prefixTokensReused: 0, tokensDecoded: 0 };
       const merged: SampleResult = { completions: [], usage, weightVersion: sampler.weightVersion() };
-      for (let g = 0, start = 0; start < n; g++, start += group) {
+      for (const [g, { count, request }] of groups.entries()) {
         if (g > 0) await yieldToLoop();
-        const count = Math.min(group, n - start);
         if (signal?.aborted) {
           for (let i = 0; i < count; i++) merged.completions.push({ tokens: [], logprobs: [], finishReason: 'abort' });
           continue;
         }
-        const seed = r.seed === undefined ? undefined : derivedSeed(r.seed, g);
-        const forcedTokens = r.forcedTokens?.slice(start, start + count);
-        const [part] = await sampler.sample([{ ...r, n: count, seed, forcedTokens }], { signal });
+        const [part] = await sampler.sample([request], { signal });
         merged.completions.push(...part.completions);
         merged.usage.promptTokensComputed += part.usage.promptTokensComputed;
         merged.usage.prefixTokensReused += part.usage.prefixTokensReused;

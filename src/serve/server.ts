@@ -12,6 +12,7 @@
  * validates a whole checkpoint inside the weight roots before swapping it in (serve/weights.ts).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { parseJson, readBody, send } from './http.js';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,9 +24,10 @@ import { DEFAULT_LIMITS, modelShape, SampleGuard, type ServeLimits } from './lim
 import type { LoraRegistry } from './lora.js';
 import type { ModelDefaults, ServeTokenizer } from './text.js';
 import { VllmRoutes } from './vllm.js';
+import type { ToolCallSettings } from './vllm-chat.js';
 import { stopList, topP } from './vllm-params.js';
 import { resolveWeightsPath } from './weights.js';
-import { BadRequest, boundedInt, boundedNum, errorReply, NotFound, optBool, TooLarge, tokenList } from './validate.js';
+import { BadRequest, boundedInt, boundedNum, errorReply, NotFound, optBool, tokenList } from './validate.js';
 import type { ServeReply } from './validate.js';
 
 export type { ServeReply } from './validate.js';
@@ -67,6 +69,8 @@ export interface ServeOptions {
   eosTokenId?: number;
   /** Every end id (generation_config's eos_token_id list); overrides eosTokenId. */
   eosTokenIds?: number[];
+  /** Tool-call parsing of chat replies (vLLM --enable-auto-tool-choice, --tool-call-parser); default off. */
+  toolCalls?: ToolCallSettings;
   /** Long-poll time for retrieve_future before answering {type: "try_again"} (ms). */
   futureWaitMs?: number;
   /** Where save_weights / load_weights keep trainer states (default: <tmpdir>/arbor-serve-state). */
@@ -127,6 +131,7 @@ export class ArborServer {
       skipTokenizerInit: options.skipTokenizerInit === true,
       defaults: { eosIds: this.eosIds, generation: options.generationDefaults ?? {} },
       lora: options.lora,
+      toolCalls: options.toolCalls,
     });
   }
 
@@ -211,7 +216,12 @@ export class ArborServer {
     const b = (body ?? {}) as Record<string, unknown>;
     const ok = (value: unknown): ServeReply => ({ status: 200, body: value });
     if (method === 'GET' && (url === '/health' || url === '/api/v1/healthz')) {
-      return ok({ status: 'ok', weight_version: this.options.sampler.weightVersion() });
+      const toolParseFailures = this.vllm.toolParseFailures;
+      return ok({
+        status: 'ok',
+        weight_version: this.options.sampler.weightVersion(),
+        tool_parse_failures: toolParseFailures,
+      });
     }
     if (method === 'GET' && url === '/v1/models') return ok(this.vllm.models());
     if (url.startsWith('/api/v1/')) {
@@ -389,59 +399,4 @@ export class ArborServer {
 
 function definedOnly<T extends object>(o: T): Partial<T> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
-}
-
-const MAX_BODY = 256 * 1024 * 1024;
-
-async function readBody(req: IncomingMessage): Promise<Buffer> {
-  const declared = Number(req.headers['content-length']);
-  if (Number.isFinite(declared) && declared > MAX_BODY) throw new TooLarge('request body larger than 256 MiB');
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > MAX_BODY) throw new TooLarge('request body larger than 256 MiB');
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks);
-}
-
-function parseJson(body: string | Buffer): unknown {
-  const text = typeof body === 'string' ? body : body.toString('utf8');
-  if (!text.trim()) return {};
-  try {
-    return JSON.parse(text);
-  } catch {
-    throw new BadRequest('request body is not valid JSON');
-  }
-}
-
-/** Write a reply: JSON, a raw body, or server-sent events as they come (stopped when the client leaves). */
-async function send(res: ServerResponse, reply: ServeReply): Promise<void> {
-  if (res.headersSent || res.destroyed) {
-    await drainFirst(reply);
-    return;
-  }
-  if (reply.events) {
-    const headers = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' };
-    res.writeHead(reply.status, { ...headers, ...reply.headers });
-    // iterating at least once runs the stream's own cleanup (its concurrency slot) even for a client already gone
-    for await (const event of reply.events) {
-      if (res.destroyed) break;
-      res.write(event);
-    }
-    res.end();
-    return;
-  }
-  const raw = reply.raw;
-  const data = raw ? raw.data : JSON.stringify(reply.body);
-  const type = raw ? raw.contentType : 'application/json';
-  res.writeHead(reply.status, { 'content-type': type, 'content-length': Buffer.byteLength(data), ...reply.headers });
-  res.end(data);
-}
-
-/** A stream nobody will read: start it and close it, so its cleanup runs. */
-async function drainFirst(reply: ServeReply): Promise<void> {
-  if (!reply.events) return;
-  for await (const _ of reply.events) break;
 }

@@ -7,7 +7,7 @@
  * embedded sampler cannot honour (min_p, penalties, logit_bias, beam search, structured output, ...)
  * is a 400 naming it, never silently ignored. Every error names the field.
  */
-import type { ChatMessage, ChatTool } from '../engine/types.js';
+import type { ChatMessage, ChatTool, ChatToolCall } from '../engine/types.js';
 import type { GenerationDefaults } from '../engine/tokenizer/hf.js';
 import { BadRequest, boundedInt, boundedNum, optBool, tokenList } from './validate.js';
 
@@ -156,9 +156,14 @@ export function promptInputs(
   return [{ ids: tokenList(value, 'prompt') }];
 }
 
-/** A message's content: a string, null, or OpenAI content parts of type text (joined by newlines, as vLLM does). */
-function messageContent(value: unknown, field: string): string | null {
-  if (value === undefined || value === null) return null;
+/**
+ * A message's content: a string, null, or OpenAI content parts of type text (joined by newlines, as vLLM
+ * does). Absent or null content is the empty string, as vLLM gives templates of the string content
+ * format (chat_utils.py `_parse_chat_message_content`: None → no parts → ""), so an assistant turn that
+ * only calls tools renders in templates that test `'</think>' in content` (Qwen3).
+ */
+function messageContent(value: unknown, field: string): string {
+  if (value === undefined || value === null) return '';
   if (typeof value === 'string') return value;
   if (!Array.isArray(value)) throw new BadRequest(`field "${field}" must be a string, null or a list of content parts`);
   return value
@@ -170,6 +175,34 @@ function messageContent(value: unknown, field: string): string | null {
       return p.text;
     })
     .join('\n');
+}
+
+/**
+ * One tool call of a message. In assistant messages a JSON-string `arguments` is parsed into its value
+ * and an empty one becomes `{}` (vllm-project/vllm vllm/entrypoints/chat_utils.py `_postprocess_messages`,
+ * read in the code index: templates expect objects), so a template renders the arguments with its own
+ * `tojson` whatever spacing the client re-serialised them with.
+ */
+function toolCallOf(value: unknown, field: string, parse: boolean): ChatToolCall {
+  const c = (value ?? {}) as { function?: { name?: unknown; arguments?: unknown } };
+  const fn = c.function;
+  if (typeof fn?.name !== 'string') throw new BadRequest(`field "${field}.function.name" must be a string`);
+  const args = fn.arguments;
+  if (!parse || (args !== null && typeof args === 'object')) return value as ChatToolCall;
+  if (args !== undefined && args !== null && typeof args !== 'string')
+    throw new BadRequest(`field "${field}.function.arguments" must be a JSON string or an object`);
+  let parsed: unknown = {};
+  if (args) {
+    try {
+      parsed = JSON.parse(args);
+    } catch {
+      throw new BadRequest(`field "${field}.function.arguments" is not valid JSON`);
+    }
+  }
+  return {
+    ...(value as ChatToolCall),
+    function: { ...fn, name: fn.name, arguments: parsed as Record<string, unknown> },
+  };
 }
 
 /** `messages`: a non-empty list of {role, content, tool_calls?, tool_call_id?, name?, reasoning_content?}. */
@@ -185,12 +218,9 @@ export function chatMessages(value: unknown): ChatMessage[] {
     const message: ChatMessage = { role: o.role, content: messageContent(o.content, `${field}.content`) };
     if (o.tool_calls !== undefined && o.tool_calls !== null) {
       if (!Array.isArray(o.tool_calls)) throw new BadRequest(`field "${field}.tool_calls" must be a list`);
-      o.tool_calls.forEach((c, j) => {
-        const fn = (c as { function?: { name?: unknown } } | null)?.function;
-        if (typeof fn?.name === 'string') return;
-        throw new BadRequest(`field "${field}.tool_calls[${j}].function.name" must be a string`);
-      });
-      message.tool_calls = o.tool_calls as ChatMessage['tool_calls'];
+      const calls = o.tool_calls.map((c, j) => toolCallOf(c, `${field}.tool_calls[${j}]`, o.role === 'assistant'));
+      // vLLM drops an empty list so that templates take the plain assistant path
+      if (calls.length || o.role !== 'assistant') message.tool_calls = calls;
     }
     for (const key of ['tool_call_id', 'name', 'reasoning_content'] as const) {
       const v = o[key];

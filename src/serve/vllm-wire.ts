@@ -1,7 +1,8 @@
 /**
  * Small pieces of vLLM's reply bodies shared by `arbor serve`'s completions and chat routes: the SSE
- * event line, ids and timestamps, the usage object (engine/remote/usage.ts's accounting: the prompt
- * tokens of n forks count as cached) and the model card of /v1/models.
+ * event line, ids and timestamps, the usage object (engine/remote/usage.ts's accounting over usage
+ * that generation.ts counts as vLLM does: each prompt once, however many continuations) and the model
+ * card of /v1/models.
  */
 import { randomUUID } from 'node:crypto';
 import { usageToWire } from '../engine/remote/usage.js';
@@ -34,7 +35,7 @@ export async function* sseStream(
   const usage = emptyUsage();
   try {
     yield* body(usage);
-    if (includeUsage) yield sse({ ...head, choices: [], usage: wireUsage(usage, false) });
+    if (includeUsage) yield sse({ ...head, choices: [], usage: dropNulls(wireUsage(usage, true)) });
   } catch (error) {
     yield sse(vllmError(error));
   } finally {
@@ -54,8 +55,9 @@ export function addUsage(into: SampleUsage, u: SampleUsage): void {
 }
 
 /**
- * vLLM's usage object; `details` adds prompt_tokens_details.cached_tokens (vLLM with
- * --enable-prompt-tokens-details; the final usage chunk of a stream omits it, as vLLM drops nulls there).
+ * vLLM's usage object; `details` adds prompt_tokens_details (vLLM with --enable-prompt-tokens-details):
+ * `{cached_tokens}` when some prompt tokens came from cache, else null (vLLM sets it only when
+ * num_cached_tokens is nonzero; the final usage chunk of a stream drops the null).
  */
 export function wireUsage(u: SampleUsage, details: boolean): Record<string, unknown> {
   const w = usageToWire(u);
@@ -65,8 +67,13 @@ export function wireUsage(u: SampleUsage, details: boolean): Record<string, unkn
     total_tokens: total,
     completion_tokens: w.completion_tokens,
   };
-  if (details) usage.prompt_tokens_details = { cached_tokens: w.cached_tokens };
+  if (details) usage.prompt_tokens_details = w.cached_tokens > 0 ? { cached_tokens: w.cached_tokens } : null;
   return usage;
+}
+
+/** The object without its null fields (pydantic's `exclude_none`, as vLLM writes its usage chunk). */
+function dropNulls(o: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== null));
 }
 
 /** A /v1/models card (vLLM's ModelCard with one ModelPermission). */

@@ -8,14 +8,15 @@
  * beam search, penalties, structured output (each a 400 naming the field).
  */
 import { DataError } from '../core/errors.js';
-import type { ChatMessage, SampleRequest, Sampler } from '../engine/types.js';
+import type { ChatMessage, SampleRequest, SampleUsage, Sampler } from '../engine/types.js';
 import type { GenerationDefaults } from '../engine/tokenizer/hf.js';
 import { generate, generateStream, type ChoiceDelta, type ChoiceOutput, type Generation } from './generation.js';
 import type { SampleGuard } from './limits.js';
 import type { LoraRegistry } from './lora.js';
 import { completionLogprobs, type LogprobEntry, type ModelDefaults, type ServeTokenizer } from './text.js';
 import { BadRequest, boundedInt, NotFound, optBool, tokenList, type ServeReply } from './validate.js';
-import { chatCompletion, type ChatHost } from './vllm-chat.js';
+import type { AnsweredCall, CallHooks } from './hooks.js';
+import { chatCompletion, type ChatHost, type ToolCallSettings } from './vllm-chat.js';
 import { chatMessages, chatTools, maxTokensField, promptInputs, samplingFields } from './vllm-params.js';
 import { templateFields, type PromptInput, type SamplingFields } from './vllm-params.js';
 import { addUsage, emptyUsage, modelCard, now, sse, sseStream, uid, wireUsage } from './vllm-wire.js';
@@ -36,6 +37,8 @@ export interface VllmRoutesOptions {
   skipTokenizerInit: boolean;
   defaults: ModelDefaults;
   lora?: LoraRegistry;
+  /** Tool-call parsing of chat replies (vLLM --enable-auto-tool-choice, --tool-call-parser); default off. */
+  toolCalls?: ToolCallSettings;
 }
 
 /** What the choices and chunks of one completions reply share. */
@@ -74,7 +77,13 @@ interface PromptScorer {
 }
 
 export class VllmRoutes implements ChatHost {
-  constructor(private readonly o: VllmRoutesOptions) {}
+  readonly toolCalls: ToolCallSettings;
+  /** Chat replies whose tool-call markup did not parse (sent back as content). */
+  toolParseFailures = 0;
+
+  constructor(private readonly o: VllmRoutesOptions) {
+    this.toolCalls = o.toolCalls ?? { autoToolChoice: false };
+  }
 
   get guard(): SampleGuard {
     return this.o.guard;
@@ -153,7 +162,7 @@ export class VllmRoutes implements ChatHost {
     return this.o.guard.acquire();
   }
 
-  async completions(b: Record<string, unknown>, signal?: AbortSignal): Promise<ServeReply> {
+  async completions(b: Record<string, unknown>, signal?: AbortSignal, hooks?: CallHooks): Promise<ServeReply> {
     const target = this.target(b.model);
     const stream = optBool(b.stream, 'stream', false);
     if (b.stream_options !== undefined && b.stream_options !== null && !stream) {
@@ -164,7 +173,7 @@ export class VllmRoutes implements ChatHost {
       b.logprobs === undefined || b.logprobs === null
         ? undefined
         : boundedInt(b.logprobs, 'logprobs', 0, 0, this.limits.maxLogprobs);
-    const s = samplingFields(b, this.o.defaults.generation, this.limits.maxN);
+    let s = samplingFields(b, this.o.defaults.generation, this.limits.maxN);
     const asIds = optBool(b.return_tokens_as_token_ids, 'return_tokens_as_token_ids', false);
     const returnIds = optBool(b.return_token_ids, 'return_token_ids', false);
     const addSpecial = optBool(b.add_special_tokens, 'add_special_tokens', true);
@@ -172,7 +181,11 @@ export class VllmRoutes implements ChatHost {
     const encode = tokenizer && ((t: string) => tokenizer.encode(t, addSpecial));
     const prompts = promptInputs(b.prompt, encode, `field "prompt": ${NO_TOKENIZER}`);
     // echo without generation: vLLM samples one hidden token (counted in usage) and returns the prompt only
-    const maxTokens = maxTokensField(b.max_tokens, 'max_tokens', 16, this.o.defaults.generation, echo ? 0 : 1);
+    let maxTokens = maxTokensField(b.max_tokens, 'max_tokens', 16, this.o.defaults.generation, echo ? 0 : 1);
+    if (hooks) {
+      if (echo) throw new BadRequest('field "echo": the agent gateway samples continuations only (echo is off)');
+      ({ sampling: s, maxTokens } = hooks.policy(s, maxTokens));
+    }
     const echoOnly = echo && maxTokens === 0;
     const name = k === undefined ? undefined : this.tokenName(asIds);
     const gens = prompts.map((p, i) => {
@@ -202,7 +215,7 @@ export class VllmRoutes implements ChatHost {
     if (stream) {
       const options = b.stream_options as { include_usage?: unknown } | null | undefined;
       const includeUsage = optBool(options?.include_usage, 'stream_options.include_usage', false);
-      const events = this.completionEvents(target.sampler, gens, c, includeUsage, release, signal);
+      const events = this.completionEvents(target.sampler, gens, c, includeUsage, release, signal, hooks);
       return { status: 200, body: null, events };
     }
     try {
@@ -211,6 +224,7 @@ export class VllmRoutes implements ChatHost {
       for (let i = 0; i < gens.length; i++) {
         const out = await generate(target.sampler, this.o.guard, gens[i], signal);
         addUsage(usage, out.usage);
+        hooks?.record(completionRecord(gens[i], out.choices, out.usage, target.sampler));
         const promptEntries = await scored?.[i]();
         for (const o of out.choices) {
           choices.push({ index: choices.length, ...this.completionChoice(c, i, o, promptEntries) });
@@ -284,35 +298,70 @@ export class VllmRoutes implements ChatHost {
     includeUsage: boolean,
     release: () => void,
     signal?: AbortSignal,
+    hooks?: CallHooks,
   ): AsyncGenerator<string> {
     const head = { id: c.id, object: 'text_completion', created: c.created, model: c.model };
     const self = this;
-    yield* sseStream(head, includeUsage, release, async function* (usage) {
-      for (let i = 0; i < gens.length; i++) {
-        const promptEntries = await c.scored?.[i]();
-        const started = new Set<number>();
-        const run = generateStream(sampler, self.o.guard, gens[i], signal);
-        for (let step = await run.next(); ; step = await run.next()) {
-          if (step.done) {
-            addUsage(usage, step.value);
-            break;
+    // the gateway's record of the prompt being streamed (recorded when it ends, or when the client leaves)
+    let open: { g: Generation; outputs: ChoiceOutput[]; usage: SampleUsage } | undefined;
+    const flush = () => {
+      if (open && hooks) hooks.record(completionRecord(open.g, open.outputs, open.usage, sampler));
+      open = undefined;
+    };
+    try {
+      yield* sseStream(head, includeUsage, release, async function* (usage) {
+        for (let i = 0; i < gens.length; i++) {
+          const promptEntries = await c.scored?.[i]();
+          const started = new Set<number>();
+          const n = gens[i].request.n ?? 1;
+          open = { g: gens[i], outputs: Array.from({ length: n }, () => emptyOutput()), usage: emptyUsage() };
+          const run = generateStream(sampler, self.o.guard, gens[i], signal);
+          for (let step = await run.next(); ; step = await run.next()) {
+            if (step.done) {
+              addUsage(usage, step.value);
+              addUsage(open.usage, step.value);
+              break;
+            }
+            for (const d of step.value) accumulate(open.outputs[d.choice], d);
+            yield* self.completionDeltas(c, i, step.value, started, promptEntries, head);
           }
-          for (const d of step.value) {
-            const first = !started.has(d.choice);
-            started.add(d.choice);
-            const echoNow = c.echo && first;
-            const choice = self.completionChoice(c, i, d, promptEntries, echoNow, echoNow ? 0 : d.textOffset);
-            // vLLM sends prompt_token_ids with a continuation's first chunk only
-            if (!first) choice.prompt_token_ids = null;
-            yield sse({ ...head, choices: [{ index: i * c.n + d.choice, ...choice }], usage: null });
-          }
+          flush();
         }
-      }
-    });
+      });
+    } finally {
+      flush();
+    }
   }
 
-  chat(b: Record<string, unknown>, signal?: AbortSignal): Promise<ServeReply> {
-    return chatCompletion(this, b, signal);
+  /** The chunks of one streamed segment: one per continuation it advanced. */
+  private *completionDeltas(
+    c: CompletionShape,
+    i: number,
+    deltas: ChoiceDelta[],
+    started: Set<number>,
+    promptEntries: LogprobEntry[] | undefined,
+    head: Record<string, unknown>,
+  ): Generator<string> {
+    for (const d of deltas) {
+      const first = !started.has(d.choice);
+      started.add(d.choice);
+      const echoNow = c.echo && first;
+      const choice = this.completionChoice(c, i, d, promptEntries, echoNow, echoNow ? 0 : d.textOffset);
+      // vLLM sends prompt_token_ids with a continuation's first chunk only
+      if (!first) choice.prompt_token_ids = null;
+      yield sse({ ...head, choices: [{ index: i * c.n + d.choice, ...choice }], usage: null });
+    }
+  }
+
+  chat(b: Record<string, unknown>, signal?: AbortSignal, hooks?: CallHooks): Promise<ServeReply> {
+    return chatCompletion(this, b, signal, hooks);
+  }
+
+  /** Ids of text a chat template writes (a forced tool-call prefix): special tokens parsed, nothing added. */
+  encodeTemplateText(text: string): number[] {
+    const tokenizer = this.o.tokenizer;
+    if (!tokenizer) throw new BadRequest(`field "tool_choice": ${NO_TOKENIZER}`);
+    return tokenizer.encode(text, false);
   }
 
   /** The prompt ids of a chat: the template rendered (messages, tools, options), then encoded. */
@@ -397,4 +446,30 @@ export class VllmRoutes implements ChatHost {
 /** vLLM's LoRA routes answer `Response(content=str)`: plain text, no JSON. */
 function textReply(text: string): ServeReply {
   return { status: 200, body: null, raw: { contentType: 'text/plain; charset=utf-8', data: text } };
+}
+
+/** A continuation being streamed, before its first delta. */
+function emptyOutput(): ChoiceOutput {
+  return { tokens: [], logprobs: [], text: '', finishReason: 'abort', stopReason: null };
+}
+
+/** Add a streamed delta to its continuation (a continuation that never finished stays `abort`). */
+function accumulate(o: ChoiceOutput, d: ChoiceDelta): void {
+  o.tokens.push(...d.tokens);
+  o.logprobs.push(...d.logprobs);
+  o.text += d.text;
+  if (d.finishReason) o.finishReason = d.finishReason;
+}
+
+/** The gateway's record of one prompt of a completions request (no messages, no tool calls). */
+function completionRecord(g: Generation, outputs: ChoiceOutput[], usage: SampleUsage, sampler: Sampler): AnsweredCall {
+  const choices = outputs.map((o) => ({
+    tokens: o.tokens,
+    logprobs: o.logprobs,
+    finishReason: o.finishReason,
+    message: { text: o.text },
+    toolCalls: [],
+    toolParseFailed: false,
+  }));
+  return { route: 'completions', promptIds: g.request.tokens, choices, usage, weightVersion: sampler.weightVersion() };
 }

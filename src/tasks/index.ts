@@ -315,6 +315,7 @@ async function loadTaskModule(file: string, options: Record<string, unknown>): P
     ['demonstrationTurns', (t) => optionalFunction(t.demonstrationTurns)],
     ['prepare', (t) => optionalFunction(t.prepare)],
     ['transcript', (t) => optionalFunction(t.transcript)],
+    ['agentTranscript', (t) => optionalFunction(t.agentTranscript)],
     ['firstWrongStep', (t) => optionalFunction(t.firstWrongStep)],
   ]);
   return guardedTask(task, file);
@@ -365,6 +366,11 @@ function guardedTask(task: Task, file: string): Task {
       : {}),
     ...(task.transcript
       ? { transcript: guard('transcript', task.transcript, (item) => `item ${JSON.stringify(item.id)}`) }
+      : {}),
+    ...(task.agentTranscript
+      ? {
+          agentTranscript: guard('agentTranscript', task.agentTranscript, (item) => `item ${JSON.stringify(item.id)}`),
+        }
       : {}),
   };
 }

@@ -6,6 +6,7 @@
 import type { TaskItem } from '../core/types.js';
 import type { RewardFunction } from '../filter/types.js';
 import type { TranscriptMessage } from '../env/transcript.js';
+import type { AgentTranscript } from '../run/chat-transcripts.js';
 
 export type Split = 'train' | 'test';
 
@@ -30,6 +31,12 @@ export interface Task {
    * `tool_calls`, `tool` results), rendered in the run's tool format for the warm start.
    */
   transcript?(item: TaskItem): TranscriptMessage[];
+  /**
+   * Agents trained through the gateway (`env.kind: agent`): the conversation your agent would have for
+   * `item` — the messages and tools it sends, with assistant turns and tool results as a good agent run
+   * writes them — rendered through the model's chat template for the warm start (run/chat-transcripts.ts).
+   */
+  agentTranscript?(item: TaskItem): AgentTranscript;
   /** Load what the task needs before makeItems (dataset files); callers await it once. */
   prepare?(): Promise<void>;
 }

@@ -111,6 +111,10 @@ const COVERAGE: Record<string, Coverage> = {
   // `npm test` (package.json scripts.test) runs both before the tests
   'npm run format:check': { test: 'package.json', markers: ['&& npm run format:check &&'] },
   'npm run lint': { test: 'package.json', markers: ['&& npm run lint &&'] },
+  'arbor train examples/ai-sdk-agent/config.yaml': {
+    test: 'test/run/ai-sdk-example.test.ts',
+    markers: ["'examples/ai-sdk-agent/config.yaml'"],
+  },
   'arbor train examples/custom-task/config.yaml': {
     test: 'test/api/example.test.ts',
     markers: ['npx arbor train examples/custom-task/config.yaml'],
@@ -138,6 +142,7 @@ const COVERAGE: Record<string, Coverage> = {
   'npm run bench -- reliability': { bench: 'reliability' },
   'npm run bench -- replay': { bench: 'replay' },
   'npm run bench -- agent': { bench: 'agent' },
+  'npm run bench -- gateway': { bench: 'gateway' },
   'npm run bench -- curriculum': { bench: 'curriculum' },
   'npm run bench -- orchestrator': { bench: 'orchestrator' },
   'npm run bench -- verifiers': { bench: 'verifiers' },

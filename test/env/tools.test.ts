@@ -169,7 +169,7 @@ test('tool environment: state per episode, forks isolated, metrics, a turn witho
 });
 
 test('env config: the union over kind, unknown kinds and keys, tools modules relative to baseDir', async () => {
-  assert.deepEqual(knownEnvKinds(), ['calculator', 'kv', 'code', 'tools', 'module', 'mcp', 'openenv']);
+  assert.deepEqual(knownEnvKinds(), ['calculator', 'kv', 'code', 'tools', 'module', 'mcp', 'openenv', 'agent']);
   assert.equal(envOptionsSchema.parse({ kind: 'calculator' }).kind, 'calculator');
   await assert.rejects(
     envFactoryFromConfig({ kind: 'nope' }, { baseDir: '.' }),

@@ -267,6 +267,8 @@ test('chat completions through the chat template (tools, chat_template_kwargs), 
     max_tokens: 12,
     temperature: 0,
     tools,
+    // this server parses no tool calls (no --tool-call-parser): vLLM answers tools with the default "auto" 400
+    tool_choice: 'none' as const,
     chat_template_kwargs: { enable_thinking: false },
     return_token_ids: true,
   };

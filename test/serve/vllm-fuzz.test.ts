@@ -1,8 +1,9 @@
 /**
  * Fuzzing the vLLM routes `arbor serve` gained for Hugging Face models (the older routes have
  * test/reliability/serve-fuzz.ts): property-based bodies for /v1/completions (text prompts, stop
- * strings, echo, stream), /v1/chat/completions and /tokenize (hostile messages, tools and template
- * kwargs through the real Qwen3 chat template), /detokenize and the LoRA routes, answered in process.
+ * strings, echo, stream), /v1/chat/completions and /tokenize (hostile messages, tools, tool_choice and
+ * template kwargs through the real Qwen3 chat template; replies parsed by the hermes tool-call parser),
+ * /detokenize and the LoRA routes, answered in process.
  * No case may answer 5xx, throw or hang, and every error must be vLLM's envelope repeating the status.
  * A sabotaged server (a tokenizer that throws a plain error) must be caught.
  */
@@ -144,6 +145,9 @@ const bodies: Record<string, { route: string; arb: fc.Arbitrary<unknown> }> = {
         ...sampling,
         messages,
         tools,
+        tool_choice: field(
+          fc.constantFrom('none', 'auto', 'required', { type: 'function', function: { name: 'add' } }, 'any'),
+        ),
         add_generation_prompt: field(fc.boolean()),
         continue_final_message: field(fc.boolean()),
         chat_template_kwargs: field(rec({ enable_thinking: field(fc.boolean()) })),
@@ -239,7 +243,10 @@ test(
   { timeout: 240_000 },
   async () => {
     const engine = await loadServeEngine({ checkpoint: dir, name: 'tiny', enableLora: true });
-    const server = new ArborServer({ ...engine.options, limits: { ...engine.options.limits, maxN: 2 } });
+    // with vLLM's --enable-auto-tool-choice --tool-call-parser hermes: a chat with tools is parsed, not refused
+    const toolCalls = { autoToolChoice: true, parser: 'hermes' as const };
+    const limits = { ...engine.options.limits, maxN: 2 };
+    const server = new ArborServer({ ...engine.options, limits, toolCalls });
     const r = await fuzz(server, 100, 7);
     console.log(`# vLLM routes fuzz: statuses ${JSON.stringify(r.statuses)}`);
     assert.deepEqual(r.failures, []);

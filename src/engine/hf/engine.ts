@@ -140,7 +140,7 @@ export function writeHfMeta(dir: string, info: HfModelInfo): void {
 export interface HfWarmStart {
   /** The warm-start directory (a model directory, or a PEFT adapter directory). */
   dir: string;
-  examples: () => SftExample[];
+  examples: (tokenizer?: HFTokenizer) => SftExample[];
   seed: number;
   sft: Pick<SftOptions, 'steps' | 'batchSize' | 'learningRate' | 'onProgress'>;
   /** What it trains: every weight, or the adapter. */
@@ -173,7 +173,7 @@ export async function hfStart(
   const { model: m, info, tokenizer } = await openHfModel(baseDir, { kernels, contextLength: model.contextLength });
   const adapter =
     warm.trains === 'adapter' ? runAdapter(m, model.lora, model.lora?.adapter, model.initSeed, log) : undefined;
-  const data = warm.examples();
+  const data = warm.examples(tokenizer);
   log?.(
     'warm-start: SFT of ' +
       (adapter ? `a rank-${adapter.rank} LoRA adapter (${adapter.parameterCount} parameters) on` : 'every weight of') +

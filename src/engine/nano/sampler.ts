@@ -4,7 +4,10 @@
  * cacheHandle names a retained sequence forks it and prefills only the new tokens), each request's
  * context is forked into its n continuations (no recomputation, copy-on-write for the last partial
  * page), and all continuations decode together one token per step. Retained continuations return a
- * cacheHandle; handles die when the model's weight version changes (stale KV is never reused).
+ * cacheHandle; handles die when the model's weight version changes (stale KV is never reused). A
+ * handle keeps its continuation's random generator too: a request with `continueRandom` draws on from
+ * it, so sampling in segments picks exactly the tokens one request would: the last token, re-entered
+ * through prefill, gets the logits its decode step gets when the same rows share the forward call.
  * Contexts are clamped at contextLength: a continuation reaching it finishes with reason "length".
  * Cancellation (`signal`, the `abortProbe` option) and the partial-rollout stop rule
  * (`stopAfterGroups`) are checked before every decode step: when one holds, every continuation still
@@ -50,6 +53,8 @@ interface Retained {
   seq: number;
   tokens: number[];
   version: number;
+  /** The continuation's generator after its last token (`continueRandom` draws on from a copy). */
+  rng: Rng;
 }
 
 interface Continuation {
@@ -96,7 +101,7 @@ export class NanoSampler implements Sampler {
       entropy: true,
       topLogprobs: true,
       forcedTokens: true,
-      cacheHandles: true,
+      cacheHandles: options.prefixSharing ?? true,
       prefixCaching: false,
       distinctFirstTokens: true,
       hiddenSize: C,
@@ -129,6 +134,13 @@ export class NanoSampler implements Sampler {
     return this.retained.size;
   }
 
+  /** The retained sequence `r` continues: a live handle of this weight version whose tokens `r` extends. */
+  private liveHandle(r: SampleRequest, version: number): Retained | undefined {
+    const handle = this.prefixSharing && r.cacheHandle ? this.retained.get(r.cacheHandle) : undefined;
+    if (!handle || handle.version !== version || !isPrefix(handle.tokens, r.tokens)) return undefined;
+    return r.tokens.length > this.cache.length(handle.seq) ? handle : undefined;
+  }
+
   private dropStale(): void {
     if (this.model.weightVersion === this.cacheVersion) return;
     this.release([...this.retained.keys()]);
@@ -140,6 +152,14 @@ export class NanoSampler implements Sampler {
     const { vocabSize: V, contextLength } = this.model.config;
     const version = this.model.weightVersion;
     requests.forEach((r, i) => validateRequest(r, i, V, contextLength));
+    const live = requests.map((r) => this.liveHandle(r, version));
+    requests.forEach((r, i) => {
+      if (r.continueRandom && !live[i])
+        throw new EngineCallError(
+          `nano sampler: request ${i}: continueRandom needs the live cacheHandle of a retained continuation`,
+          { isRetryable: false },
+        );
+    });
     const stop = options.stopAfterGroups;
     if (stop && stop.groupOf.length !== requests.length)
       throw new EngineCallError(
@@ -152,13 +172,8 @@ export class NanoSampler implements Sampler {
     const prefills: Array<{ request: number; seq: number; start: number; child?: number }> = [];
     requests.forEach((r, i) => {
       const n = r.n ?? 1;
-      const handle = this.prefixSharing && r.cacheHandle ? this.retained.get(r.cacheHandle) : undefined;
-      if (
-        handle &&
-        handle.version === version &&
-        isPrefix(handle.tokens, r.tokens) &&
-        r.tokens.length > this.cache.length(handle.seq)
-      ) {
+      const handle = live[i];
+      if (handle) {
         const [seq] = this.cache.fork(handle.seq, 1);
         prefills.push({ request: i, seq, start: this.cache.length(handle.seq) });
       } else if (this.prefixSharing) {
@@ -175,11 +190,13 @@ export class NanoSampler implements Sampler {
       const r = requests[p.request];
       const n = r.n ?? 1;
       const computed = r.tokens.length - p.start;
-      const seed = r.seed ?? this.seedRng.nextU32();
+      // a continued stream draws on from a copy of the retained generator (the handle stays reusable)
+      const continued = r.continueRandom ? live[p.request]!.rng : undefined;
+      const seed = continued ? 0 : (r.seed ?? this.seedRng.nextU32());
       const make = (seq: number, c: number): Continuation => ({
         request: p.request,
         seq,
-        rng: new Rng(seed).fork(c),
+        rng: continued ? new Rng(continued.getState()) : new Rng(seed).fork(c),
         forced: r.forcedTokens?.[c],
         tokens: [],
         logprobs: [],
@@ -221,7 +238,7 @@ export class NanoSampler implements Sampler {
       if (r.returnHidden && c.hidden) completion.hidden = Array.from(c.hidden);
       if (r.retain && this.prefixSharing) {
         const handle = `h${++this.handleCounter}`;
-        this.retained.set(handle, { seq: c.seq, tokens: r.tokens.concat(c.tokens), version });
+        this.retained.set(handle, { seq: c.seq, tokens: r.tokens.concat(c.tokens), version, rng: c.rng });
         completion.cacheHandle = handle;
       } else {
         this.cache.free(c.seq);
@@ -435,5 +452,6 @@ function validateRequest(r: SampleRequest, i: number, V: number, contextLength: 
   if (!(r.maxTokens >= 1)) throw fail(`maxTokens must be ≥ 1, got ${r.maxTokens}`);
   const n = r.n ?? 1;
   if (!(Number.isInteger(n) && n >= 1)) throw fail(`n must be a positive integer, got ${n}`);
+  if (r.continueRandom && n !== 1) throw fail(`continueRandom continues one stream: n must be 1, got ${n}`);
   if (r.forcedTokens && r.forcedTokens.some((t) => !(t >= 0 && t < V))) throw fail('forcedTokens outside vocabulary');
 }

@@ -29,6 +29,11 @@ export interface SftExample {
   segments?: Array<{ text: string; role: 'policy' | 'env'; plain?: boolean }>;
   /** Where it came from, for error messages (`file:line`). */
   source?: string;
+  /**
+   * Already token ids (a chat transcript rendered whole through the model's chat template, as the agent
+   * gateway renders it): used as they are instead of encoding `prompt` and `completion`.
+   */
+  ids?: { prompt: number[]; completion: number[]; mask: number[] };
 }
 
 export interface SftOptions {
@@ -80,6 +85,7 @@ export function sftSequence(
   example: SftExample,
   encodePrompt = plainPrompt(tokenizer),
 ): { prompt: number[]; completion: number[]; mask: number[] } {
+  if (example.ids) return example.ids;
   const prompt = encodePrompt(example.prompt);
   const completion: number[] = [];
   const mask: number[] = [];

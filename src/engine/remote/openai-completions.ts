@@ -169,6 +169,7 @@ export function parseCompletionsReply(
         cached_tokens: usage.prompt_tokens_details?.cached_tokens ?? 0,
       },
       decoded,
+      n,
     ),
     weightVersion,
   };

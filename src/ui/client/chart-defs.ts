@@ -1,4 +1,9 @@
-/** Which metrics.jsonl fields the dashboard and report.html chart, and how they are grouped. */
+/**
+ * Which metrics.jsonl fields the dashboard and report.html chart, and how they are grouped: a fixed list,
+ * plus the reward components a run logged (`reward/<name>`, one key per component its reward returns),
+ * found in the rows themselves since their names are the user's.
+ */
+import type { MetricsRow } from '../types.js';
 
 export interface MetricDef {
   key: string;
@@ -94,6 +99,40 @@ export const COMPARE_METRICS: MetricDef[] = [
   { key: 'loss', label: 'loss' },
   { key: 'prefix_reuse_ratio', label: 'prefix reuse ratio' },
 ];
+
+/** Metrics key prefix of a reward component (src/run/step-log.ts writes `reward/<name>`). */
+export const REWARD_COMPONENT_PREFIX = 'reward/';
+
+export function isRewardComponent(key: string): boolean {
+  return key.startsWith(REWARD_COMPONENT_PREFIX) && key.length > REWARD_COMPONENT_PREFIX.length;
+}
+
+/** The reward-component keys present in any of the rows, sorted. */
+export function rewardComponentKeys(rows: Iterable<MetricsRow>): string[] {
+  const keys = new Set<string>();
+  for (const row of rows) for (const k of Object.keys(row)) if (isRewardComponent(k)) keys.add(k);
+  return [...keys].sort();
+}
+
+/** One run's charts: CHARTS, with "Reward components" (a line per component) after the reward chart. */
+export function runCharts(rows: Iterable<MetricsRow>): ChartDef[] {
+  const keys = rewardComponentKeys(rows);
+  if (!keys.length) return CHARTS;
+  const components: ChartDef = {
+    id: 'reward-components',
+    title: 'Reward components',
+    metrics: keys.map((key) => ({ key, label: key.slice(REWARD_COMPONENT_PREFIX.length) })),
+  };
+  const at = CHARTS.findIndex((c) => c.id === 'reward') + 1;
+  return [...CHARTS.slice(0, at), components, ...CHARTS.slice(at)];
+}
+
+/** Compare charts: COMPARE_METRICS, then one chart per reward component any of the runs logged. */
+export function compareCharts(rows: Iterable<MetricsRow>): ChartDef[] {
+  const single = (m: MetricDef): ChartDef => ({ id: m.key, title: m.label, metrics: [m] });
+  const components = rewardComponentKeys(rows).map((key) => ({ key, label: `train ${key}` }));
+  return [...COMPARE_METRICS, ...components].map(single);
+}
 
 export const COLORS = [
   '#2563eb',

@@ -1,10 +1,20 @@
 /**
  * The grid of charts for one run, or for several runs overlaid (compare): an x-axis switch (step,
  * tokens decoded, wall time), EMA smoothing, and a menu to chart any other numeric metric. Used by
- * the dashboard and by report.html.
+ * the dashboard and by report.html. The grid is rebuilt when the rows bring a new reward component.
  */
 import type { MetricsRow } from '../types.js';
-import { CHARTS, COLORS, COMPARE_METRICS, X_AXES, type ChartDef, type MetricDef, type XAxis } from './chart-defs.js';
+import {
+  CHARTS,
+  COLORS,
+  compareCharts,
+  isRewardComponent,
+  runCharts,
+  X_AXES,
+  type ChartDef,
+  type MetricDef,
+  type XAxis,
+} from './chart-defs.js';
 import { lineChart, type Chart, type LineSeries } from './chart.js';
 import { clear, h, select } from './dom.js';
 import { smooth } from './smooth.js';
@@ -42,6 +52,11 @@ const CHARTED = new Set([
   'tokens_decoded_total',
 ]);
 
+/** Which charts, with which lines: a change means the grid must be rebuilt. */
+function chartsKey(defs: ChartDef[]): string {
+  return JSON.stringify(defs.map((d) => [d.id, d.metrics.map((m) => m.key)]));
+}
+
 export class ChartsPanel {
   readonly el = h('section', { class: 'charts-panel' });
   private readonly grid = h('div', { class: 'charts' });
@@ -58,8 +73,9 @@ export class ChartsPanel {
 
   setRuns(runs: RunRows[]): void {
     const keysBefore = this.metricKeys().join();
+    const chartsBefore = chartsKey(this.defs());
     this.runs = runs;
-    if (!this.charts.length) this.rebuild();
+    if (!this.charts.length || chartsKey(this.defs()) !== chartsBefore) this.rebuild();
     else {
       this.refresh();
       if (this.metricKeys().join() !== keysBefore) this.renderControls();
@@ -67,14 +83,15 @@ export class ChartsPanel {
   }
 
   private defs(): ChartDef[] {
-    const base = this.compare ? COMPARE_METRICS.map((m) => ({ id: m.key, title: m.label, metrics: [m] })) : CHARTS;
+    const rows = this.runs.flatMap((r) => r.rows);
+    const base = this.compare ? compareCharts(rows) : runCharts(rows);
     return [...base, ...this.extra.map((k) => ({ id: k, title: k, metrics: [{ key: k, label: k }] }))];
   }
 
   private metricKeys(): string[] {
     const keys = new Set<string>();
     for (const r of this.runs) for (const row of r.rows) for (const k of Object.keys(row)) keys.add(k);
-    return [...keys].filter((k) => !CHARTED.has(k) && !this.extra.includes(k)).sort();
+    return [...keys].filter((k) => !CHARTED.has(k) && !isRewardComponent(k) && !this.extra.includes(k)).sort();
   }
 
   private series(def: ChartDef): LineSeries[] {

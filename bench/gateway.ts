@@ -54,6 +54,7 @@ import { z } from 'zod';
 import { benchOutDir, printTable, trainInChild, writeBenchJson } from './util.js';
 
 const EXAMPLE = 'examples/ai-sdk-agent/config.yaml';
+const FETCH_AGENT = 'testkit/gateway/agents/fetch-weather.ts';
 const CLIENTS = {
   'ai-sdk': 'examples/ai-sdk-agent/agent.ts',
   openai: 'examples/ai-sdk-agent/openai-agent.ts',
@@ -118,9 +119,9 @@ export async function main(args: string[]): Promise<void> {
   }
   if (!skip.has('overhead')) {
     const rounds = Number(arg(args, 'rounds', '3'));
-    const o = await overhead(example, warm, rounds);
+    const o = await overhead(example, warm, rounds, CLIENTS['ai-sdk']);
     headline.gateway_overhead = o.overhead;
-    details.overhead = o;
+    details.overhead = { ...o, fetch_agent: await overhead(example, warm, rounds, FETCH_AGENT) };
   }
   if (!skip.has('example')) {
     const seeds = Number(arg(args, 'seeds', '3'));
@@ -349,9 +350,13 @@ function templateFormat(tokenizer: HFTokenizer, tools: ToolSpec[]): ToolCallForm
   };
 }
 
-/** Rollout wall time of the same prompts × G episodes through the gateway (the AI SDK agent) and in process. */
-async function overhead(example: ArborConfig, warm: string, rounds: number) {
-  const config = example;
+/**
+ * Rollout wall time of the same prompts × G episodes through the gateway and in process, alternated
+ * round by round: `module` is the agent driven through the gateway (the example's AI SDK agent for the
+ * headline; a plain-fetch agent for the gateway's own share, without a client library's).
+ */
+async function overhead(example: ArborConfig, warm: string, rounds: number, module: string) {
+  const config = parseConfig({ ...example, env: { ...example.env, module } });
   const { tokenizer, sampler } = await openModel(config, warm);
   const task = await taskFromConfig(config.task);
   const items = task.makeItems('train', config.run.promptsPerStep * rounds, config.run.seed + 11);
@@ -397,8 +402,11 @@ async function overhead(example: ArborConfig, warm: string, rounds: number) {
   }
   const gatewayMs = mean(times.gateway);
   const inProcessMs = mean(times.inProcess);
+  const calls = agent.gateway.batches.calls;
   const result = {
+    agent: module,
     overhead: 1 - inProcessMs / gatewayMs,
+    ms_per_gateway_call: (rounds * (gatewayMs - inProcessMs)) / Math.max(1, calls),
     gateway_ms: times.gateway,
     in_process_ms: times.inProcess,
     tokens_per_episode: {

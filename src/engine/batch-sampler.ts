@@ -2,13 +2,23 @@
  * A Sampler that gathers the requests of concurrent callers into one call of the sampler it wraps.
  * The agent gateway answers many agents at once, each with its own HTTP request; the embedded engine
  * decodes every continuation of one `sample()` call together, so requests that arrive while a call is
- * running (or in the same turn of the event loop) are sent together as the next call. Each request
- * keeps its own seed and sampling fields, and the engine's results do not depend on what else is in
- * the batch, so batching changes speed, not tokens. A batch that fails is retried request by request,
- * so one bad request fails alone; one cancelled while it waits ends `abort` with nothing sampled, as the
- * engine ends a cancelled call. Calls with a partial-rollout stop rule are passed through unbatched.
+ * running (or while the batch gathers) are sent together as the next call. Each request keeps its own
+ * seed and sampling fields. Requests for the same context with the same sampling fields are merged into
+ * one request with a seed per continuation (when the wrapped sampler honours `seeds`), so the context is
+ * computed once and each still samples as it would alone. The engine's numerics depend on a batch's
+ * composition only in the last float bits (~1e-7 in a log-prob), so batching changes speed, and a token
+ * only where a draw falls within that rounding of a boundary. A batch that fails is retried request by
+ * request, so one bad request fails alone; a request cancelled while it waited ends `abort` with nothing
+ * sampled, as the engine ends a cancelled call. Calls with a partial-rollout stop rule pass through.
  */
-import type { SampleOptions, SampleRequest, SampleResult, Sampler, SamplerCapabilities } from './types.js';
+import type {
+  SampleCompletion,
+  SampleOptions,
+  SampleRequest,
+  SampleResult,
+  Sampler,
+  SamplerCapabilities,
+} from './types.js';
 
 interface Waiting {
   requests: SampleRequest[];
@@ -17,14 +27,29 @@ interface Waiting {
   reject: (error: unknown) => void;
 }
 
+/** When a batch is sent: at once, or once the callers that will send have sent (the gateway's episodes). */
+export interface GatherOptions {
+  /** True when no more requests are expected before the next batch (every open episode has a call waiting). */
+  complete(): boolean;
+  /** Send anyway once no request arrived for this long (ms). */
+  idleMs: number;
+  /** Send anyway this long (ms) after the first request of the batch arrived. */
+  maxWaitMs: number;
+}
+
 export class BatchingSampler implements Sampler {
   readonly specificationVersion = 'arbor.sampler.v1' as const;
   private queue: Waiting[] = [];
   private running = false;
-  /** Calls made to the wrapped sampler, and the callers' calls they carried (for tests and metrics). */
-  readonly counts = { batches: 0, calls: 0 };
+  private firstArrival = 0;
+  private lastArrival = 0;
+  /** Calls made to the wrapped sampler, the callers' calls they carried, and requests merged into another. */
+  readonly counts = { batches: 0, calls: 0, merged: 0 };
 
-  constructor(readonly inner: Sampler) {}
+  constructor(
+    readonly inner: Sampler,
+    private readonly gather?: GatherOptions,
+  ) {}
 
   get capabilities(): SamplerCapabilities {
     return this.inner.capabilities;
@@ -41,22 +66,34 @@ export class BatchingSampler implements Sampler {
   sample(requests: SampleRequest[], options: SampleOptions = {}): Promise<SampleResult[]> {
     if (options.stopAfterGroups || requests.length === 0) return this.inner.sample(requests, options);
     return new Promise((resolve, reject) => {
+      const now = Date.now();
+      if (!this.queue.length) this.firstArrival = now;
+      this.lastArrival = now;
       this.queue.push({ requests, signal: options.signal, resolve, reject });
       this.pump();
     });
   }
 
-  /** Start the next batch unless one is running: everything queued by the next turn of the event loop. */
+  /** Start the next batch unless one is running: what is queued once the batch is gathered. */
   private pump(): void {
     if (this.running || !this.queue.length) return;
     this.running = true;
-    setImmediate(() => {
+    const send = () => {
       const batch = this.queue.splice(0);
       void this.run(batch).finally(() => {
         this.running = false;
         this.pump();
       });
-    });
+    };
+    const g = this.gather;
+    if (!g) return void setImmediate(send);
+    const check = () => {
+      const now = Date.now();
+      const ready = g.complete() || now - this.lastArrival >= g.idleMs || now - this.firstArrival >= g.maxWaitMs;
+      if (ready) send();
+      else setTimeout(check, 1);
+    };
+    setImmediate(check);
   }
 
   private async run(batch: Waiting[]): Promise<void> {
@@ -70,10 +107,10 @@ export class BatchingSampler implements Sampler {
     this.counts.batches++;
     this.counts.calls += live.length;
     try {
-      const results = await this.inner.sample(
-        live.flatMap((w) => w.requests),
-        { signal: allAborted(live.map((w) => w.signal)) },
-      );
+      const flat = live.flatMap((w) => w.requests);
+      const { requests, split } = this.inner.capabilities.seedPerContinuation ? merge(flat) : unmerged(flat);
+      this.counts.merged += flat.length - requests.length;
+      const results = split(await this.inner.sample(requests, { signal: allAborted(live.map((w) => w.signal)) }));
       let at = 0;
       for (const w of live) {
         w.resolve(results.slice(at, at + w.requests.length));
@@ -87,7 +124,7 @@ export class BatchingSampler implements Sampler {
   }
 }
 
-/** The result of a request cancelled before it was sampled: each continuation `abort` with no tokens. */
+/** The result of a request cancelled before it reached the engine: n continuations, nothing sampled. */
 function cancelled(r: SampleRequest, weightVersion: number): SampleResult {
   const completions = Array.from({ length: r.n ?? 1 }, () => ({
     tokens: [],
@@ -95,6 +132,84 @@ function cancelled(r: SampleRequest, weightVersion: number): SampleResult {
     finishReason: 'abort' as const,
   }));
   return { completions, usage: { promptTokensComputed: 0, prefixTokensReused: 0, tokensDecoded: 0 }, weightVersion };
+}
+
+/** Requests as they are, and results as they come. */
+function unmerged(requests: SampleRequest[]) {
+  return { requests, split: (results: SampleResult[]) => results };
+}
+
+/** A request merging may fold into another: one seeded continuation, no engine state of its own. */
+function mergeable(r: SampleRequest): boolean {
+  return (
+    (r.n ?? 1) === 1 &&
+    r.seed !== undefined &&
+    !r.seeds &&
+    !r.cacheHandle &&
+    !r.retain &&
+    !r.continueRandom &&
+    !r.forcedTokens &&
+    !r.distinctFirstTokens
+  );
+}
+
+/** What must be equal for two requests to become continuations of one. */
+function mergeKey(r: SampleRequest): string {
+  const fields = [r.maxTokens, r.temperature, r.topP, r.topK, r.topLogprobs, r.returnEntropy, r.returnHidden];
+  return `${JSON.stringify(fields)}|${(r.stopTokens ?? []).join(',')}|${r.tokens.join(',')}`;
+}
+
+/**
+ * Requests for the same context and sampling as one request with a seed per continuation; `split` gives
+ * each original request its own result back (the shared prefill's computed tokens counted on the first).
+ */
+function merge(requests: SampleRequest[]) {
+  const groups = new Map<string, number[]>();
+  const out: SampleRequest[] = [];
+  const slot: Array<{ at: number; c: number }> = [];
+  requests.forEach((r, i) => {
+    if (!mergeable(r)) {
+      slot[i] = { at: out.push(r) - 1, c: 0 };
+      return;
+    }
+    const key = mergeKey(r);
+    const members = groups.get(key);
+    if (!members) {
+      groups.set(key, [i]);
+      slot[i] = { at: out.push({ ...r, seeds: [r.seed!] }) - 1, c: 0 };
+      return;
+    }
+    const merged = out[slot[members[0]].at];
+    slot[i] = { at: slot[members[0]].at, c: merged.seeds!.length };
+    merged.seeds!.push(r.seed!);
+    merged.n = merged.seeds!.length;
+    members.push(i);
+  });
+  // a group of one goes as it came
+  for (const [j, r] of out.entries())
+    if (r.seeds && r.seeds.length === 1 && !requests.includes(r)) out[j] = unseeded(r);
+  const split = (results: SampleResult[]): SampleResult[] =>
+    requests.map((r, i) => {
+      const { at, c } = slot[i];
+      const result = results[at];
+      if (!out[at].seeds) return result;
+      const completion: SampleCompletion = result.completions[c];
+      const prompt = result.usage.promptTokensComputed + result.usage.prefixTokensReused;
+      const share = out[at].n ?? 1;
+      const usage = {
+        promptTokensComputed: c === 0 ? result.usage.promptTokensComputed : 0,
+        prefixTokensReused: c === 0 ? prompt / share - result.usage.promptTokensComputed : prompt / share,
+        tokensDecoded: completion.tokens.length,
+      };
+      return { completions: [completion], usage, weightVersion: result.weightVersion };
+    });
+  return { requests: out, split };
+}
+
+/** A merged request that stayed alone: the caller's own request (its n and seed), not a seeds list. */
+function unseeded(r: SampleRequest): SampleRequest {
+  const { seeds: _seeds, ...rest } = r;
+  return { ...rest, n: 1 };
 }
 
 /** A signal that aborts once every given signal has aborted (a batch stops only when nobody waits for it). */

@@ -30,6 +30,12 @@ export interface SampleRequest {
   /** Seed for this request's sampling; continuation i uses a stream derived from (seed, i). */
   seed?: number;
   /**
+   * One seed per continuation (length n; samplers with `capabilities.seedPerContinuation`): continuation i
+   * samples exactly as a request with n = 1 and seed `seeds[i]` would, so requests for the same context
+   * can be merged into one (the agent gateway's batching) without changing what each samples.
+   */
+  seeds?: number[];
+  /**
    * The n continuations start with n different tokens: continuation i's first token is sampled from
    * the distribution with the first tokens of continuations 0..i−1 removed (sampling without
    * replacement; TreePO `distinct`). Recorded log-probs stay the model's, unrenormalised.
@@ -102,6 +108,8 @@ export interface SamplerCapabilities {
   distinctFirstTokens?: boolean;
   /** Width of the hidden state `SampleRequest.returnHidden` returns (absent or 0 = not supported). */
   hiddenSize?: number;
+  /** `SampleRequest.seeds` is honoured (absent = no). */
+  seedPerContinuation?: boolean;
 }
 
 /** Options of one sample() call. */

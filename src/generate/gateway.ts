@@ -11,19 +11,11 @@ import { ConfigError } from '../core/errors.js';
 import type { EpisodeRecord } from '../core/episode.js';
 import { leaves, type RolloutTree } from '../core/tree.js';
 import type { AgentOptions, AgentTreeStats } from './agent.js';
-import { assembleEpisodeTree } from './episode-tree.js';
+import { assembleEpisodeTree, type GatewayTreeStats as AssembledStats } from './episode-tree.js';
 import { emptyStats, type GenerateContext, type GenerateInput, type GenerateStats } from './types.js';
 
-/** Per-tree counters of a gateway tree (`tree.meta.gateway`, set by the assembly), summed by the producer. */
-export interface GatewayTreeStats {
-  episodes: number;
-  calls: number;
-  /** Calls whose prompt extended no earlier call of their episode (a rewritten history). */
-  forks: number;
-  /** Choices ended by a client that left mid-stream. */
-  aborted: number;
-  /** Episodes that failed (the agent threw, timed out, or never called). */
-  errors: number;
+/** Per-tree counters of a gateway tree (`tree.meta.gateway`): the assembly's, and unparsed tool calls. */
+export interface GatewayTreeStats extends AssembledStats {
   /** Choices whose tool-call markup did not parse (returned to the agent as content). */
   toolParseFailures: number;
 }

@@ -21,7 +21,7 @@ import type { EpisodeCall } from '../core/episode.js';
 import { BatchingSampler } from '../engine/batch-sampler.js';
 import type { Sampler } from '../engine/types.js';
 import type { AnsweredCall, CallHooks } from './hooks.js';
-import { parseJson, readBody, send } from './http.js';
+import { disconnectSignal, parseJson, readBody, send } from './http.js';
 import { derivedSeed, SampleGuard, DEFAULT_LIMITS, modelShape, type ServeLimits } from './limits.js';
 import type { ServeTokenizer } from './text.js';
 import type { ToolCallParserName } from './tool-calls.js';
@@ -97,7 +97,10 @@ export class AgentGateway {
   readonly counters = { calls: 0, unauthorized: 0, refused: 0 };
 
   constructor(private readonly o: GatewayOptions) {
-    this.batching = new BatchingSampler(o.sampler);
+    // a batch is sent once every open episode has a call waiting (or after a short idle gap): agents
+    // between calls (running a tool, parsing a reply) join the same engine call instead of a later one
+    const complete = () => [...this.episodes.values()].every((e) => e.inFlight.size > 0);
+    this.batching = new BatchingSampler(o.sampler, { complete, idleMs: 3, maxWaitMs: 50 });
     const limits: ServeLimits = {
       ...DEFAULT_LIMITS,
       maxN: o.maxN ?? 16,
@@ -117,8 +120,8 @@ export class AgentGateway {
     });
   }
 
-  /** Batches sent to the engine and the calls they carried. */
-  get batches(): { batches: number; calls: number } {
+  /** Batches sent to the engine, the calls they carried, and requests merged into another for the same context. */
+  get batches(): { batches: number; calls: number; merged: number } {
     return { ...this.batching.counts };
   }
 
@@ -188,13 +191,9 @@ export class AgentGateway {
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const disconnected = new AbortController();
-    res.once('close', () => {
-      if (!res.writableFinished) disconnected.abort();
-    });
     let reply: ServeReply;
     try {
-      reply = await this.answer(req, disconnected.signal);
+      reply = await this.answer(req, disconnectSignal(res));
     } catch (error) {
       this.counters.refused++;
       reply = errorReply(error, true);

@@ -63,3 +63,15 @@ async function drainFirst(reply: ServeReply): Promise<void> {
   if (!reply.events) return;
   for await (const _ of reply.events) break;
 }
+
+/**
+ * A signal that aborts when the client goes away before its reply is written (vLLM: @with_cancellation):
+ * the engine stops the request between decode steps.
+ */
+export function disconnectSignal(res: ServerResponse): AbortSignal {
+  const disconnected = new AbortController();
+  res.once('close', () => {
+    if (!res.writableFinished) disconnected.abort();
+  });
+  return disconnected.signal;
+}

@@ -12,7 +12,7 @@
  * validates a whole checkpoint inside the weight roots before swapping it in (serve/weights.ts).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { parseJson, readBody, send } from './http.js';
+import { disconnectSignal, parseJson, readBody, send } from './http.js';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -164,15 +164,11 @@ export class ArborServer {
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    // a client that goes away cancels its request (vLLM: @with_cancellation); the engine stops between decode steps
-    const disconnected = new AbortController();
-    res.once('close', () => {
-      if (!res.writableFinished) disconnected.abort();
-    });
+    const disconnected = disconnectSignal(res);
     let reply: ServeReply;
     try {
       const body = req.method === 'POST' ? await readBody(req) : undefined;
-      reply = await this.dispatch(req.method ?? 'GET', req.url ?? '/', body, disconnected.signal);
+      reply = await this.dispatch(req.method ?? 'GET', req.url ?? '/', body, disconnected);
     } catch (error) {
       reply = errorReply(error, VLLM_ROUTES.has((req.url ?? '/').split('?')[0]));
     }

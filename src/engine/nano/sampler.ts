@@ -105,6 +105,7 @@ export class NanoSampler implements Sampler {
       prefixCaching: false,
       distinctFirstTokens: true,
       hiddenSize: C,
+      seedPerContinuation: true,
     };
     this.cache = new PagedKVCache(L, Ckv, options.pageSize ?? 16);
     this.ws = new DecodeWorkspace(model, options.adapter);
@@ -196,7 +197,8 @@ export class NanoSampler implements Sampler {
       const make = (seq: number, c: number): Continuation => ({
         request: p.request,
         seq,
-        rng: continued ? new Rng(continued.getState()) : new Rng(seed).fork(c),
+        // per-continuation seeds: continuation c samples as a request of its own with n = 1 and seed seeds[c]
+        rng: continued ? new Rng(continued.getState()) : r.seeds ? new Rng(r.seeds[c]).fork(0) : new Rng(seed).fork(c),
         forced: r.forcedTokens?.[c],
         tokens: [],
         logprobs: [],
@@ -453,5 +455,7 @@ function validateRequest(r: SampleRequest, i: number, V: number, contextLength: 
   const n = r.n ?? 1;
   if (!(Number.isInteger(n) && n >= 1)) throw fail(`n must be a positive integer, got ${n}`);
   if (r.continueRandom && n !== 1) throw fail(`continueRandom continues one stream: n must be 1, got ${n}`);
+  if (r.seeds && (r.seeds.length !== n || r.seeds.some((x) => !Number.isFinite(x))))
+    throw fail(`seeds must hold one finite seed per continuation (n = ${n}), got ${r.seeds.length}`);
   if (r.forcedTokens && r.forcedTokens.some((t) => !(t >= 0 && t < V))) throw fail('forcedTokens outside vocabulary');
 }

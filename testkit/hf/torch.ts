@@ -27,7 +27,8 @@ export interface HfTorchInfo {
   max_rss_mb: number;
 }
 
-const NO_TORCH = /No module named '?torch'?(?![\w.])|ENOENT/;
+// torch needs numpy: an interpreter without either has no usable torch (Debian's python3-torch brings both)
+const NO_TORCH = /No module named '?(torch|numpy)'?(?![\w.])|ENOENT/;
 
 /** Where OpenBLAS's libblas.so.3 lives: ARBOR_TORCH_BLAS_DIR, else Debian's libopenblas0-pthread directory. */
 export function openblasDir(): string | undefined {

@@ -90,7 +90,8 @@ export function findTorchPython(): { python?: string; reason: string } {
   };
 }
 
-const NO_TORCH = /No module named '?torch'?(?![\w.])|ENOENT/;
+// torch needs numpy: an interpreter without either has no usable torch (Debian's python3-torch brings both)
+const NO_TORCH = /No module named '?(torch|numpy)'?(?![\w.])|ENOENT/;
 
 /**
  * Run the reference with the first interpreter that has torch. An interpreter without torch (or a

@@ -185,11 +185,10 @@ function merge(requests: SampleRequest[]) {
     merged.n = merged.seeds!.length;
     members.push(i);
   });
-  // a group of one goes as it came
-  for (const [j, r] of out.entries())
-    if (r.seeds && r.seeds.length === 1 && !requests.includes(r)) out[j] = unseeded(r);
+  // a group of one goes as it came: the caller's own request
+  for (const members of groups.values()) if (members.length === 1) out[slot[members[0]].at] = requests[members[0]];
   const split = (results: SampleResult[]): SampleResult[] =>
-    requests.map((r, i) => {
+    requests.map((_, i) => {
       const { at, c } = slot[i];
       const result = results[at];
       if (!out[at].seeds) return result;
@@ -204,12 +203,6 @@ function merge(requests: SampleRequest[]) {
       return { completions: [completion], usage, weightVersion: result.weightVersion };
     });
   return { requests: out, split };
-}
-
-/** A merged request that stayed alone: the caller's own request (its n and seed), not a seeds list. */
-function unseeded(r: SampleRequest): SampleRequest {
-  const { seeds: _seeds, ...rest } = r;
-  return { ...rest, n: 1 };
 }
 
 /** A signal that aborts once every given signal has aborted (a batch stops only when nobody waits for it). */

@@ -12,6 +12,7 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import { ConfigError } from '../core/errors.js';
+import { Semaphore } from '../core/semaphore.js';
 import type { EpisodeRecord } from '../core/episode.js';
 import type { TaskItem } from '../core/types.js';
 import { HFTokenizer } from '../engine/tokenizer/hf.js';
@@ -84,7 +85,7 @@ export async function openGatewayAgent(
   });
   const baseURL = await gateway.listen();
   const log = rateLimited(options.log ?? ((line) => console.error(line)));
-  const slots = new Slots(env.concurrency);
+  const slots = new Semaphore(env.concurrency);
   const running = new Set<Promise<unknown>>();
   let unsettled = 0;
   const run = (item: TaskItem, spec: EpisodeSpec) =>
@@ -95,13 +96,13 @@ export async function openGatewayAgent(
       return unsettled;
     },
     async runEpisode(item, spec) {
-      await slots.take();
+      await slots.acquire();
       try {
         const record = await run(item, spec);
         if (record.error) log(`agent episode ${record.episodeId}: ${record.error}`);
         return record;
       } finally {
-        slots.give();
+        slots.release();
       }
     },
     async close() {
@@ -203,30 +204,6 @@ function errorText(error: unknown): string {
   const text =
     error instanceof Error ? `${error.name === 'Error' ? '' : `${error.name}: `}${error.message}` : String(error);
   return text.length > 500 ? `${text.slice(0, 500)}…` : text;
-}
-
-/** At most `limit` holders at once; the others wait in order. */
-class Slots {
-  private free: number;
-  private waiting: Array<() => void> = [];
-
-  constructor(limit: number) {
-    this.free = limit;
-  }
-
-  async take(): Promise<void> {
-    if (this.free > 0) {
-      this.free--;
-      return;
-    }
-    await new Promise<void>((resolve) => this.waiting.push(resolve));
-  }
-
-  give(): void {
-    const next = this.waiting.shift();
-    if (next) next();
-    else this.free++;
-  }
 }
 
 /** At most 5 lines per 10 s, then one line saying how many were left out. */

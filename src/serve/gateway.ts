@@ -22,7 +22,7 @@ import { BatchingSampler } from '../engine/batch-sampler.js';
 import type { Sampler } from '../engine/types.js';
 import type { AnsweredCall, CallHooks } from './hooks.js';
 import { disconnectSignal, parseJson, readBody, send } from './http.js';
-import { derivedSeed, SampleGuard, DEFAULT_LIMITS, modelShape, type ServeLimits } from './limits.js';
+import { derivedSeed, SampleGuard, servedLimits, type ServeLimits } from './limits.js';
 import type { ServeTokenizer } from './text.js';
 import type { ToolCallParserName } from './tool-calls.js';
 import { BadRequest, errorReply, NotFound, type ServeReply } from './validate.js';
@@ -101,13 +101,8 @@ export class AgentGateway {
     // between calls (running a tool, parsing a reply) join the same engine call instead of a later one
     const complete = () => [...this.episodes.values()].every((e) => e.inFlight.size > 0);
     this.batching = new BatchingSampler(o.sampler, { complete, idleMs: 3, maxWaitMs: 50 });
-    const limits: ServeLimits = {
-      ...DEFAULT_LIMITS,
-      maxN: o.maxN ?? 16,
-      maxConcurrent: 1_000_000,
-      ...definedOnly(modelShape(o.sampler)),
-      ...definedOnly(o.limits ?? {}),
-    };
+    // concurrency is bounded by episodes (env.concurrency), not here
+    const limits = servedLimits(o.sampler, { maxN: o.maxN ?? 16, maxConcurrent: 1_000_000, ...o.limits });
     this.routes = new VllmRoutes({
       modelName: o.modelName ?? GATEWAY_MODEL,
       modelRoot: o.modelName ?? GATEWAY_MODEL,
@@ -222,7 +217,7 @@ export class AgentGateway {
     if (!body || typeof body !== 'object' || Array.isArray(body))
       throw new BadRequest('request body must be a JSON object');
     const b = { ...(body as Record<string, unknown>), model: undefined };
-    const signal = anyAborted([disconnected, entry.abort.signal]);
+    const signal = AbortSignal.any([disconnected, entry.abort.signal]);
     const hooks = this.hooks(entry, retryCount(req));
     this.counters.calls++;
     const work =
@@ -310,18 +305,4 @@ function unauthorized(req: IncomingMessage): ServeReply {
 function retryCount(req: IncomingMessage): number {
   const v = Number(req.headers['x-stainless-retry-count']);
   return Number.isInteger(v) && v > 0 ? Math.min(v, 1000) : 0;
-}
-
-/** A signal that aborts when any of `signals` does. */
-function anyAborted(signals: AbortSignal[]): AbortSignal {
-  const controller = new AbortController();
-  for (const s of signals) {
-    if (s.aborted) controller.abort();
-    else s.addEventListener('abort', () => controller.abort(), { once: true });
-  }
-  return controller.signal;
-}
-
-function definedOnly<T extends object>(o: T): Partial<T> {
-  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }

@@ -51,6 +51,15 @@ export function modelShape(sampler: Sampler): { contextLength?: number; vocabSiz
   return { contextLength: int(config?.contextLength), vocabSize: int(config?.vocabSize) };
 }
 
+/** The limits in force: the defaults, then the sampler's model shape, then `overrides` (undefined fields ignored). */
+export function servedLimits(sampler: Sampler, overrides: Partial<ServeLimits> = {}): ServeLimits {
+  return { ...DEFAULT_LIMITS, ...definedOnly(modelShape(sampler)), ...definedOnly(overrides) };
+}
+
+function definedOnly<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
 /** Readers (sampling) share the weights; a writer (a weight change) runs alone. Writers go first. */
 export class WeightGate {
   private readers = 0;

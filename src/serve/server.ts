@@ -20,7 +20,7 @@ import type { SampleRequest, Sampler, Trainer } from '../engine/types.js';
 import { ArborError } from '../core/errors.js';
 import { usageToWire } from '../engine/remote/usage.js';
 import { TinkerService, type TinkerModels } from './tinker.js';
-import { DEFAULT_LIMITS, modelShape, SampleGuard, type ServeLimits } from './limits.js';
+import { SampleGuard, servedLimits, type ServeLimits } from './limits.js';
 import type { LoraRegistry } from './lora.js';
 import type { ModelDefaults, ServeTokenizer } from './text.js';
 import { VllmRoutes } from './vllm.js';
@@ -105,11 +105,7 @@ export class ArborServer {
   private readonly eosIds: number[];
 
   constructor(readonly options: ServeOptions) {
-    this.limits = {
-      ...DEFAULT_LIMITS,
-      ...definedOnly(modelShape(options.sampler)),
-      ...definedOnly(options.limits ?? {}),
-    };
+    this.limits = servedLimits(options.sampler, options.limits);
     this.guard = new SampleGuard(options.sampler, this.limits);
     this.eosIds = options.eosTokenIds ?? (options.eosTokenId === undefined ? [] : [options.eosTokenId]);
     this.tinker = new TinkerService({
@@ -391,8 +387,4 @@ export class ArborServer {
     }
     return { success: true, message: `loaded ${b.model_path}`, weight_version: version };
   }
-}
-
-function definedOnly<T extends object>(o: T): Partial<T> {
-  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }

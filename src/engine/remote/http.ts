@@ -6,6 +6,7 @@
  */
 import { EngineCallError, isAbortError } from '../../core/errors.js';
 import { Rng } from '../../core/rng.js';
+import { Semaphore } from '../../core/semaphore.js';
 import http from 'node:http';
 import https from 'node:https';
 
@@ -26,32 +27,6 @@ export const defaultRetryPolicy: RetryPolicy = {
   maxDelayMs: 5000,
   timeoutMs: 120_000,
 };
-
-/** A counting semaphore: at most `limit` holders at once, FIFO. */
-export class Semaphore {
-  private active = 0;
-  private readonly waiting: Array<() => void> = [];
-  constructor(readonly limit: number) {}
-
-  async acquire(): Promise<void> {
-    if (this.active < this.limit) {
-      this.active++;
-      return;
-    }
-    await new Promise<void>((resolve) => this.waiting.push(resolve));
-  }
-
-  release(): void {
-    const next = this.waiting.shift();
-    if (next) next();
-    else this.active--;
-  }
-
-  /** Holders right now. */
-  get inUse(): number {
-    return this.active;
-  }
-}
 
 export interface JsonClientOptions {
   /** Base URL, e.g. http://127.0.0.1:8000 */

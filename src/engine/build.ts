@@ -17,7 +17,7 @@ import { NanoModel } from './nano/model.js';
 import { NanoSampler } from './nano/sampler.js';
 import { modelSize, runSft, type SftExample, type SftProgress } from './nano/sft.js';
 import { CharTokenizer, type TokenizerJSON } from './nano/tokenizer.js';
-import { NanoTrainer } from './nano/trainer.js';
+import { NanoTrainer, type TrainerPacking } from './nano/trainer.js';
 import { buildRemoteSampler, buildRemoteTrainer } from './remote/build.js';
 import type { Sampler, TextTokenizer, Trainer } from './types.js';
 import { adapterBase, hfModelDir, hfStart, openHfModel, runAdapter, writeHfMeta } from './hf/engine.js';
@@ -31,6 +31,8 @@ export interface EngineSpec {
   engine: EngineConfig;
   model: ModelConfig;
   sft: SftConfig;
+  /** The embedded trainer's batch layout (run config trainer.packing; default tree). */
+  trainer?: { packing?: TrainerPacking };
 }
 
 export interface WarmStart {
@@ -114,10 +116,11 @@ async function buildEmbedded(spec: EngineSpec, options: BuildOptions): Promise<E
     ? await loadCheckpoint(startDir, { kernels })
     : { model: await randomModel(spec.model, kernels), tokenizer: new CharTokenizer() };
   const sampler = new NanoSampler(model, { pageSize: spec.engine.pageSize });
-  const trainer = new NanoTrainer(model);
+  const packing = spec.trainer?.packing;
+  const trainer = new NanoTrainer(model, { packing });
   const reference =
     options.needReference && startDir
-      ? new NanoTrainer((await loadCheckpoint(startDir, { kernels })).model)
+      ? new NanoTrainer((await loadCheckpoint(startDir, { kernels })).model, { packing })
       : undefined;
   return {
     sampler,
@@ -177,9 +180,10 @@ async function buildHf(spec: EngineSpec, hfDir: string, kernels: Kernels, option
   const adapter = runAdapter(model, m.lora, start.adapterDir, m.initSeed, options.log);
   const sampler = new NanoSampler(model, { pageSize: spec.engine.pageSize, adapter });
   const baseModelName = resolve(start.baseDir);
-  const trainer = new NanoTrainer(model, { adapter, baseModelName });
+  const packing = spec.trainer?.packing;
+  const trainer = new NanoTrainer(model, { adapter, baseModelName, packing });
   const reference = options.needReference
-    ? await hfReference(model, adapter, start.baseDir, kernels, m.contextLength)
+    ? await hfReference(model, adapter, start.baseDir, kernels, m.contextLength, packing)
     : undefined;
   const what = adapter
     ? `rank-${adapter.rank} LoRA (${adapter.parameterCount} trained parameters${start.adapterDir ? ` from ${start.adapterDir}` : ''}) on `
@@ -212,11 +216,12 @@ async function hfReference(
   baseDir: string,
   kernels: Kernels,
   contextLength: number,
+  packing: TrainerPacking | undefined,
 ): Promise<NanoTrainer> {
-  if (!adapter) return new NanoTrainer((await openHfModel(baseDir, { kernels, contextLength })).model);
+  if (!adapter) return new NanoTrainer((await openHfModel(baseDir, { kernels, contextLength })).model, { packing });
   const frozen = new LoraAdapter(model, adapter.settings);
   frozen.params.data.set(adapter.params.data);
-  return new NanoTrainer(model, { adapter: frozen });
+  return new NanoTrainer(model, { adapter: frozen, packing });
 }
 
 function randomModel(m: ModelConfig, kernels: Awaited<ReturnType<typeof loadKernels>>): Promise<NanoModel> {

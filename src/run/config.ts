@@ -224,6 +224,12 @@ const trainerSchema = z
       .max(1024)
       .default(1)
       .describe('optimiser updates (mini-batches) per RL step'),
+    packing: z
+      .enum(['tree', 'flat'])
+      .default('tree')
+      .describe(
+        'embedded trainer: tree packs trajectories that share a prefix as a forest and computes each unique token once (same loss and gradients as flat); flat computes every trajectory whole',
+      ),
   })
   .strict()
   .default({});

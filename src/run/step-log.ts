@@ -78,6 +78,8 @@ export function stepMetrics(
         }
       : {}),
     trees_trained: m.trees_trained ?? 0,
+    // embedded trainer: tokens computed / tokens trained (tree packing computes a shared prefix once)
+    ...(m.train_token_ratio !== undefined ? { train_token_ratio: m.train_token_ratio } : {}),
     nonfinite_updates: m.nonfinite_updates ?? 0,
     nonfinite_datums: m.nonfinite_datums ?? 0,
     ms_generate: meta.timings.generate,

@@ -6,6 +6,7 @@
  * buffers, for gradient checks by finite differences) is float64 end to end.
  */
 import type { AdamWStep, FloatArray, Kernels } from './types.js';
+import { segmentKeys, treeRows, treeSegment, treeVisible } from './tree.js';
 
 export function matmulRef(
   out: FloatArray,
@@ -265,6 +266,106 @@ export function attentionBackwardRef(
 }
 
 /**
+ * Causal attention over a packed forest (types.ts, treeAttentionForward): each row attends to its
+ * ancestors and itself (kernels/tree.ts), probabilities stored per head, float64 accumulation.
+ */
+export function treeAttentionForwardRef(
+  out: FloatArray,
+  att: FloatArray,
+  q: FloatArray,
+  k: FloatArray,
+  v: FloatArray,
+  layout: Int32Array,
+  C: number,
+  NH: number,
+): void {
+  const hs = C / NH;
+  const scale = 1 / Math.sqrt(hs);
+  const visible = treeVisible(layout);
+  for (let s = 0; s < layout[0]; s++) {
+    const g = treeSegment(layout, s);
+    const keys = segmentKeys(g);
+    for (let h = 0; h < NH; h++) {
+      for (let t = 0; t < g.len; t++) {
+        const n = g.A + t + 1;
+        const row = h * visible + g.visOffset + t * g.A + (t * (t + 1)) / 2;
+        const qo = (g.start + t) * C + h * hs;
+        let mx = -Infinity;
+        for (let m = 0; m < n; m++) {
+          const ko = keys[m] * C + h * hs;
+          let d = 0;
+          for (let i = 0; i < hs; i++) d += q[qo + i] * k[ko + i];
+          att[row + m] = d * scale;
+          if (att[row + m] > mx) mx = att[row + m];
+        }
+        let sum = 0;
+        for (let m = 0; m < n; m++) sum += att[row + m] = Math.exp(att[row + m] - mx);
+        for (let m = 0; m < n; m++) att[row + m] /= sum;
+        for (let i = 0; i < hs; i++) {
+          let acc = 0;
+          for (let m = 0; m < n; m++) acc += att[row + m] * v[keys[m] * C + h * hs + i];
+          out[qo + i] = acc;
+        }
+      }
+    }
+  }
+}
+
+/** Writes dq, dk, dv [N, C] of treeAttentionForwardRef given dout and its probabilities. */
+export function treeAttentionBackwardRef(
+  dq: FloatArray,
+  dk: FloatArray,
+  dv: FloatArray,
+  dout: FloatArray,
+  att: FloatArray,
+  q: FloatArray,
+  k: FloatArray,
+  v: FloatArray,
+  layout: Int32Array,
+  C: number,
+  NH: number,
+): void {
+  const hs = C / NH;
+  const scale = 1 / Math.sqrt(hs);
+  const rows = treeRows(layout);
+  const visible = treeVisible(layout);
+  dq.fill(0, 0, rows * C);
+  dk.fill(0, 0, rows * C);
+  dv.fill(0, 0, rows * C);
+  for (let s = 0; s < layout[0]; s++) {
+    const g = treeSegment(layout, s);
+    const keys = segmentKeys(g);
+    const dp = new Float64Array(keys.length);
+    for (let h = 0; h < NH; h++) {
+      for (let t = 0; t < g.len; t++) {
+        const n = g.A + t + 1;
+        const row = h * visible + g.visOffset + t * g.A + (t * (t + 1)) / 2;
+        const qo = (g.start + t) * C + h * hs;
+        let dot = 0;
+        for (let m = 0; m < n; m++) {
+          const vo = keys[m] * C + h * hs;
+          let d = 0;
+          for (let i = 0; i < hs; i++) {
+            d += dout[qo + i] * v[vo + i];
+            dv[vo + i] += att[row + m] * dout[qo + i];
+          }
+          dp[m] = d;
+          dot += d * att[row + m];
+        }
+        for (let m = 0; m < n; m++) {
+          const ds = att[row + m] * (dp[m] - dot) * scale;
+          const ko = keys[m] * C + h * hs;
+          for (let i = 0; i < hs; i++) {
+            dq[qo + i] += ds * k[ko + i];
+            dk[ko + i] += ds * q[qo + i];
+          }
+        }
+      }
+    }
+  }
+}
+
+/**
  * Decode attention with grouped-query heads (types.ts, decodeAttention): q, out [NH·hd]; k, v
  * [T, NKV·hd]; query head h reads key/value head ⌊h / (NH/NKV)⌋. Float64 accumulation throughout.
  */
@@ -467,6 +568,8 @@ function referenceBackend<F extends FloatArray>(name: string, alloc: (n: number)
     swigluBackward: swigluBackwardRef,
     attentionForward: attentionForwardRef,
     attentionBackward: attentionBackwardRef,
+    treeAttentionForward: treeAttentionForwardRef,
+    treeAttentionBackward: treeAttentionBackwardRef,
     logitGrad: logitGradRef,
     adamw: adamwRef,
   };

@@ -15,6 +15,8 @@ export const HELPER_OPS = [
   'gemmDecodeBT',
   'attentionForward',
   'attentionBackward',
+  'treeAttentionForward',
+  'treeAttentionBackward',
   'decodeAttention',
   'pagedAttention',
   'swigluForward',

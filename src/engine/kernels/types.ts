@@ -86,6 +86,27 @@ export interface Kernels<F extends FloatArray = Float32Array> {
     NH: number,
   ): void;
   /**
+   * Causal multi-head attention over a packed forest (kernels/tree.ts): N unique tokens in DFS order,
+   * each row attending to its ancestors and itself, whose key ranges `layout` lists. q, k, v, out
+   * [N, C] as attentionForward; att holds head h's probabilities at h·visible, each row's (its
+   * position + 1 of them) at its segment's offset. Scores are scaled by 1/sqrt(hs).
+   */
+  treeAttentionForward(out: F, att: F, q: F, k: F, v: F, layout: Int32Array, C: number, NH: number): void;
+  /** Writes dq, dk, dv [N, C] given dout and att from treeAttentionForward (same layout). */
+  treeAttentionBackward(
+    dq: F,
+    dk: F,
+    dv: F,
+    dout: F,
+    att: F,
+    q: F,
+    k: F,
+    v: F,
+    layout: Int32Array,
+    C: number,
+    NH: number,
+  ): void;
+  /**
    * The gradient of a token-level loss w.r.t. the logits, from log-softmax rows lsm [N, V]: per row,
    * p = exp(lsm), entropy[n] = H = −Σ p·lsm, and dlogits[n] = p ⊙ (bonus[n]·(lsm + H) − coef[n]) with
    * coef[n] added at targets[n] (overwrites dlogits). coef[n] is d loss / d lsm[n, targets[n]]; bonus[n]

@@ -15,6 +15,7 @@ import { setFlagsFromString } from 'node:v8';
 import { ArborError, ConfigError } from '../../core/errors.js';
 import type { AdamWStep, Kernels } from './types.js';
 import { attentionLayout, referenceKernels, type AttentionLayout } from './reference.js';
+import { treeMaxKeys, treeRows, treeVisible } from './tree.js';
 import { AdaptiveSplit, KernelPool, partitionByCost, partitionByShares, type Share } from './threads.js';
 
 export { AdaptiveSplit } from './threads.js';
@@ -84,6 +85,7 @@ interface Exports {
   addRows(dst: number, src: number, G: number, C: number): void;
   attentionScratchBytes(T: number, hs: number): number;
   pagedAttentionScratchBytes(G: number, T: number): number;
+  treeAttentionScratchBytes(maxKeys: number): number;
 }
 
 export class WasmKernelMemory {
@@ -327,6 +329,32 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
     const share = (s: number): Share => ({
       op,
       args: [...p, seqs, bounds[s], bounds[s + 1], C, NH, mem.scratch(bytes)],
+    });
+    runShares(bounds.slice(0, S).map((_, s) => share(s)));
+  }
+
+  /**
+   * A tree attention kernel over pointers `p` (kernels/tree.ts): the layout is copied into scratch and the
+   * heads are cut into equal ranges for a large call (a head's work is the same for every head).
+   */
+  function treeAttention(
+    op: 'treeAttentionForward' | 'treeAttentionBackward',
+    p: number[],
+    layout: Int32Array,
+    C: number,
+    NH: number,
+  ): void {
+    const pl = ints(layout, layout.length);
+    const work = treeVisible(layout) * C;
+    const S = work >= ATTENTION_THREAD_MIN_WORK ? sharesFor(NH, work, ATTENTION_THREAD_MIN_WORK) : 1;
+    const bounds = partitionByCost(NH, S, () => 1);
+    const bytes = op === 'treeAttentionBackward' ? ex.treeAttentionScratchBytes(treeMaxKeys(layout)) : 0;
+    const share = (s: number): Share => ({
+      op,
+      args:
+        op === 'treeAttentionBackward'
+          ? [...p, pl, bounds[s], bounds[s + 1], C, NH, mem.scratch(bytes)]
+          : [...p, pl, bounds[s], bounds[s + 1], C, NH],
     });
     runShares(bounds.slice(0, S).map((_, s) => share(s)));
   }
@@ -705,6 +733,37 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
         [dv, n],
       ];
       withPointers(inputs, outputs, (p) => attention('attentionBackward', p, lengths, layout, C, NH));
+    },
+    treeAttentionForward: (out, att, q, k, v, layout, C, NH) => {
+      const n = treeRows(layout) * C;
+      withPointers(
+        [
+          [q, n],
+          [k, n],
+          [v, n],
+        ],
+        [
+          [out, n],
+          [att, NH * treeVisible(layout)],
+        ],
+        (p) => treeAttention('treeAttentionForward', p, layout, C, NH),
+      );
+    },
+    treeAttentionBackward: (dq, dk, dv, dout, att, q, k, v, layout, C, NH) => {
+      const n = treeRows(layout) * C;
+      const inputs: Array<[Float32Array, number]> = [
+        [dout, n],
+        [att, NH * treeVisible(layout)],
+        [q, n],
+        [k, n],
+        [v, n],
+      ];
+      const outputs: Array<[Float32Array, number]> = [
+        [dq, n],
+        [dk, n],
+        [dv, n],
+      ];
+      withPointers(inputs, outputs, (p) => treeAttention('treeAttentionBackward', p, layout, C, NH));
     },
     swigluForward: (out, gate, up, n) =>
       withPointers(

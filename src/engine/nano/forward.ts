@@ -17,6 +17,8 @@ import { embeddingBackward, embeddingForward } from './ops/embedding.js';
 import { addColumnSums, linearForward, repeatKV, scaleInPlace, sumKV } from './ops/linear.js';
 import { OutputHead } from './head.js';
 import { attentionLayout } from '../kernels/reference.js';
+import { treeVisible } from '../kernels/tree.js';
+import type { TreePack } from './packing.js';
 
 interface LayerCache {
   xIn: Float32Array; // [N,C] residual stream entering the layer
@@ -54,6 +56,11 @@ export interface PackedBatch {
    */
   weights?: number[][];
   weightedRowsOnly?: boolean;
+  /**
+   * The sequences packed as a forest (packing.ts): each unique token is computed once, attending to its
+   * ancestors, and the head runs on the pack's (row, target) entries. `targets` are then required.
+   */
+  tree?: TreePack;
 }
 
 export class TrainingGraph {
@@ -97,8 +104,14 @@ export class TrainingGraph {
   /** Weight-gradient sink for frozen norms (rmsnormBackward always writes one). */
   private sink!: Float32Array;
 
-  /** Rows in the current batch. */
+  /** Rows in the current batch (unique tokens when tree-packed). */
   N = 0;
+  /** The current batch's forest (tree-packed), or undefined (flat). */
+  tree: TreePack | undefined;
+  /** Head entries of the current batch: one per (row, target) when tree-packed, else one per row. */
+  entries = 0;
+  private lnE: Float32Array = new Float32Array(0);
+  private dlnE: Float32Array = new Float32Array(0);
   tokens: Int32Array = new Int32Array(0);
   positions: Int32Array = new Int32Array(0);
   /** Row offset of each sequence. */
@@ -273,19 +286,29 @@ export class TrainingGraph {
         throw new Error(`forward: sequence of ${s.length} tokens exceeds contextLength ${contextLength}`);
     }
     this.lengths = seqs.map((s) => s.length);
-    const { rowOffset, rows: N, attSize } = attentionLayout(this.lengths, NH);
+    const { rowOffset, rows: flatRows, attSize } = attentionLayout(this.lengths, NH);
+    for (const s of seqs)
+      for (const t of s) if (!(t >= 0 && t < V)) throw new Error(`forward: token id ${t} outside vocabulary of ${V}`);
+    const tree = batch.tree;
+    this.tree = tree;
     this.rowOffset = rowOffset;
-    this.ensureCapacity(N, attSize);
+    const N = tree ? tree.N : flatRows;
+    this.ensureCapacity(N, tree ? NH * treeVisible(tree.layout) : attSize);
     this.N = N;
-    this.tokens = new Int32Array(N);
-    this.positions = new Int32Array(N);
-    seqs.forEach((s, b) => {
-      for (let t = 0; t < s.length; t++) {
-        if (!(s[t] >= 0 && s[t] < V)) throw new Error(`forward: token id ${s[t]} outside vocabulary of ${V}`);
-        this.tokens[this.rowOffset[b] + t] = s[t];
-        this.positions[this.rowOffset[b] + t] = t;
-      }
-    });
+    this.entries = tree ? tree.E : N;
+    if (tree) {
+      this.tokens = tree.tokens;
+      this.positions = tree.positions;
+    } else {
+      this.tokens = new Int32Array(N);
+      this.positions = new Int32Array(N);
+      seqs.forEach((s, b) => {
+        for (let t = 0; t < s.length; t++) {
+          this.tokens[rowOffset[b] + t] = s[t];
+          this.positions[rowOffset[b] + t] = t;
+        }
+      });
+    }
     const NC = N * C;
     const NF = N * F;
     const names = m.names;
@@ -309,16 +332,21 @@ export class TrainingGraph {
       }
       const NQ = N * Cq;
       const NK = N * Cq;
-      k.attentionForward(
-        c.attnOut.subarray(0, NQ),
-        c.att,
-        c.q.subarray(0, NQ),
-        c.kAtt.subarray(0, NK),
-        c.vAtt.subarray(0, NK),
-        this.lengths,
-        Cq,
-        NH,
-      );
+      if (tree) {
+        const [q, kk, v] = [c.q.subarray(0, NQ), c.kAtt.subarray(0, NK), c.vAtt.subarray(0, NK)];
+        k.treeAttentionForward(c.attnOut.subarray(0, NQ), c.att, q, kk, v, tree.layout, Cq, NH);
+      } else {
+        k.attentionForward(
+          c.attnOut.subarray(0, NQ),
+          c.att,
+          c.q.subarray(0, NQ),
+          c.kAtt.subarray(0, NK),
+          c.vAtt.subarray(0, NK),
+          this.lengths,
+          Cq,
+          NH,
+        );
+      }
       const xMid = c.xMid;
       xMid.set(c.xIn.subarray(0, NC));
       this.linear(xMid, c.attnOut, l, 'wo', 'bo', N, Cq, C, true);
@@ -331,6 +359,7 @@ export class TrainingGraph {
       this.linear(xOut, c.act, l, 'wDown', 'bDown', N, F, C, true);
     }
     k.rmsnormForward(this.lnF, this.rstdF, this.xF, m.param(names.finalNorm), N, C, normEps);
+    if (tree) return this.treeHeadForward(batch, tree);
     const targets = batch.targets ? new Int32Array(N) : undefined;
     batch.targets?.forEach((ts, b) => ts.forEach((t, i) => (targets![this.rowOffset[b] + i] = t)));
     let rows: Int32Array | undefined;
@@ -340,6 +369,34 @@ export class TrainingGraph {
       rows = Int32Array.from(list);
     }
     this.head.forward(this.lnF, N, targets, rows);
+  }
+
+  /** The head over a forest's entries: their rows of lnF gathered (a row per target it predicts). */
+  private treeHeadForward(batch: PackedBatch, tree: TreePack): void {
+    const C = this.model.dims.C;
+    const E = tree.E;
+    if (E * C > this.lnE.length) {
+      this.lnE = this.model.kernels.alloc(Math.ceil(E * 1.5) * C);
+      this.dlnE = this.model.kernels.alloc(Math.ceil(E * 1.5) * C);
+    }
+    for (let e = 0; e < E; e++) {
+      const r = tree.entryRow[e];
+      this.lnE.set(this.lnF.subarray(r * C, (r + 1) * C), e * C);
+    }
+    let rows: Int32Array | undefined;
+    if (batch.weightedRowsOnly && batch.weights) {
+      const used = new Uint8Array(E);
+      batch.weights.forEach((ws, b) => ws.forEach((w, i) => w !== 0 && (used[tree.entryOf[b][i]] = 1)));
+      const list: number[] = [];
+      used.forEach((u, e) => u && list.push(e));
+      rows = Int32Array.from(list);
+    }
+    this.head.forward(this.lnE, E, tree.entryTarget, rows);
+  }
+
+  /** The head entry (coefficient and log-prob slot) of datum b's position t in the current batch. */
+  entry(b: number, t: number): number {
+    return this.tree ? this.tree.entryOf[b][t] : this.rowOffset[b] + t;
   }
 
   /** Log-prob of `target` at row n (after forward; NaN for a row the head skipped). */
@@ -362,7 +419,19 @@ export class TrainingGraph {
     const NF = N * F;
     const names = m.names;
     const dlnF = this.dln.subarray(0, NC);
-    this.head.backward(dlnF);
+    const tree = this.tree;
+    if (tree) {
+      // each entry's gradient goes back to its row: a branch row sums its targets'
+      const dlnE = this.dlnE.subarray(0, tree.E * C);
+      this.head.backward(dlnE);
+      dlnF.fill(0);
+      for (let e = 0; e < tree.E; e++) {
+        const o = tree.entryRow[e] * C;
+        for (let c = 0; c < C; c++) dlnF[o + c] += dlnE[e * C + c];
+      }
+    } else {
+      this.head.backward(dlnF);
+    }
     let dx = this.dx.subarray(0, NC);
     dx.fill(0);
     k.rmsnormBackward(dx, this.normGrad(names.finalNorm), dlnF, this.xF, m.param(names.finalNorm), this.rstdF, N, C);
@@ -388,19 +457,9 @@ export class TrainingGraph {
       const dq = this.dq.subarray(0, NQ);
       const dkAtt = this.dkAtt.subarray(0, NQ);
       const dvAtt = this.dvAtt.subarray(0, NQ);
-      k.attentionBackward(
-        dq,
-        dkAtt,
-        dvAtt,
-        dattnOut,
-        c.att,
-        c.q.subarray(0, NQ),
-        c.kAtt.subarray(0, NQ),
-        c.vAtt.subarray(0, NQ),
-        this.lengths,
-        Cq,
-        NH,
-      );
+      const [q, kAtt, vAtt] = [c.q.subarray(0, NQ), c.kAtt.subarray(0, NQ), c.vAtt.subarray(0, NQ)];
+      if (tree) k.treeAttentionBackward(dq, dkAtt, dvAtt, dattnOut, c.att, q, kAtt, vAtt, tree.layout, Cq, NH);
+      else k.attentionBackward(dq, dkAtt, dvAtt, dattnOut, c.att, q, kAtt, vAtt, this.lengths, Cq, NH);
       const dk = this.dk.subarray(0, N * Ckv);
       const dv = this.dv.subarray(0, N * Ckv);
       if (NKV !== NH) {

@@ -57,11 +57,13 @@ export function computeLoss(graph: TrainingGraph, data: Datum[], loss: LossSpec,
   let clippedWeight = 0;
   let klSum = 0;
   const logprobs: number[][] = [];
+  // a head entry may serve several datums (a shared prefix, tree-packed): their terms add up
+  const coefSum = new Float64Array(graph.entries);
+  const bonusSum = new Float64Array(graph.entries);
   data.forEach((d, i) => {
     const T = d.inputTokens.length;
-    const row0 = graph.rowOffset[i];
     const lps = new Array<number>(T);
-    for (let t = 0; t < T; t++) lps[t] = graph.targetLogprob(row0 + t, d.targetTokens[t]);
+    for (let t = 0; t < T; t++) lps[t] = graph.targetLogprob(graph.entry(i, t), d.targetTokens[t]);
     logprobs.push(lps);
     // d(total)/d(lp_t) per token
     const g = new Float64Array(T);
@@ -110,19 +112,21 @@ export function computeLoss(graph: TrainingGraph, data: Datum[], loss: LossSpec,
       }
     }
     for (let t = 0; t < T; t++) {
-      coef[row0 + t] = g[t];
-      bonus[row0 + t] = entropyCoef * d.weights[t];
-      targets[row0 + t] = d.targetTokens[t];
+      const e = graph.entry(i, t);
+      coefSum[e] += g[t];
+      bonusSum[e] += entropyCoef * d.weights[t];
+      targets[e] = d.targetTokens[t];
     }
   });
+  coef.set(coefSum);
+  bonus.set(bonusSum);
   // per row: entropy H and d(total)/d(logits) = g·(onehot − p) + c·w·p·(log p + H) (the bonus: loss −= c·w·H)
   graph.logitGradient();
   let entropySum = 0;
   data.forEach((d, i) => {
-    const row0 = graph.rowOffset[i];
     for (let t = 0; t < d.inputTokens.length; t++) {
       const w = d.weights[t];
-      const H = graph.rowEntropy[row0 + t];
+      const H = graph.rowEntropy[graph.entry(i, t)];
       weightSum += w;
       entropySum += w * H;
       if (entropyCoef !== 0) total -= entropyCoef * w * H;
@@ -137,7 +141,8 @@ export function computeLoss(graph: TrainingGraph, data: Datum[], loss: LossSpec,
       clip_fraction: clippedWeight / denom,
       approx_kl: klSum / denom,
       entropy: entropySum / denom,
-      tokens: graph.N,
+      tokens: data.reduce((s, d) => s + d.inputTokens.length, 0),
+      rows: graph.N,
     },
   };
 }

@@ -24,6 +24,7 @@ import { AdamW } from './adamw.js';
 import { loadArena, arenaTensors } from './checkpoint.js';
 import { TrainingGraph } from './forward.js';
 import { computeLoss } from './losses.js';
+import { checkTreeAttention, ForestBuilder, type TreePack } from './packing.js';
 import type { NanoModel } from './model.js';
 import { readSafetensors, writeSafetensors } from './safetensors.js';
 import type { LoraAdapter } from './lora.js';
@@ -45,7 +46,15 @@ export interface NanoTrainerOptions {
    * log-probs of the others are NaN. Saves the vocabulary-wide work of unweighted rows.
    */
   weightedRowsOnly?: boolean;
+  /**
+   * `tree` (default): datums that share a prefix are packed as a forest and each unique token is
+   * computed once (packing.ts; the loss and gradients equal the flat computation's up to rounding);
+   * `flat`: every datum is computed whole.
+   */
+  packing?: TrainerPacking;
 }
+
+export type TrainerPacking = 'tree' | 'flat';
 
 /** Activation memory a training pass may use by default (bytes). */
 const PASS_BYTES = 768 << 20;
@@ -79,7 +88,12 @@ export class NanoTrainer implements Trainer {
     this.maxRows = options.maxRowsPerPass ?? defaultMaxRows(model, this.adapter);
     this.baseModelName = options.baseModelName ?? 'base';
     this.weightedRowsOnly = options.weightedRowsOnly === true;
+    this.packing = options.packing ?? 'tree';
+    if (this.packing === 'tree') checkTreeAttention(model.kernels);
   }
+
+  /** How batches are laid out (NanoTrainerOptions.packing). */
+  packing: TrainerPacking;
 
   private readonly weightedRowsOnly: boolean;
 
@@ -112,40 +126,62 @@ export class NanoTrainer implements Trainer {
     const logprobs: number[][] = [];
     const sums: Record<string, number> = {};
     let weight = 0;
-    for (const chunk of this.chunks(data)) {
+    for (const { chunk, tree } of this.chunks(data)) {
       this.graph.forward({
         sequences: chunk.map((d) => d.inputTokens),
         targets: chunk.map((d) => d.targetTokens),
         weights: chunk.map((d) => d.weights),
         weightedRowsOnly: this.weightedRowsOnly,
+        tree,
       });
       const out = computeLoss(this.graph, chunk, loss, extras);
       if (backward) this.graph.backward();
       total += out.loss;
       logprobs.push(...out.logprobs);
       const w = chunk.reduce((s, d) => s + d.weights.reduce((a, b) => a + b, 0), 0);
-      for (const [k, v] of Object.entries(out.metrics)) sums[k] = (sums[k] ?? 0) + (k === 'tokens' ? v : v * w);
+      for (const [k, v] of Object.entries(out.metrics)) sums[k] = (sums[k] ?? 0) + (COUNTS.has(k) ? v : v * w);
       weight += w;
     }
     const metrics: Record<string, number> = {};
-    for (const [k, v] of Object.entries(sums)) metrics[k] = k === 'tokens' ? v : v / (weight || 1);
+    for (const [k, v] of Object.entries(sums)) if (!COUNTS.has(k)) metrics[k] = v / (weight || 1);
+    metrics.tokens = sums.tokens ?? 0;
+    // tokens computed over tokens trained: 1 flat, below 1 where tree packing shared prefixes
+    metrics.train_token_ratio = sums.tokens ? (sums.rows ?? 0) / sums.tokens : 1;
     return { loss: total, logprobs, metrics };
   }
 
-  /** Split data into passes of at most maxRows rows (a longer single datum gets its own pass). */
-  private *chunks(data: Datum[]): Generator<Datum[]> {
+  /**
+   * Split data into passes of at most maxRows rows (a longer single datum gets its own pass); tree
+   * packing counts the rows a datum adds to its pass's forest (its tokens past the prefix it shares).
+   */
+  private *chunks(data: Datum[]): Generator<{ chunk: Datum[]; tree?: TreePack }> {
+    if (this.packing === 'flat') {
+      let cur: Datum[] = [];
+      let rows = 0;
+      for (const d of data) {
+        if (cur.length && rows + d.inputTokens.length > this.maxRows) {
+          yield { chunk: cur };
+          cur = [];
+          rows = 0;
+        }
+        cur.push(d);
+        rows += d.inputTokens.length;
+      }
+      if (cur.length) yield { chunk: cur };
+      return;
+    }
     let cur: Datum[] = [];
-    let rows = 0;
+    let forest = new ForestBuilder();
     for (const d of data) {
-      if (cur.length && rows + d.inputTokens.length > this.maxRows) {
-        yield cur;
+      if (cur.length && forest.rows + forest.added(d.inputTokens) > this.maxRows) {
+        yield { chunk: cur, tree: forest.build() };
         cur = [];
-        rows = 0;
+        forest = new ForestBuilder();
       }
       cur.push(d);
-      rows += d.inputTokens.length;
+      forest.add(d.inputTokens, d.targetTokens);
     }
-    if (cur.length) yield cur;
+    if (cur.length) yield { chunk: cur, tree: forest.build() };
   }
 
   async optimStep(params: AdamParams): Promise<OptimStepResult> {
@@ -245,6 +281,9 @@ export class NanoTrainer implements Trainer {
     this.trained.grads.data.fill(0);
   }
 }
+
+/** Metrics summed over passes (counts), not weighted means. */
+const COUNTS = new Set(['tokens', 'rows']);
 
 function validateDatum(d: Datum, i: number): void {
   const T = d.inputTokens.length;

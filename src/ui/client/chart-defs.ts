@@ -68,6 +68,11 @@ export const CHARTS: ChartDef[] = [
     metrics: [{ key: 'prefix_reuse_ratio', label: 'reused / (reused + computed)' }],
   },
   {
+    id: 'packing',
+    title: 'Trainer tokens computed / trained',
+    metrics: [{ key: 'train_token_ratio', label: 'tree packing (1 = flat)' }],
+  },
+  {
     id: 'staleness',
     title: 'Staleness (versions)',
     metrics: [

@@ -12,7 +12,7 @@ import { gemmCore, laneSums4, zeroFloats, CAUSAL_N, CAUSAL_K_LOWER, CAUSAL_K_UPP
 
 // @ts-ignore: decorator
 @inline
-function dot(a: usize, b: usize, n: i32): f32 {
+export function dot(a: usize, b: usize, n: i32): f32 {
   let acc = f32x4.splat(0);
   let i = 0;
   for (; i + 4 <= n; i += 4) acc = madd(v128.load(a + (<usize>i << 2)), v128.load(b + (<usize>i << 2)), acc);
@@ -25,7 +25,7 @@ function dot(a: usize, b: usize, n: i32): f32 {
 /** y[0..n) += alpha * x[0..n) */
 // @ts-ignore: decorator
 @inline
-function axpy(y: usize, alpha: f32, x: usize, n: i32): void {
+export function axpy(y: usize, alpha: f32, x: usize, n: i32): void {
   const av = f32x4.splat(alpha);
   let i = 0;
   for (; i + 4 <= n; i += 4) {
@@ -41,7 +41,7 @@ function axpy(y: usize, alpha: f32, x: usize, n: i32): void {
 /** The dot products of a with the rows b + i·stride (i < 4), n long, as one vector (laneSums4, then the tail). */
 // @ts-ignore: decorator
 @inline
-function dot4(a: usize, b: usize, stride: usize, n: i32): v128 {
+export function dot4(a: usize, b: usize, stride: usize, n: i32): v128 {
   const z = f32x4.splat(0);
   let a0 = z, a1 = z, a2 = z, a3 = z;
   let i = 0;
@@ -74,7 +74,7 @@ function dot4(a: usize, b: usize, stride: usize, n: i32): v128 {
 /** y[0..n) += w0·x0 + w1·x1 + w2·x2 + w3·x3 (w_i: lane i of w4; rows x_i at x + i·stride), added in that order. */
 // @ts-ignore: decorator
 @inline
-function axpy4(y: usize, w4: v128, x: usize, stride: usize, n: i32): void {
+export function axpy4(y: usize, w4: v128, x: usize, stride: usize, n: i32): void {
   const w0 = f32x4.splat(f32x4.extract_lane(w4, 0));
   const w1 = f32x4.splat(f32x4.extract_lane(w4, 1));
   const w2 = f32x4.splat(f32x4.extract_lane(w4, 2));

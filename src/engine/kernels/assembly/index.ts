@@ -7,3 +7,4 @@ export { rmsnormForward, rmsnormBackward, rmsnormBackwardGroups, addRows } from 
 export { softmaxForward, softmaxBackward, samplingStats } from './norm';
 export { rope } from './rope';
 export { logitGrad, adamw } from './optim';
+export { treeAttentionForward, treeAttentionBackward, treeAttentionScratchBytes } from './tree-attention';

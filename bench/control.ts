@@ -44,37 +44,41 @@ export interface RunOut {
   error?: string;
 }
 
+/** `c` with `sections` set under its `control:` (the Control methods' config). */
+export const withControl = (c: Raw, sections: Raw): Raw => ({
+  ...c,
+  control: { ...((c.control as Raw) ?? {}), ...sections },
+});
 const treepo = { kind: 'treepo', groupSize: 8, segmentLength: 8, branchingFactor: 2, initialDivergence: 2 };
 const asTrees = (c: Raw): Raw => ({
-  ...c,
-  allocate: { kind: 'uniform' },
+  ...withControl(c, { allocate: { kind: 'uniform' } }),
   generate: treepo,
   optimize: { ...(c.optimize as Raw), advantage: { kind: 'tree', level: 'segment' } },
 });
-const uniform = (c: Raw): Raw => ({ ...c, allocate: { kind: 'uniform' } });
+const uniform = (c: Raw): Raw => withControl(c, { allocate: { kind: 'uniform' } });
 
 export const VARIANTS: Variant[] = [
   { name: 'uniform', family: 'allocation', patch: uniform },
   {
     name: 'knapsack',
     family: 'allocation',
-    patch: (c) => ({ ...c, allocate: { kind: 'knapsack', firstRound: 2, maxPerPrompt: 32 } }),
+    patch: (c) => withControl(c, { allocate: { kind: 'knapsack', firstRound: 2, maxPerPrompt: 32 } }),
   },
   {
     name: 'xrpo',
     family: 'allocation',
-    patch: (c) => ({ ...c, allocate: { kind: 'xrpo', firstRound: 2, maxPerPrompt: 32 } }),
+    patch: (c) => withControl(c, { allocate: { kind: 'xrpo', firstRound: 2, maxPerPrompt: 32 } }),
   },
   {
     name: 'dars',
     family: 'allocation',
-    patch: (c) => ({ ...c, allocate: { kind: 'dars', firstRound: 4, maxPerPrompt: 32 } }),
+    patch: (c) => withControl(c, { allocate: { kind: 'dars', firstRound: 4, maxPerPrompt: 32 } }),
   },
-  { name: 'greso', family: 'allocation', patch: (c) => ({ ...uniform(c), skip: { kind: 'greso' } }) },
+  { name: 'greso', family: 'allocation', patch: (c) => withControl(uniform(c), { skip: { kind: 'greso' } }) },
   {
     name: 'hint',
     family: 'allocation',
-    patch: (c) => ({ ...uniform(c), hint: { kind: 'gold_prefix', fraction: 0.5 } }),
+    patch: (c) => withControl(uniform(c), { hint: { kind: 'gold_prefix', fraction: 0.5 } }),
   },
   { name: 'treepo', family: 'trees', patch: asTrees },
   {
@@ -88,12 +92,12 @@ export const VARIANTS: Variant[] = [
     family: 'trees',
     patch: (c) => ({ ...asTrees(c), generate: { ...treepo, allocation: 'value', allocationTemperature: 0.2 } }),
   },
-  { name: 'treepo-prune', family: 'trees', patch: (c) => ({ ...asTrees(c), prune: { kind: 'arrol' } }) },
+  { name: 'treepo-prune', family: 'trees', patch: (c) => withControl(asTrees(c), { prune: { kind: 'arrol' } }) },
   // the same quality head without the hidden state (the features a remote engine gives)
   {
     name: 'treepo-prune-stats',
     family: 'trees',
-    patch: (c) => ({ ...asTrees(c), prune: { kind: 'arrol' }, qualityHead: { hidden: false } }),
+    patch: (c) => withControl(asTrees(c), { prune: { kind: 'arrol' }, qualityHead: { hidden: false } }),
   },
 ];
 

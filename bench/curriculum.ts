@@ -1,6 +1,6 @@
 /**
  * `npm run bench -- curriculum [--seeds 3] [--steps 40] [--every 5] [--eval 600] [--temperature 1] [--reuse]`: DUMP's UCB
- * curriculum (`select: { kind: ucb }`, src/replay/ucb.ts) against uniform mixing (`sequential`: the
+ * curriculum (`control.select: { kind: ucb }`, src/replay/ucb.ts) against uniform mixing (`sequential`: the
  * shuffled union of the components) on a task mixture of three arith components from one warm start:
  * - `solved`: 1-digit `+`, already right from the warm start (zero-variance groups, no signal);
  * - `learnable`: 1–2-digit `+`/`−` (the control bench's task, examples/control-mixed.yaml),
@@ -145,7 +145,7 @@ function runOnce(
   const config = {
     ...base,
     run: { ...(base.run as Raw), seed, steps, outDir, checkpointEvery: every },
-    select: variant.select,
+    control: { ...((base.control as Raw) ?? {}), select: variant.select },
   };
   try {
     // --reuse: a finished run of the same settings in bench/out/curriculum/ is evaluated again, not retrained

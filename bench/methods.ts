@@ -27,6 +27,7 @@ import {
   tokensToTarget,
   VARIANTS as CONTROL_VARIANTS,
   type Raw,
+  withControl,
   type RunOut,
   type RunSettings,
   type Variant,
@@ -135,7 +136,7 @@ export function methodVariants(bed: TestBed): Variant[] {
     {
       name: 'treepo16-prune',
       family: 'trees',
-      patch: (c) => ({ ...asTrees16(c), prune: { kind: 'arrol', atRound: bed.pruneRound } }),
+      patch: (c) => withControl(asTrees16(c), { prune: { kind: 'arrol', atRound: bed.pruneRound } }),
     },
     // FAPO and its control also sample FAPO_K answers per held-out problem at T = 1 at each evaluation: flawed
     // positives are what sampling produces (greedy answers are rarely flawed: 0.8–3.4% at 096439d)
@@ -154,7 +155,7 @@ export function methodVariants(bed: TestBed): Variant[] {
     {
       name: 'contrastive',
       family: 'contrastive',
-      patch: (c) => ({ ...c, contrastive: { kind: 'cuda_l1', best: 2, worst: 1, capacity: 16, maxChars: 14 } }),
+      patch: (c) => withControl(c, { contrastive: { kind: 'cuda_l1', best: 2, worst: 1, capacity: 16, maxChars: 14 } }),
     },
     { name: 'plain', family: 'contrastive', patch: (c) => c },
   ];

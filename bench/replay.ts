@@ -39,13 +39,14 @@ import {
   runOnce,
   tokensToTarget,
   type Raw,
+  withControl,
   type RunOut,
   type Variant,
 } from './control.js';
 import { DataError } from '../src/core/errors.js';
 import { assertSameCode, benchOutDir, benchProvenance, printTable, writeBenchJson, type Provenance } from './util.js';
 
-const sequential = (c: Raw): Raw => ({ ...c, allocate: { kind: 'uniform' } });
+const sequential = (c: Raw): Raw => withControl(c, { allocate: { kind: 'uniform' } });
 const remix = { kind: 'remix', probability: 0.4, utd: 2, maxAge: 2, onPolicyAfter: 20 };
 export const VARIANTS: Variant[] = [
   {
@@ -53,8 +54,8 @@ export const VARIANTS: Variant[] = [
     family: 'replay',
     patch: (c) => ({ ...sequential(c), run: { ...(c.run as Raw), logTreesEvery: 5 } }),
   },
-  { name: 'dots', family: 'replay', patch: (c) => ({ ...sequential(c), select: { kind: 'dots' } }) },
-  { name: 'vade', family: 'replay', patch: (c) => ({ ...sequential(c), select: { kind: 'vade' } }) },
+  { name: 'dots', family: 'replay', patch: (c) => withControl(sequential(c), { select: { kind: 'dots' } }) },
+  { name: 'vade', family: 'replay', patch: (c) => withControl(sequential(c), { select: { kind: 'vade' } }) },
   {
     name: 'ttrl',
     family: 'replay',
@@ -345,7 +346,7 @@ export async function main(args: string[]): Promise<void> {
     lineChart('replay: held-out greedy accuracy vs tokens decoded (mean of seeds)', 'tokens decoded', series, 760, 380),
   );
   writeBenchJson('replay', headline, {
-    config: 'examples/control-mixed.yaml (allocate: uniform)',
+    config: 'examples/control-mixed.yaml (control.allocate: uniform)',
     seeds,
     steps,
     gain,

@@ -40,7 +40,7 @@ const asyncMode: Patch = (c) => ({
   run: { ...c.run, mode: 'async', maxStaleness: 1 },
   optimize: { ...c.optimize, loss: { ...c.optimize.loss, correction: { kind: 'decoupled', maxWeight: 5 } } },
 });
-const april: Patch = (c) => ({ ...c, control: { kind: 'april', overProvision: 1.5, maxCarries: 2 } });
+const april: Patch = (c) => ({ ...c, control: { ...c.control, kind: 'april', overProvision: 1.5, maxCarries: 2 } });
 const same: Patch = (c) => c;
 
 /** One run of `base` patched, seed s, all evaluations greedy-only; the loop's wall time excludes evaluations. */

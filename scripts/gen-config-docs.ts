@@ -219,7 +219,13 @@ function walk(schema: z.ZodTypeAny, path: string, block: Block, blocks: Block[],
   } else if (kind === 'ZodDiscriminatedUnion') {
     const discriminator = defOf(u.inner).discriminator ?? 'kind';
     const defaultKind = (u.defaultValue as Record<string, unknown> | undefined)?.[discriminator];
-    for (const variant of variantsOf(u.inner)) {
+    // fields every variant shares (the same schema object: `.extend(common)`) get one row here, not one per variant
+    const variants = variantsOf(u.inner);
+    const shared = Object.keys(variants[0]?.shape ?? {}).filter(
+      (key) => key !== discriminator && variants.every((v) => v.shape[key] === variants[0].shape[key]),
+    );
+    for (const key of shared) walk(variants[0].shape[key], `${path}.${key}`, block, blocks);
+    for (const variant of variants) {
       const name = kindOf(variant, discriminator);
       const marker = name === defaultKind ? ' (default)' : '';
       const variantDoc = cell(unwrap(variant.shape[discriminator]).doc ?? variant.description ?? '');
@@ -227,7 +233,7 @@ function walk(schema: z.ZodTypeAny, path: string, block: Block, blocks: Block[],
       const sub: Block = { title, doc: variantDoc, rows: [] };
       blocks.push(sub);
       for (const [key, field] of Object.entries(variant.shape)) {
-        if (key !== discriminator) walk(field, `${path}.${key}`, sub, blocks);
+        if (key !== discriminator && !shared.includes(key)) walk(field, `${path}.${key}`, sub, blocks);
       }
     }
   } else if (kind === 'ZodArray') {

@@ -1,8 +1,10 @@
 /**
  * Control strategies by name: `controlFromConfig({kind, ...}, plan)` builds one. `controlOptionsSchema`
  * is the discriminated union the run config embeds (`control: { kind: april, overProvision: 1.5 }`);
- * adding a strategy = one module + one line in each list below. Per-prompt allocation (`allocate`),
- * prompt skipping (`skip`) and hint rescue (`hint`) are their own config sections.
+ * adding a strategy = one module + one line in each list below. The Control methods (allocation,
+ * skipping, selection, hints, contrastive prompting, pruning, the quality head, prompt statistics) are
+ * sections of `control:` beside the strategy's kind; allocation and hints go to the strategy, the
+ * others are the producer's hooks (hooks.ts).
  */
 import { z } from 'zod';
 import { ConfigError } from '../core/errors.js';
@@ -37,7 +39,9 @@ const noneSchema = z
   .object({ kind: z.literal('none').describe('a fixed batch of fresh prompts per step, each grown to completion') })
   .strict();
 
-export const controlOptionsSchema = z.discriminatedUnion('kind', [noneSchema, dynamicSamplingSchema, aprilSchema]);
+/** The control strategies' own options by kind (the run config extends each with the hooks' sections). */
+export const controlStrategySchemas = [noneSchema, dynamicSamplingSchema, aprilSchema] as const;
+export const controlOptionsSchema = z.discriminatedUnion('kind', [...controlStrategySchemas]);
 export type ControlOptions = z.infer<typeof controlOptionsSchema>;
 
 export interface ControlPlan {
@@ -51,26 +55,26 @@ export function controlFromConfig(options: ControlOptions, plan: ControlPlan): C
   if (options.kind !== 'none') {
     if (plan.allocate.kind !== 'uniform')
       throw new ConfigError(
-        `allocate.kind "${plan.allocate.kind}" needs control.kind "none" (got "${options.kind}")`,
-        'allocate.kind',
+        `control.allocate.kind "${plan.allocate.kind}" needs control.kind "none" (got "${options.kind}")`,
+        'control.allocate.kind',
       );
     if (plan.hint.kind !== 'none')
       throw new ConfigError(
-        `hint.kind "${plan.hint.kind}" needs control.kind "none" (got "${options.kind}")`,
-        'hint.kind',
+        `control.hint.kind "${plan.hint.kind}" needs control.kind "none" (got "${options.kind}")`,
+        'control.hint.kind',
       );
   }
   if (plan.allocate.kind !== 'uniform') {
     const { firstRound, maxPerPrompt } = plan.allocate;
     if (firstRound >= plan.groupSize)
       throw new ConfigError(
-        `allocate.firstRound (${firstRound}) must be below the group size G = ${plan.groupSize}, or nothing is left to allocate`,
-        'allocate.firstRound',
+        `control.allocate.firstRound (${firstRound}) must be below the group size G = ${plan.groupSize}, or nothing is left to allocate`,
+        'control.allocate.firstRound',
       );
     if (maxPerPrompt < plan.groupSize)
       throw new ConfigError(
-        `allocate.maxPerPrompt (${maxPerPrompt}) must be at least the group size G = ${plan.groupSize}`,
-        'allocate.maxPerPrompt',
+        `control.allocate.maxPerPrompt (${maxPerPrompt}) must be at least the group size G = ${plan.groupSize}`,
+        'control.allocate.maxPerPrompt',
       );
   }
   switch (options.kind) {

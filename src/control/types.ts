@@ -9,6 +9,7 @@ import type { TaskItem } from '../core/types.js';
 import type { PromptStats, PromptStatsState } from './prompt-stats.js';
 import type { SkipState } from './skip.js';
 import type { QualityHeadState } from './quality-head.js';
+import type { ExemplarState } from './contrastive.js';
 
 /**
  * What control strategies learn across steps, carried in the producer's request and result (plain
@@ -21,6 +22,8 @@ export interface ControlState {
   skip?: SkipState;
   /** The quality head (value-guided branching, online pruning). */
   head?: QualityHeadState;
+  /** Contrastive prompting's scored candidates per prompt. */
+  exemplars?: ExemplarState;
 }
 
 /** A tree kept between steps by the rollout store. */

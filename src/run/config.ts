@@ -18,7 +18,7 @@ import { selectOptionsSchema } from '../replay/select.js';
 import { mixSchema } from '../tasks/mix.js';
 import {
   allocateOptionsSchema,
-  controlOptionsSchema,
+  controlStrategySchemas,
   hintOptionsSchema,
   promptStatsSchema,
   pruneOptionsSchema,
@@ -206,6 +206,48 @@ const optimizeSchema = z
   .strict()
   .default({});
 
+/**
+ * The Control methods' sections, nested under `control:` beside the strategy's kind (the same in every
+ * strategy). Each is a hook of the producer (src/control/hooks.ts).
+ */
+const controlHookSections = {
+  allocate: allocateOptionsSchema
+    .default({ kind: 'uniform' })
+    .describe('per-prompt rollout allocation within the step budget: uniform | knapsack | xrpo | dars'),
+  skip: skipOptionsSchema.default({ kind: 'none' }).describe('prompt skipping before rollout: none | greso'),
+  select: selectOptionsSchema
+    .default({ kind: 'sequential' })
+    .describe(
+      "which prompts a step draws: sequential | dots | vade (difficulty targeting from each prompt's success " +
+        'posterior) | ucb (DUMP: UCB over the components of task.mix)',
+    ),
+  hint: hintOptionsSchema
+    .default({ kind: 'none' })
+    .describe('hint rescue of all-fail prompts: none | gold_prefix | example'),
+  contrastive: contrastiveOptionsSchema
+    .default({ kind: 'none' })
+    .describe('contrastive prompting (CUDA-L1): none | cuda_l1 (earlier scored candidates in the prompt)'),
+  prune: pruneOptionsSchema
+    .default({ kind: 'none' })
+    .describe('online pruning of partial rollouts: none | arrol (TreePO)'),
+  qualityHead: qualityHeadSchema
+    .default({})
+    .describe('the learned success predictor behind value-guided TreePO and pruning'),
+  promptStats: promptStatsSchema
+    .default({})
+    .describe('per-prompt success statistics kept across steps (allocation, skipping, hints, the quality head)'),
+};
+
+/** Sections that were top-level keys before they nested under `control:` (still accepted, with a warning). */
+export const LEGACY_CONTROL_KEYS = Object.keys(controlHookSections) as Array<keyof typeof controlHookSections>;
+
+const [noneControl, dynamicSamplingControl, aprilControl] = controlStrategySchemas;
+const controlSchema = z.discriminatedUnion('kind', [
+  noneControl.extend(controlHookSections),
+  dynamicSamplingControl.extend(controlHookSections),
+  aprilControl.extend(controlHookSections),
+]);
+
 const trainerSchema = z
   .object({
     learningRate: z.number().positive().max(10).default(1e-3).describe('peak RL learning rate'),
@@ -251,34 +293,12 @@ export const configSchema = z
         'agent runs (generate.kind agent): the tool environment — calculator | kv | code | tools (a module of ' +
           'TypeScript tools) | mcp | openenv — or agent (your own agent module, trained through the gateway)',
       ),
-    control: controlOptionsSchema
+    control: controlSchema
       .default({ kind: 'none' })
-      .describe('how each step spends its rollout budget: none | dynamic_sampling | april'),
-    allocate: allocateOptionsSchema
-      .default({ kind: 'uniform' })
-      .describe('per-prompt rollout allocation within the step budget: uniform | knapsack | xrpo | dars'),
-    skip: skipOptionsSchema.default({ kind: 'none' }).describe('prompt skipping before rollout: none | greso'),
-    select: selectOptionsSchema
-      .default({ kind: 'sequential' })
       .describe(
-        "which prompts a step draws: sequential | dots | vade (difficulty targeting from each prompt's success " +
-          'posterior) | ucb (DUMP: UCB over the components of task.mix)',
+        'the Control stage: how each step spends its rollout budget (kind: none | dynamic_sampling | april) and the ' +
+          'methods that act on it (allocate, skip, select, hint, contrastive, prune, qualityHead, promptStats)',
       ),
-    hint: hintOptionsSchema
-      .default({ kind: 'none' })
-      .describe('hint rescue of all-fail prompts: none | gold_prefix | example'),
-    contrastive: contrastiveOptionsSchema
-      .default({ kind: 'none' })
-      .describe('contrastive prompting (CUDA-L1): none | cuda_l1 (earlier scored candidates in the prompt)'),
-    prune: pruneOptionsSchema
-      .default({ kind: 'none' })
-      .describe('online pruning of partial rollouts: none | arrol (TreePO)'),
-    qualityHead: qualityHeadSchema
-      .default({})
-      .describe('the learned success predictor behind value-guided TreePO and pruning'),
-    promptStats: promptStatsSchema
-      .default({})
-      .describe('per-prompt success statistics kept across steps (allocation, skipping, hints, the quality head)'),
     store: storeOptionsSchema.default({}).describe('the rollout store between producers and the learner'),
     replay: replayOptionsSchema
       .default({ kind: 'none' })
@@ -301,8 +321,13 @@ export type ArborConfig = z.infer<typeof configSchema>;
  * parts of kind module, env.module) become absolute, resolved against `baseDir` (loadConfig: the
  * config file's directory), so the resolved config in a run directory and the rollout worker find them.
  */
-export function parseConfig(raw: unknown, source = 'config', baseDir = process.cwd()): ArborConfig {
-  return resolveModulePaths(parseSchema(raw, source), baseDir);
+export function parseConfig(
+  raw: unknown,
+  source = 'config',
+  baseDir = process.cwd(),
+  warn: (line: string) => void = (line) => console.error(`warning: ${line}`),
+): ArborConfig {
+  return resolveModulePaths(parseSchema(raw, source, warn), baseDir);
 }
 
 function resolveModulePaths(config: ArborConfig, baseDir: string): ArborConfig {
@@ -315,8 +340,34 @@ function resolveModulePaths(config: ArborConfig, baseDir: string): ArborConfig {
   return { ...config, task, sft, reward: { ...config.reward, parts }, ...(env ? { env } : {}) };
 }
 
-function parseSchema(raw: unknown, source: string): ArborConfig {
-  const parsed = configSchema.safeParse(raw ?? {});
+/**
+ * Moves the Control sections written at the top level (before they nested under `control:`) into
+ * `control`, warning once per key; both places at once is an error naming the key. A `control` without
+ * a kind is the fixed batch (kind none).
+ */
+function nestLegacyControl(raw: unknown, source: string, warn: (line: string) => void): unknown {
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) return raw;
+  const isObject = (v: unknown): v is Record<string, unknown> => !!v && typeof v === 'object' && !Array.isArray(v);
+  let top = raw as Record<string, unknown>;
+  // `control: { skip: ... }` without a kind: the fixed batch (kind none), as when control is absent
+  if (isObject(top.control) && !('kind' in top.control)) top = { ...top, control: { kind: 'none', ...top.control } };
+  const legacy = LEGACY_CONTROL_KEYS.filter((k) => k in top);
+  if (!legacy.length) return top;
+  const control = top.control ?? { kind: 'none' };
+  if (!control || typeof control !== 'object' || Array.isArray(control)) return raw; // the schema names it
+  const out: Record<string, unknown> = { ...top, control: { ...control } };
+  for (const key of legacy) {
+    if (key in (control as Record<string, unknown>))
+      throw new ConfigError(`${source}: ${key} and control.${key} are both set: keep control.${key}`, key, source);
+    (out.control as Record<string, unknown>)[key] = top[key];
+    delete out[key];
+    warn(`${source}: top-level "${key}" is deprecated: write it as control.${key} (accepted until the next release)`);
+  }
+  return out;
+}
+
+function parseSchema(raw: unknown, source: string, warn: (line: string) => void): ArborConfig {
+  const parsed = configSchema.safeParse(nestLegacyControl(raw ?? {}, source, warn));
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const path = issue.path.join('.');

@@ -8,24 +8,21 @@
  * result is an exact function of its request: that is what makes async runs resumable bit for bit.
  */
 import { Rng } from '../core/rng.js';
-import { ConfigError } from '../core/errors.js';
-import { createTree, hasError, isComplete, leaves, responseTokens, ROOT_ID, type RolloutTree } from '../core/tree.js';
+import { createTree, hasError, leaves, ROOT_ID, type RolloutTree } from '../core/tree.js';
 import type { TaskItem } from '../core/types.js';
 import {
-  adaptSkip,
   controlFromConfig,
   isInformative,
   PromptStats,
-  selectSkipping,
   type CarriedTree,
+  type ControlIO,
   type ControlState,
   type ControlStrategy,
   type GrowEntry,
   type PromptHint,
 } from '../control/index.js';
-import { correctness } from '../filter/constants.js';
-import { encodeContrastive, exemplarDB, type ExemplarState } from '../control/contrastive.js';
-import { QualityStep } from '../control/quality-step.js';
+import { controlHooks, type ControlHook, type ControlStep } from '../control/hooks.js';
+import { selectHook } from '../replay/select-hook.js';
 import type { Sampler, TextTokenizer } from '../engine/types.js';
 import { loadReward } from '../filter/registry.js';
 import { scoreTrees } from '../filter/score-trees.js';
@@ -39,13 +36,12 @@ import { DataOrder, type DataOrderState } from '../replay/data-order.js';
 import { taskFromConfig } from '../tasks/index.js';
 import type { ArborConfig } from './config.js';
 import { fitPrompts, promptEncoder, stopTokens } from './prompts.js';
-import { selectByDifficulty } from '../replay/select.js';
-import type { AgentRuntime } from '../generate/types.js';
+import type { AgentRuntime, QualityHook } from '../generate/types.js';
 import { agentRuntimeFor } from './agent-runtime.js';
 import { openGatewayAgent, type GatewayAgent } from './gateway-runtime.js';
 import { requestEntropy, shapingNeeds } from '../optimize/advantages/shaping.js';
-import { componentPools, UcbCurriculum, type UcbState } from '../replay/ucb.js';
-import { componentOfId, mixLabels } from '../tasks/mix.js';
+import { componentPools } from '../replay/ucb.js';
+import { mixLabels } from '../tasks/mix.js';
 
 export interface ProduceRequest {
   /** The learner step this batch is for. */
@@ -86,8 +82,8 @@ export class Producer {
     private readonly reward: RewardFunction,
     private readonly generator: Generator,
     private readonly control: ControlStrategy,
-    /** select.kind ucb: the train pool split by task.mix component. */
-    private readonly components?: Map<string, TaskItem[]>,
+    /** The Control methods' hooks (control/hooks.ts, replay/select-hook.ts), in the order they run. */
+    private readonly hooks: ControlHook[],
     /** generate.kind agent: environments, tool format and token I/O. */
     private readonly agent?: AgentRuntime,
     /** env.kind agent: the user's own agent through the gateway. */
@@ -122,31 +118,34 @@ export class Producer {
       );
       if (skipped)
         console.error(`task.overlong skip: ${skipped} training prompts leave no room for a response and are left out`);
-      if (config.select.kind !== 'sequential' && config.skip.kind !== 'none')
-        throw new ConfigError(
-          `select.kind "${config.select.kind}" and skip.kind "${config.skip.kind}" both choose the step's prompts: use one of them`,
-          'select.kind',
-        );
-      if (config.prune.kind !== 'none' && config.generate.kind !== 'treepo')
-        throw new ConfigError(
-          `prune.kind "${config.prune.kind}" prunes TreePO paths: it needs generate.kind "treepo" (got "${config.generate.kind}")`,
-          'prune.kind',
-        );
       const generator = generatorFromConfig(config.generate);
-      exemplarDB(config.contrastive); // checks best + worst ≤ capacity before the run starts
-      const control = controlFromConfig(config.control, {
-        allocate: config.allocate,
-        hint: config.hint,
-        groupSize: generator.groupSize,
-      });
-      if (config.select.kind === 'ucb' && !config.task.mix)
-        throw new ConfigError(
-          'select.kind "ucb" (DUMP) chooses among the components of a task mixture: give task.mix',
-          'select.kind',
-        );
-      const components =
-        config.select.kind === 'ucb' && config.task.mix ? componentPools(pool, mixLabels(config.task.mix)) : undefined;
-      return new Producer(config, sampler, tokenizer, pool, reward, generator, control, components, agent, gateway);
+      const c = config.control;
+      const control = controlFromConfig(c, { allocate: c.allocate, hint: c.hint, groupSize: generator.groupSize });
+      const hooks = [
+        ...controlHooks(c, {
+          valueAllocation:
+            (config.generate.kind === 'treepo' && config.generate.allocation === 'value') ||
+            (config.generate.kind === 'agent' && config.generate.branching === 'trace'),
+          treepo: config.generate.kind === 'treepo',
+          maxResponseTokens: config.sampling.maxResponseTokens,
+          contextLength: contextLength ?? Infinity,
+          // read when a step begins (the sampler's capabilities, not at construction)
+          get samplerHiddenSize() {
+            return sampler.capabilities.hiddenSize ?? 0;
+          },
+          get samplerEntropy() {
+            return sampler.capabilities.entropy;
+          },
+          decode: (tokens) => tokenizer.decode(tokens),
+        }),
+        selectHook(c.select, {
+          seed: config.run.seed,
+          components:
+            c.select.kind === 'ucb' && config.task.mix ? componentPools(pool, mixLabels(config.task.mix)) : undefined,
+          skipping: c.skip.kind !== 'none',
+        }),
+      ].filter((h): h is ControlHook => h !== undefined);
+      return new Producer(config, sampler, tokenizer, pool, reward, generator, control, hooks, agent, gateway);
     } catch (error) {
       await agent?.factory.close();
       await gateway?.close();
@@ -206,38 +205,53 @@ export class Producer {
     const data = new DataOrder(this.pool.length, config.run.seed, { ...request.data });
     const rng = new Rng(config.run.seed).fork(`step/${request.step}`);
     const encodePrompt = promptEncoder(this.tokenizer, config.engine.chatTemplate);
+    const state: ControlState = structuredClone(request.control ?? {});
+    const info: Record<string, number> = { trees_error: 0, reward_failures: 0, prompts_skipped: 0 };
+    const stats = new PromptStats(config.control.promptStats, state.prompts);
+    const step: ControlStep = { step: request.step, rng, state, info, stats };
+    // Control's hooks for this step, in order: each may wrap prompt selection and encoding, watch generation, learn after
+    const hooks = this.hooks.map((h) => h.begin(step));
+    const take = (count: number) => data.take(count).map((i) => this.pool[i]);
+    const select = hooks.reduce((next, h) => h.selectPrompts?.(next) ?? next, take);
+    const freshPrompt = hooks.reduce((next, h) => h.encodePrompt?.(next) ?? next, encodePrompt);
+    const run = this.stepRun(request.step, rng, freshPrompt, hooks.find((h) => h.generate)?.generate, info);
+    const out = await this.control.collect(config.run.promptsPerStep, request.carried, {
+      select,
+      grow: run.grow,
+      hinted: (item, hint, index) => this.hintedTree(item, hint, `s${request.step}h${index}`, encodePrompt),
+      stats,
+      step: request.step,
+      groupSize: this.generator.groupSize,
+    });
+    const drawn = [...new Set(out.drawn)];
+    for (const h of hooks) h.scored?.(drawn, out.batch);
+    Object.assign(info, batchInfo(out.batch, drawn));
+    run.timings.produce = Date.now() - started;
+    return {
+      step: request.step,
+      batch: out.batch,
+      drawn: out.drawn,
+      carry: out.carry,
+      data: data.state,
+      control: state,
+      stats: run.stats,
+      info: { ...info, ...out.info },
+      timings: run.timings,
+      weightVersion: version,
+    };
+  }
+
+  /** The step's Generate + Filter: `grow` grows (or continues) trees and scores the complete ones, timing both. */
+  private stepRun(
+    step: number,
+    rng: Rng,
+    freshPrompt: (item: TaskItem) => number[],
+    quality: QualityHook | undefined,
+    info: Record<string, number>,
+  ): { grow: ControlIO['grow']; stats: GenerateStats; timings: ProduceResult['timings'] } {
+    const { config } = this;
     const stats = emptyStats();
     const timings = { generate: 0, score: 0, produce: 0 };
-    const info: Record<string, number> = { trees_error: 0, reward_failures: 0 };
-    const control: ControlState = structuredClone(request.control ?? {});
-    const promptStats = new PromptStats(config.promptStats, control.prompts);
-    const quality = new QualityStep(
-      control.head,
-      {
-        head: config.qualityHead,
-        prune: config.prune,
-        valueAllocation:
-          (config.generate.kind === 'treepo' && config.generate.allocation === 'value') ||
-          (config.generate.kind === 'agent' && config.generate.branching === 'trace'),
-        maxResponseTokens: config.sampling.maxResponseTokens,
-        samplerHiddenSize: this.sampler.capabilities.hiddenSize ?? 0,
-        samplerEntropy: this.sampler.capabilities.entropy,
-      },
-      (id) => promptStats.posterior(id, request.step).mean,
-      rng.fork('quality'),
-    );
-    // contrastive prompting: a fresh group's prompt carries earlier scored candidates (prompt tokens, mask 0)
-    const exemplars = exemplarDB(config.contrastive, (control as { exemplars?: ExemplarState }).exemplars);
-    const contextLength = config.engine.kind === 'embedded' ? config.model.contextLength : Infinity;
-    if (exemplars) Object.assign(info, { contrastive_prompts: 0, contrastive_exemplars: 0 });
-    const freshPrompt = (item: TaskItem): number[] => {
-      if (!exemplars) return encodePrompt(item);
-      const room = contextLength - config.sampling.maxResponseTokens;
-      const { tokens, shown } = encodeContrastive(item, exemplars.select(item.id), encodePrompt, room);
-      info.contrastive_prompts += shown > 0 ? 1 : 0;
-      info.contrastive_exemplars += shown;
-      return tokens;
-    };
     const grow = async (
       entries: GrowEntry[],
       round: number,
@@ -262,15 +276,15 @@ export class Producer {
         {
           sampler: this.sampler,
           rng: rng.fork(`generate/${round}`),
-          step: request.step,
+          step,
           stopTokens: stopTokens(this.tokenizer),
           maxResponseTokens: Math.max(1, config.sampling.maxResponseTokens - hintTokens),
           temperature: config.sampling.temperature,
           topP: config.sampling.topP,
           topK: config.sampling.topK,
-          treeIdPrefix: `s${request.step}r${round}p`,
+          treeIdPrefix: `s${step}r${round}p`,
           stopAfterTrees: options.stopAfterTrees,
-          quality: quality.hook,
+          quality,
           agent: this.agent,
           gateway: this.gateway,
         },
@@ -291,102 +305,7 @@ export class Producer {
       timings.score += Date.now() - t;
       return grown.trees;
     };
-    const take = (count: number) => data.take(count).map((i) => this.pool[i]);
-    const skip = config.skip;
-    const skipState = skip.kind === 'greso' ? (control.skip ?? { pEasy: skip.start, pHard: skip.start }) : undefined;
-    info.prompts_skipped = 0;
-    const skipRng = rng.fork('skip');
-    const selectRng = rng.fork('select');
-    if (config.select.kind !== 'sequential' && config.select.kind !== 'ucb') info.prompts_passed_over = 0;
-    const ucb =
-      config.select.kind === 'ucb' && this.components
-        ? new UcbCurriculum(config.select, this.components, config.run.seed, (control as { ucb?: UcbState }).ucb)
-        : undefined;
-    const select = (count: number) => {
-      if (ucb) return ucb.take(count, selectRng);
-      if (config.select.kind !== 'sequential') {
-        const out = selectByDifficulty(
-          take,
-          count,
-          config.select,
-          (id) => promptStats.posterior(id, request.step),
-          selectRng,
-        );
-        info.prompts_passed_over += out.passed;
-        return out.items;
-      }
-      if (skip.kind !== 'greso' || !skipState) return take(count);
-      const out = selectSkipping(take, count, skip, skipState, (id) => promptStats.record(id), skipRng);
-      info.prompts_skipped += out.skipped;
-      return out.items;
-    };
-    const hinted = (item: TaskItem, hint: PromptHint, index: number): RolloutTree =>
-      this.hintedTree(item, hint, `s${request.step}h${index}`, encodePrompt);
-    const out = await this.control.collect(config.run.promptsPerStep, request.carried, {
-      select,
-      grow,
-      hinted,
-      stats: promptStats,
-      step: request.step,
-      groupSize: this.generator.groupSize,
-    });
-    // the quality head learns first (its features use the prompt statistics before this step),
-    // then every group completed this step (each tree once) updates the statistics
-    const drawn = [...new Set(out.drawn)];
-    Object.assign(info, quality.learn(drawn));
-    if (quality.state) control.head = quality.state;
-    for (const tree of drawn) {
-      if (!isComplete(tree) || hasError(tree) || tree.meta?.hint) continue;
-      promptStats.observe(tree.itemId, leaves(tree).map(correctness), request.step);
-    }
-    control.prompts = promptStats.state;
-    if (exemplars) {
-      for (const tree of drawn) {
-        if (!isComplete(tree) || hasError(tree) || tree.meta?.hint) continue;
-        const candidates = leaves(tree).map((l) => ({
-          text: this.tokenizer.decode(responseTokens(tree, l.id)),
-          score: l.reward ?? 0,
-        }));
-        exemplars.observe(tree.itemId, candidates, request.step);
-      }
-      (control as { exemplars?: ExemplarState }).exemplars = exemplars.state;
-    }
-    if (ucb) {
-      for (const tree of drawn)
-        if (isComplete(tree) && !hasError(tree) && !tree.meta?.hint)
-          ucb.observe(
-            componentOfId(tree.itemId),
-            leaves(tree).map((l) => l.reward ?? 0),
-          );
-      (control as { ucb?: UcbState }).ucb = ucb.state;
-      Object.assign(info, ucb.info());
-    }
-    const means = out.batch
-      .filter((b) => !hasError(b.tree))
-      .map((b) => {
-        const ls = leaves(b.tree);
-        return ls.reduce((a, l) => a + correctness(l), 0) / Math.max(1, ls.length);
-      });
-    if (skip.kind === 'greso' && skipState) {
-      control.skip = adaptSkip(skipState, means, skip);
-      info.skip_p_easy = control.skip.pEasy;
-      info.skip_p_hard = control.skip.pHard;
-    }
-    if (config.prune.kind === 'arrol') Object.assign(info, { pruned_paths: 0, pruned_tokens: 0 });
-    Object.assign(info, batchInfo(out.batch, drawn));
-    timings.produce = Date.now() - started;
-    return {
-      step: request.step,
-      batch: out.batch,
-      drawn: out.drawn,
-      carry: out.carry,
-      data: data.state,
-      control,
-      stats,
-      info: { ...info, ...out.info },
-      timings,
-      weightVersion: version,
-    };
+    return { grow, stats, timings };
   }
 }
 

@@ -27,11 +27,11 @@ const rollouts = (c: ArborConfig) => c.run.promptsPerStep * (c.generate as { gro
 test("DARS's matched control: uniform with the whole groups nearest DARS's rollouts per step, all else equal", () => {
   const uniform = resolve(find(CONTROL_VARIANTS, 'uniform'));
   const dars = resolve(find(CONTROL_VARIANTS, 'dars'));
-  assert.equal(dars.allocate.kind, 'dars');
+  assert.equal(dars.control.allocate.kind, 'dars');
   assert.equal(rollouts(uniform), 128, 'the unmatched control spends the whole budget');
   // the measurement: DARS trained on about 77 rollouts per step
   const matched = resolve(matchedUniform(77.4));
-  assert.equal(matched.allocate.kind, 'uniform');
+  assert.equal(matched.control.allocate.kind, 'uniform');
   assert.equal(matched.run.promptsPerStep, 10);
   assert.equal(rollouts(matched), 80);
   assert.deepEqual({ ...matched, run: { ...matched.run, promptsPerStep: 16 } }, uniform);

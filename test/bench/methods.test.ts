@@ -30,19 +30,19 @@ function diff(a: unknown, b: unknown, at = ''): string[] {
 
 /** Where each headline's method may differ from its control: the method itself and nothing else. */
 const ALLOWED: Record<string, RegExp> = {
-  allocation_matched_tokens_to_target_gain: /^(allocate\.|run\.promptsPerStep$)/,
+  allocation_matched_tokens_to_target_gain: /^(control\.allocate\.|run\.promptsPerStep$)/,
   replay_matched_tokens_to_target_gain: /^replay\.probability$/,
   treepo_tokens_to_target_gain: /^(generate\.|optimize\.advantage\.(kind|level)$)/,
   latr_distinct_sibling_gain: /^generate\./,
-  pruning_tokens_saved: /^prune\./,
-  pruning_final_acc_delta: /^prune\./,
-  value_head_auc_at_decision: /^prune\./,
+  pruning_tokens_saved: /^control\.prune\./,
+  pruning_final_acc_delta: /^control\.prune\./,
+  value_head_auc_at_decision: /^control\.prune\./,
   fapo_flawed_positive_rate_delta: /^reward\./,
   fapo_final_acc_delta: /^reward\./,
   shaping_novelty_tokens_to_target_gain: /^optimize\.advantage\.shaping$/,
   shaping_entropy_tokens_to_target_gain: /^optimize\.advantage\.shaping$/,
   shaping_ace_tokens_to_target_gain: /^optimize\.advantage\.shaping$/,
-  contrastive_score_gain: /^contrastive\./,
+  contrastive_score_gain: /^control\.contrastive\./,
 };
 
 /** A finished run with this per-step rollouts count, curve (tokens, accuracy) and evaluation lines. */
@@ -105,9 +105,9 @@ test('ARRoL over-samples 16 i.i.d. paths and prunes at the test bed round; its c
   assert.deepEqual(pruned.generate, unpruned.generate);
   assert.equal((pruned.generate as { groupSize: number }).groupSize, 16);
   assert.equal((pruned.generate as { initialDivergence: number }).initialDivergence, 16);
-  assert.equal(pruned.prune.kind, 'arrol');
-  assert.equal((pruned.prune as { atRound: number }).atRound, 2);
-  assert.equal(unpruned.prune.kind, 'none');
+  assert.equal(pruned.control.prune.kind, 'arrol');
+  assert.equal((pruned.control.prune as { atRound: number }).atRound, 2);
+  assert.equal(unpruned.control.prune.kind, 'none');
   assert.equal(pruned.optimize.advantage.kind, 'grpo', 'independent paths: GRPO advantages');
   // TreePO and LATR with TreePO's own estimator (one tree advantage per leaf), not segment values
   for (const name of ['treepo', 'latr']) {
@@ -136,7 +136,7 @@ test('SAPO learners train on all their own groups and half as many of their peer
   assert.equal(a.share.local, 16);
   assert.equal(a.share.external, 8);
   assert.equal(a.run.promptsPerStep, 16, 'each learner decodes what it would alone');
-  assert.equal(a.allocate.kind, 'uniform');
+  assert.equal(a.control.allocate.kind, 'uniform');
 });
 
 test("headline values come from the runs they name: tokens ratios, deltas and the last evaluation's figures", () => {

@@ -90,8 +90,8 @@ test('ExemplarDB: state is plain data, copied in, and the option sums are checke
 });
 
 test('config: contrastive defaults to off; cuda_l1 fills its documented defaults; bounds are checked', () => {
-  assert.deepEqual(parseConfig({}).contrastive, { kind: 'none' });
-  assert.deepEqual(parseConfig({ contrastive: { kind: 'cuda_l1' } }).contrastive, {
+  assert.deepEqual(parseConfig({}).control.contrastive, { kind: 'none' });
+  assert.deepEqual(parseConfig({ control: { contrastive: { kind: 'cuda_l1' } } }).control.contrastive, {
     kind: 'cuda_l1',
     best: 2,
     worst: 1,
@@ -99,8 +99,8 @@ test('config: contrastive defaults to off; cuda_l1 fills its documented defaults
     maxChars: 40,
   });
   assert.throws(
-    () => parseConfig({ contrastive: { kind: 'cuda_l1', best: 17 } }),
-    (error: unknown) => error instanceof ConfigError && error.path === 'contrastive.best',
+    () => parseConfig({ control: { contrastive: { kind: 'cuda_l1', best: 17 } } }),
+    (error: unknown) => error instanceof ConfigError && error.path === 'control.contrastive.best',
   );
 });
 
@@ -131,7 +131,7 @@ const producerConfig = (contrastive: unknown) =>
     task: { name: 'closest', options: { count: 2, maxTarget: 30 } },
     sampling: { maxResponseTokens: 8 },
     generate: { kind: 'iid', groupSize: 4 },
-    contrastive,
+    control: { contrastive },
   });
 const items = getTask('closest', { count: 2, maxTarget: 30 }).makeItems('train', 4, 5);
 const request = (step: number, control = {}) => ({ step, carried: [], data: { epoch: 0, cursor: 0 }, control });
@@ -230,7 +230,7 @@ test('train(): two steps with contrastive prompts on a tiny model', { timeout: 1
       sft: { steps: 5, batchSize: 8, examples: 32 },
       sampling: { maxResponseTokens: 8 },
       generate: { kind: 'iid', groupSize: 3 },
-      contrastive: { kind: 'cuda_l1' },
+      control: { contrastive: { kind: 'cuda_l1' } },
     }),
     { quiet: true },
   );

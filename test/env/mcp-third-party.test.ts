@@ -479,11 +479,11 @@ test(
       (e: unknown) => e instanceof ConfigError && e.path === 'env.tools.0',
     );
     assert.deepEqual(reapLeft(marker), []);
-    // select.kind ucb without task.mix is found after the environment opened
-    const late = config(everythingOptions(marker, { tools: ['echo'] }), { select: { kind: 'ucb' } });
+    // control.select.kind ucb without task.mix is found after the environment opened
+    const late = config(everythingOptions(marker, { tools: ['echo'] }), { control: { select: { kind: 'ucb' } } });
     await assert.rejects(
       Producer.create(late, new ScriptedSampler(() => ''), new CharTokenizer()),
-      (e: unknown) => e instanceof ConfigError && e.path === 'select.kind',
+      (e: unknown) => e instanceof ConfigError && e.path === 'control.select.kind',
     );
     assert.deepEqual(reapLeft(marker), []);
     const log = readFileSync(join(outDir, 'logs', 'mcp.stderr.log'), 'utf8');

@@ -1,5 +1,5 @@
 /**
- * Difficulty-targeted selection (`select: dots | vade`): from a window of candidates, DOTS samples
+ * Difficulty-targeted selection (`control.select: dots | vade`): from a window of candidates, DOTS samples
  * ∝ softmax(−|p̂ − target|/τ) (Gumbel-top-k, so τ → 0 is the nearest-first order), VADE keeps the
  * Thompson draws nearest the target; the Beta sampler has the right moments; a run with each trains,
  * logs the prompts passed over, and refuses to be combined with GRESO skipping.
@@ -98,7 +98,7 @@ test(
   async () => {
     const root = mkdtempSync(join(tmpdir(), 'arbor-select-'));
     for (const kind of ['dots', 'vade']) {
-      await train(parseConfig({ ...tinyRun(root, kind, { steps: 3 }), select: { kind, window: 2 } }), { quiet: true });
+      await train(parseConfig({ ...tinyRun(root, kind, { steps: 3 }), control: { select: { kind, window: 2 } } }), { quiet: true });
       const ms = new RunDir(join(root, kind)).readMetrics().filter((m) => m.step > 0);
       assert.deepEqual(
         ms.map((m) => m.prompts_passed_over),
@@ -107,10 +107,10 @@ test(
       );
     }
     await assert.rejects(
-      train(parseConfig({ ...tinyRun(root, 'both'), select: { kind: 'dots' }, skip: { kind: 'greso' } }), {
+      train(parseConfig({ ...tinyRun(root, 'both'), control: { select: { kind: 'dots' }, skip: { kind: 'greso' } } }), {
         quiet: true,
       }),
-      (e: unknown) => e instanceof ConfigError && e.path === 'select.kind',
+      (e: unknown) => e instanceof ConfigError && e.path === 'control.select.kind',
     );
   },
 );

@@ -167,7 +167,7 @@ test(
         sft: { steps: 60, batchSize: 32, learningRate: 0.01, examples: 200, checkpoint: join(root, 'sft') },
         sampling: { maxResponseTokens: 24 },
         generate: { kind: 'iid', groupSize: 4 },
-        select: { kind: 'ucb' },
+        control: { select: { kind: 'ucb' } },
         trainer: { learningRate: 0.0003 },
       });
     const KEYS = [

@@ -45,9 +45,11 @@ const config = (name: string, overrides: Record<string, unknown> = {}, run: Reco
   });
 
 const budget = {
-  allocate: { kind: 'knapsack', firstRound: 2, maxPerPrompt: 12 },
-  skip: { kind: 'greso', start: 0.5 },
-  hint: { kind: 'gold_prefix', fraction: 0.5 },
+  control: {
+    allocate: { kind: 'knapsack', firstRound: 2, maxPerPrompt: 12 },
+    skip: { kind: 'greso', start: 0.5 },
+    hint: { kind: 'gold_prefix', fraction: 0.5 },
+  },
 };
 const KEYS = [
   'reward_mean',
@@ -139,8 +141,7 @@ test(
         allocation: 'value',
       },
       optimize: { advantage: { kind: 'tree', level: 'segment' } },
-      prune: { kind: 'arrol', atRound: 1 },
-      qualityHead: { warmup: 16 },
+      control: { prune: { kind: 'arrol', atRound: 1 }, qualityHead: { warmup: 16 } },
     };
     const keys = [
       'reward_mean',
@@ -210,31 +211,58 @@ test('budget options that need the fixed batch, and allocations that leave nothi
       { encode: () => [], decode: () => '', eos: 2, vocabSize: 10 } as never,
     );
   await assert.rejects(
-    make({ control: { kind: 'april' }, allocate: { kind: 'xrpo' } }),
+    make({ control: { kind: 'april', allocate: { kind: 'xrpo' } } }),
     (e: unknown) =>
       e instanceof ConfigError &&
-      /allocate\.kind "xrpo" needs control\.kind "none"/.test(e.message) &&
-      e.path === 'allocate.kind',
+      /control\.allocate\.kind "xrpo" needs control\.kind "none"/.test(e.message) &&
+      e.path === 'control.allocate.kind',
   );
   await assert.rejects(
-    make({ control: { kind: 'dynamic_sampling' }, hint: { kind: 'example' } }),
-    (e: unknown) => e instanceof ConfigError && e.path === 'hint.kind',
+    make({ control: { kind: 'dynamic_sampling', hint: { kind: 'example' } } }),
+    (e: unknown) => e instanceof ConfigError && e.path === 'control.hint.kind',
   );
   await assert.rejects(
-    make({ allocate: { kind: 'knapsack', firstRound: 4 } }),
+    make({ control: { allocate: { kind: 'knapsack', firstRound: 4 } } }),
     (e: unknown) => e instanceof ConfigError && /firstRound \(4\) must be below the group size G = 4/.test(e.message),
   );
   await assert.rejects(
-    make({ allocate: { kind: 'dars', firstRound: 2, maxPerPrompt: 3 } }),
-    (e: unknown) => e instanceof ConfigError && e.path === 'allocate.maxPerPrompt',
+    make({ control: { allocate: { kind: 'dars', firstRound: 2, maxPerPrompt: 3 } } }),
+    (e: unknown) => e instanceof ConfigError && e.path === 'control.allocate.maxPerPrompt',
   );
   await assert.rejects(
-    make({ prune: { kind: 'arrol' } }),
+    make({ control: { prune: { kind: 'arrol' } } }),
     (e: unknown) =>
-      e instanceof ConfigError && e.path === 'prune.kind' && /needs generate.kind "treepo"/.test(e.message),
+      e instanceof ConfigError && e.path === 'control.prune.kind' && /needs generate.kind "treepo"/.test(e.message),
   );
   assert.throws(
-    () => config('bad', { allocate: { kind: 'knapsack', budget: 3 } }),
-    (e: unknown) => e instanceof ConfigError && /allocate: unknown key\(s\) "budget"/.test(e.message),
+    () => config('bad', { control: { allocate: { kind: 'knapsack', budget: 3 } } }),
+    (e: unknown) => e instanceof ConfigError && /control\.allocate: unknown key\(s\) "budget"/.test(e.message),
+  );
+});
+
+test('Control sections written at the top level (before control:) still parse, with a warning naming the new key', () => {
+  const warnings: string[] = [];
+  const c = parseConfig(
+    { skip: { kind: 'greso' }, prune: { kind: 'none' }, control: { kind: 'april' } },
+    'old.yaml',
+    process.cwd(),
+    (w) => warnings.push(w),
+  );
+  assert.equal(c.control.kind, 'april');
+  assert.equal(c.control.skip.kind, 'greso');
+  assert.deepEqual(warnings, [
+    'old.yaml: top-level "skip" is deprecated: write it as control.skip (accepted until the next release)',
+    'old.yaml: top-level "prune" is deprecated: write it as control.prune (accepted until the next release)',
+  ]);
+  // the nested form gives the same config and no warning; a control without a kind is the fixed batch
+  const nested = parseConfig({ control: { skip: { kind: 'greso' } } }, 'new.yaml', process.cwd(), (w) =>
+    warnings.push(w),
+  );
+  assert.equal(warnings.length, 2);
+  assert.deepEqual(nested.control.skip, c.control.skip);
+  assert.equal(nested.control.kind, 'none');
+  assert.throws(
+    () => parseConfig({ skip: { kind: 'greso' }, control: { skip: { kind: 'none' } } }, 'both.yaml'),
+    (e: unknown) => e instanceof ConfigError && e.path === 'skip' && /keep control\.skip/.test(e.message),
   );
 });

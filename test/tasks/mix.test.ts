@@ -1,7 +1,7 @@
 /**
  * Task mixtures (`task.mix`, src/tasks/mix.ts): ids prefixed by the component and unique, weights
  * apportion the splits, the verifier and the demonstrations dispatch to the component's own, held-out
- * evaluation reports each component, and the config errors name `task.mix…` / `select.kind`.
+ * evaluation reports each component, and the config errors name `task.mix…` / `control.select.kind`.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -158,7 +158,7 @@ test('config errors: mix with name/options, a bad component option, duplicate la
   const tokenizer = { encode: () => [1], decode: () => '', eos: 2, vocabSize: 10 };
   const make = (raw: Record<string, unknown>) =>
     Producer.create(parseConfig({ run: { trainItems: 8 }, ...raw }), undefined as never, tokenizer as never);
-  await assert.rejects(make({ select: { kind: 'ucb' } }), isConfigError('select.kind'));
-  const p = await make({ task: { mix }, select: { kind: 'ucb' } });
+  await assert.rejects(make({ control: { select: { kind: 'ucb' } } }), isConfigError('control.select.kind'));
+  const p = await make({ task: { mix }, control: { select: { kind: 'ucb' } } });
   assert.equal(p.groupSize > 0, true);
 });

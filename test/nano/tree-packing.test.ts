@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { NanoModel } from '../../src/engine/nano/model.js';
 import { NanoTrainer, type TrainerPacking } from '../../src/engine/nano/trainer.js';
 import { LoraAdapter } from '../../src/engine/nano/lora.js';
-import { packForest } from '../../src/engine/nano/packing.js';
+import { ForestBuilder, packForest } from '../../src/engine/nano/packing.js';
 import { referenceKernels, referenceKernels64 } from '../../src/engine/kernels/reference.js';
 import { treeSegment, treeVisible } from '../../src/engine/kernels/tree.js';
 import { loadKernels, type Kernels } from '../../src/engine/kernels/index.js';
@@ -362,4 +362,22 @@ test('trainer.packing reaches the embedded trainer (default tree; flat when set)
     () => parseConfig({ trainer: { packing: 'dense' } }),
     (e: Error) => /trainer\.packing/.test(e.message),
   );
+});
+
+test('the forest builder counts rows and attention pairs as it grows (what splits a pack)', () => {
+  const data = forest(new Rng(5), 4, 9, false);
+  const b = new ForestBuilder();
+  for (const d of data) {
+    const more = b.added(d.inputTokens);
+    const before = { rows: b.rows, visible: b.visible };
+    b.add(d.inputTokens, d.targetTokens);
+    assert.deepEqual(
+      { rows: b.rows, visible: b.visible },
+      { rows: before.rows + more.rows, visible: before.visible + more.visible },
+    );
+  }
+  const pack = b.build();
+  assert.equal(b.rows, pack.N);
+  assert.equal(b.visible, treeVisible(pack.layout));
+  assert.deepEqual(b.added(data[0].inputTokens), { rows: 0, visible: 0 });
 });

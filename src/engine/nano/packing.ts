@@ -49,19 +49,25 @@ export class ForestBuilder {
     return this.paths.length;
   }
 
-  /** How many new rows `seq` would add. */
-  added(seq: readonly number[]): number {
+  /** Attention probabilities per head so far: Σ over rows of (position + 1). */
+  visible = 0;
+
+  /** How many new rows `seq` would add, and the attention probabilities (per head) they bring. */
+  added(seq: readonly number[]): { rows: number; visible: number } {
     let node = this.roots.get(seq[0]);
     let t = 0;
     while (node !== undefined) {
       t++;
-      if (t === seq.length) return 0;
+      if (t === seq.length) return { rows: 0, visible: 0 };
       node = this.children[node]?.get(seq[t]);
     }
-    return seq.length - t;
+    // positions t..n−1 are new: Σ (p + 1)
+    const n = seq.length;
+    return { rows: n - t, visible: (n * (n + 1) - t * (t + 1)) / 2 };
   }
 
   add(seq: readonly number[], targets: readonly number[]): void {
+    this.visible += this.added(seq).visible;
     const path = new Int32Array(seq.length);
     let node = -1;
     for (let t = 0; t < seq.length; t++) {

@@ -58,6 +58,8 @@ export type TrainerPacking = 'tree' | 'flat';
 
 /** Activation memory a training pass may use by default (bytes). */
 const PASS_BYTES = 768 << 20;
+/** Attention probabilities a tree-packed pass may keep (bytes); a pass whose trees see more is split. */
+const ATTENTION_BYTES = 512 << 20;
 
 /** Rows per forward pass that fit PASS_BYTES of cached activations (at most 4096, the nano models' budget). */
 function defaultMaxRows(model: NanoModel, adapter?: LoraAdapter): number {
@@ -72,6 +74,8 @@ export class NanoTrainer implements Trainer {
   readonly optimizer: AdamW;
   private readonly graph: TrainingGraph;
   private readonly maxRows: number;
+  /** Most attention pairs (per head) in one tree-packed pass. */
+  private readonly maxVisible: number;
 
   /** The LoRA adapter being trained (undefined = the whole model trains). */
   readonly adapter: LoraAdapter | undefined;
@@ -86,6 +90,8 @@ export class NanoTrainer implements Trainer {
     this.optimizer = new AdamW(this.trained.params, model.kernels);
     this.graph = new TrainingGraph(model, this.adapter, options.headBlockRows);
     this.maxRows = options.maxRowsPerPass ?? defaultMaxRows(model, this.adapter);
+    // the tree attention's probabilities: NH per visible pair per layer, float32
+    this.maxVisible = Math.max(1, Math.floor(ATTENTION_BYTES / (4 * model.dims.NH * model.dims.L)));
     this.baseModelName = options.baseModelName ?? 'base';
     this.weightedRowsOnly = options.weightedRowsOnly === true;
     this.packing = options.packing ?? 'tree';
@@ -173,7 +179,9 @@ export class NanoTrainer implements Trainer {
     let cur: Datum[] = [];
     let forest = new ForestBuilder();
     for (const d of data) {
-      if (cur.length && forest.rows + forest.added(d.inputTokens) > this.maxRows) {
+      const more = forest.added(d.inputTokens);
+      const full = forest.rows + more.rows > this.maxRows || forest.visible + more.visible > this.maxVisible;
+      if (cur.length && full) {
         yield { chunk: cur, tree: forest.build() };
         cur = [];
         forest = new ForestBuilder();

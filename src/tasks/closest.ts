@@ -10,7 +10,7 @@ import { drawSplit } from './split.js';
 import type { TaskItem } from '../core/types.js';
 import { single, type RewardFunction } from '../filter/types.js';
 import { extractCountdownAnswer } from './countdown.js';
-import { evaluateExpression } from './expression.js';
+import { evaluateExpression } from '../core/expression.js';
 import type { Split, Task } from './types.js';
 
 export interface ClosestOptions {

@@ -9,7 +9,7 @@ import { Rng } from '../core/rng.js';
 import { drawSplit } from './split.js';
 import type { TaskItem } from '../core/types.js';
 import { single, type RewardFunction } from '../filter/types.js';
-import { evaluateExpression } from './expression.js';
+import { evaluateExpression } from '../core/expression.js';
 import type { Split, Task } from './types.js';
 
 export interface CountdownOptions {

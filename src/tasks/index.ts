@@ -22,7 +22,7 @@ export * from './types.js';
 export { arithTask, arithSolution, extractArithAnswer } from './arith.js';
 export { countdownTask, checkCountdown } from './countdown.js';
 export { closestExpression, closestTask, gradeClosest, type ClosestMeta, type ClosestOptions } from './closest.js';
-export { evaluateExpression } from './expression.js';
+export { evaluateExpression } from '../core/expression.js';
 export { calculatorTask, extractFinalAnswer, type MultiTurnTask } from './calculator.js';
 export { kvTask, replayKv } from './kv.js';
 export { firstWrongStep, scratchpadLines, scratchpadTask, type ScratchpadOptions } from './scratchpad.js';

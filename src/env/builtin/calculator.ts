@@ -4,7 +4,7 @@
  * result reads as a reduced fraction ("7/2"); division by zero and bad syntax are error results.
  */
 import { z } from 'zod';
-import { evaluateExpression } from '../../tasks/expression.js';
+import { evaluateExpression } from '../../core/expression.js';
 import { tool, type ArborTool } from '../tools.js';
 import { toolEnvironmentFactory } from '../tool-env.js';
 import type { EnvironmentFactory } from '../types.js';

@@ -1,6 +1,6 @@
 /**
- * A safe arithmetic-expression evaluator for countdown answers: integers, + − × ÷ (also "x", "*",
- * "/"), parentheses, unary minus. Own tokenizer and recursive-descent parser — no eval. Returns the
+ * A safe arithmetic-expression evaluator (the countdown and closest tasks' answers, the calculator
+ * tool): integers, + − × ÷ (also "x", "*", "/"), parentheses, unary minus. Own tokenizer and recursive-descent parser — no eval. Returns the
  * value as an exact rational (numerator/denominator) and the list of integer literals used, or an
  * error string. Bounded: expressions longer than 200 characters are rejected.
  */

@@ -34,6 +34,7 @@ export default defineConfig(
             'scripts/*.mjs',
             'examples/*/*.mjs',
             'src/run/*.mjs',
+            'src/serve/*.mjs',
             'testkit/*/*.mjs',
           ],
           maximumDefaultProjectFileMatchCount_THIS_WILL_SLOW_DOWN_LINTING: 40,

@@ -15,6 +15,7 @@ import { codeEnvironmentFactory, codeEnvOptions } from './builtin/code.js';
 import { kvEnvironmentFactory, kvEnvOptions } from './builtin/kv.js';
 import { toolEnvironmentFactory, type EpisodeState } from './tool-env.js';
 import { asArborTool, type ArborTool } from './tools.js';
+import { toolNameProblem } from './format/names.js';
 import type { EnvironmentFactory } from './types.js';
 import { mcpEnvironmentFactory, mcpOptionsSchema, type McpRuntime } from './mcp.js';
 import { openenvEnvironmentFactory, openenvOptionsSchema } from './openenv.js';
@@ -48,8 +49,8 @@ export const toolsEnvOptions = z
       .string()
       .min(1)
       .describe(
-        'module exporting tools made with tool() (path relative to the config file): a `tools` export object, ' +
-          'or every export that is a tool',
+        'module exporting tools made with tool() (path relative to the config file): a `tools` export object ' +
+          '(or a default export object of tools), else every export that is a tool, named after the export',
       ),
     maxObservationChars: z
       .number()
@@ -117,22 +118,75 @@ export function isGatewayAgent(env: unknown): env is AgentEnvOptions {
   return (env as { kind?: unknown } | null | undefined)?.kind === 'agent';
 }
 
-/** Tools of a module: its `tools` export object, else every export that is a tool (named after the export). */
+/** Why `value` (something with an `execute`) is not a tool: its schema is missing or not zod. */
+function notATool(value: object): string {
+  const v = value as { inputSchema?: unknown; parameters?: unknown };
+  const schema = v.inputSchema ?? v.parameters;
+  if (schema === undefined) return 'it has execute() but no inputSchema';
+  const json = schema && typeof schema === 'object' && ('jsonSchema' in schema || 'type' in schema);
+  return json
+    ? "its inputSchema is a JSON schema (e.g. the AI SDK's jsonSchema()); tools here take zod schemas (z.object(...))"
+    : 'its inputSchema is not a zod schema (no safeParse)';
+}
+
+/** Where a module's tools are: its `tools` export, else a default export that is a plain object, else the module. */
+function toolSource(
+  mod: Record<string, unknown>,
+  where: string,
+): { entries: Record<string, unknown>; explicit: string } {
+  for (const name of ['tools', 'default']) {
+    const value = mod[name];
+    if (Array.isArray(value))
+      throw new ConfigError(
+        `env.module: ${where} exports ${name === 'tools' ? '"tools"' : 'by default'} an array; tools are named by ` +
+          'their keys: export an object, e.g. { lookup: tool({...}), add: tool({...}) }',
+        'env.module',
+      );
+    // a defineEnvironment(...) or another function is not a tools object
+    if (value && typeof value === 'object' && !asArborTool(value) && !('execute' in value))
+      return { entries: value as Record<string, unknown>, explicit: name === 'tools' ? 'tools.' : 'default.' };
+    if (name === 'default' && typeof value === 'function')
+      throw new ConfigError(
+        `env.module: ${where}'s default export is a function (a defineEnvironment(...)?): use env.kind: module for ` +
+          'an environment; env.kind: tools takes a module of tools',
+        'env.module',
+      );
+  }
+  return { entries: mod, explicit: '' };
+}
+
+/**
+ * Tools of a module: its `tools` export object (or a default export object), else every export that is
+ * a tool, named after its key. Nothing is dropped silently: in a tools object every entry must be a tool,
+ * and anywhere a value with `execute()` whose schema is not zod is an error naming it; other exports
+ * (helpers, constants) are left alone. Names must be tool names every format can call.
+ */
 export function toolsOfModule(
   mod: Record<string, unknown>,
   where: string,
 ): { tools: Record<string, ArborTool>; state?: EpisodeState<unknown> } {
-  const source = mod.tools && typeof mod.tools === 'object' ? (mod.tools as Record<string, unknown>) : mod;
+  const { entries, explicit } = toolSource(mod, where);
   const tools: Record<string, ArborTool> = {};
-  for (const [name, value] of Object.entries(source)) {
+  for (const [name, value] of Object.entries(entries)) {
     const t = asArborTool(value);
-    if (t) tools[name] = t;
+    const looksLikeTool = !!value && typeof value === 'object' && 'execute' in value;
+    if (!t && !explicit && !looksLikeTool) continue;
+    const field = `${explicit}${name}`;
+    if (!t) {
+      const why = looksLikeTool ? notATool(value as object) : 'not a tool (make it with tool({...}))';
+      throw new ConfigError(`env.module: ${where}: "${field}": ${why}`, 'env.module');
+    }
+    const problem = toolNameProblem(name);
+    if (problem) throw new ConfigError(`env.module: ${where}: "${field}": ${problem}`, 'env.module');
+    tools[name] = t;
   }
-  if (!Object.keys(tools).length)
+  if (!Object.keys(tools).length) {
+    const has = Object.keys(mod).join(', ') || 'nothing';
     throw new ConfigError(
-      `env.module: ${where} exports no tools (objects with a zod inputSchema and an execute function)`,
+      `env.module: ${where} exports no tools (objects with a zod inputSchema and an execute function; it exports ${has})`,
       'env.module',
     );
+  }
   const state = mod.state as EpisodeState<unknown> | undefined;
   if (state !== undefined && (typeof state.init !== 'function' || typeof state.clone !== 'function')) {
     throw new ConfigError(

@@ -1,6 +1,8 @@
 /**
- * Progress display on stderr: one rewritten line on a TTY, plain lines otherwise (CI, pipes).
- * Shows stage, step/total, reward, accuracy, tokens decoded, prefix tokens reused, stage times, ETA.
+ * Progress display on stderr: one rewritten line on a TTY, plain lines otherwise (CI, pipes), where a
+ * status update is printed only when its caller marks it a milestone (the warm-start SFT marks every
+ * tenth of its steps). Shows stage, step/total, reward, accuracy, tokens decoded, prefix tokens
+ * reused, stage times, ETA.
  */
 
 export class Progress {
@@ -18,13 +20,18 @@ export class Progress {
 
   private readonly stream: NodeJS.WriteStream;
 
-  /** A transient status line (overwritten on a TTY). */
-  update(text: string): void {
+  /**
+   * A transient status line: overwritten on a TTY; elsewhere nothing, unless `milestone` (then a plain
+   * line, so a long stage is not silent in CI or a pipe).
+   */
+  update(text: string, milestone = false): void {
     if (this.quiet) return;
     if (this.tty) {
       const pad = Math.max(0, this.lastLen - text.length);
       this.stream.write(`\r${text}${' '.repeat(pad)}`);
       this.lastLen = text.length;
+    } else if (milestone) {
+      this.stream.write(text + '\n');
     }
   }
 

@@ -12,7 +12,7 @@ import { formatTicks, niceTicks } from '../ui/client/ticks.js';
 import { assetsBuilt, readAsset } from '../ui/server/assets.js';
 import { treeView, type Decoder } from '../ui/server/tree-model.js';
 import type { MetricsRow, ReportData } from '../ui/types.js';
-import type { RunDir, StepMetrics } from './rundir.js';
+import type { RunDir, SftMetrics, StepMetrics } from './rundir.js';
 
 interface Series {
   name: string;
@@ -83,7 +83,7 @@ export function lineChart(title: string, xLabel: string, series: Series[], width
   return parts.join('');
 }
 
-function numericRows(metrics: StepMetrics[]): MetricsRow[] {
+function numericRows(metrics: Array<StepMetrics | SftMetrics>): MetricsRow[] {
   return metrics.map((m) =>
     Object.fromEntries(
       Object.entries(m).filter((e): e is [string, number] => typeof e[1] === 'number' && Number.isFinite(e[1])),
@@ -106,15 +106,19 @@ export interface ReportTrees {
   tokenizer?: string;
 }
 
-/** The report page. Throws when the ui assets are not built (`npm run build:ui`). */
+/**
+ * The report page over metrics.jsonl's lines (the RL steps', and the warm-start SFT's when the run
+ * trained it). Throws when the ui assets are not built (`npm run build:ui`).
+ */
 export function buildReport(
-  metrics: StepMetrics[],
+  metrics: Array<StepMetrics | SftMetrics>,
   treesIn: ReportTrees | RolloutTree[] | null,
   decoder: Decoder,
   summary: Record<string, unknown> | undefined,
   title: string,
 ): string {
-  const trees = Array.isArray(treesIn) ? { step: Math.max(0, ...metrics.map((m) => m.step)), trees: treesIn } : treesIn;
+  const steps = metrics.map((m) => ('step' in m ? m.step : 0));
+  const trees = Array.isArray(treesIn) ? { step: Math.max(0, ...steps), trees: treesIn } : treesIn;
   const data: ReportData = {
     title,
     metrics: numericRows(metrics),
@@ -171,7 +175,7 @@ export function writeReport(
     );
     return out;
   }
-  const metrics = dir.readMetrics();
+  const metrics = dir.readLines();
   const trees = latestTrees(dir, options.maxTrees ?? 32);
   if (trees && options.tokenizer) trees.tokenizer = options.tokenizer;
   const summaryFile = join(dir.path, 'summary.json');

@@ -14,15 +14,16 @@ import { loadHfModel } from '../engine/hf/model.js';
 import { loadCheckpoint } from '../engine/nano/checkpoint.js';
 import { LoraAdapter } from '../engine/nano/lora.js';
 import type { NanoModel } from '../engine/nano/model.js';
-import type { CharTokenizer } from '../engine/nano/tokenizer.js';
 import { NanoSampler } from '../engine/nano/sampler.js';
 import { NanoTrainer } from '../engine/nano/trainer.js';
 import { HFTokenizer } from '../engine/tokenizer/hf.js';
 import { adapterSampler, LoraRegistry, type LoraModulePath } from './lora.js';
 import type { ServeOptions } from './server.js';
-import type { ServeTokenizer } from './text.js';
+import { charServeTokenizer, hfServeTokenizer } from './tokenizers.js';
 import type { TinkerModels } from './tinker.js';
 import { nanoWeightLoader } from './weights.js';
+
+export { charServeTokenizer, hfServeTokenizer } from './tokenizers.js';
 
 export interface ServeEngineOptions {
   /** A nano checkpoint or a Hugging Face model directory. */
@@ -58,24 +59,6 @@ export interface ServeEngine {
   description: string;
   /** Settings of generation_config.json the sampler cannot apply (ignored; the CLI warns). */
   ignoredDefaults: string[];
-}
-
-/** The vLLM routes' view of an HF tokenizer. */
-export function hfServeTokenizer(t: HFTokenizer): ServeTokenizer {
-  return {
-    encode: (text, addSpecialTokens) => t.encode(text, { addSpecialTokens }),
-    decode: (ids, skipSpecial) => t.decode(ids, !skipSpecial),
-    tokenString: (id) => t.idToToken(id),
-    chat: t.hasChatTemplate ? (messages, options) => t.applyChatTemplate(messages, options) : undefined,
-  };
-}
-
-/** The vLLM routes' view of the nano char tokenizer (its BOS is the special token added to a raw prompt). */
-export function charServeTokenizer(t: CharTokenizer): ServeTokenizer {
-  return {
-    encode: (text, addSpecialTokens) => (addSpecialTokens ? [t.bos, ...t.encode(text)] : t.encode(text)),
-    decode: (ids, skipSpecial) => t.decode(ids, !skipSpecial),
-  };
 }
 
 export async function loadServeEngine(o: ServeEngineOptions): Promise<ServeEngine> {

@@ -21,8 +21,9 @@ import type { EpisodeCall } from '../core/episode.js';
 import { BatchingSampler } from '../engine/batch-sampler.js';
 import type { Sampler } from '../engine/types.js';
 import type { AnsweredCall, CallHooks } from './hooks.js';
-import { disconnectSignal, parseJson, readBody, send } from './http.js';
+import { disconnectSignal, readBody, send } from './http.js';
 import { derivedSeed, SampleGuard, servedLimits, type ServeLimits } from './limits.js';
+import { RequestWorker } from './request-worker.js';
 import type { ServeTokenizer } from './text.js';
 import type { ToolCallParserName } from './tool-calls.js';
 import { BadRequest, errorReply, NotFound, type ServeReply } from './validate.js';
@@ -42,7 +43,7 @@ export interface GatewayOptions {
   modelName?: string;
   /** Context length and vocabulary (default: the sampler's model when it exposes them). */
   limits?: Partial<ServeLimits>;
-  /** Largest request body in bytes (413 above). */
+  /** Largest request body in bytes (413 above; default serve/limits.ts's, 16 MiB). */
   maxRequestBytes?: number;
   /** Largest `n` of one request. */
   maxN?: number;
@@ -74,9 +75,6 @@ export interface GatewayEpisode {
 /** The default model name: plain, so client libraries apply no model-specific behaviour (no `gpt-`/`o1` prefix). */
 export const GATEWAY_MODEL = 'arbor-policy';
 
-/** Default bound of a request body (bytes): ample for long agent contexts, small enough to refuse a flood. */
-export const GATEWAY_MAX_BODY = 16 * 1024 * 1024;
-
 interface OpenEntry {
   episodeId: string;
   policy: EpisodePolicy;
@@ -93,6 +91,9 @@ export class AgentGateway {
   private readonly episodes = new Map<string, OpenEntry>();
   private readonly routes: VllmRoutes;
   private readonly batching: BatchingSampler;
+  private readonly limits: ServeLimits;
+  /** Large bodies and long prompt texts are parsed and encoded here, off the event loop. */
+  private readonly work: RequestWorker;
   /** Requests answered, refused for their key (401), and refused as malformed (4xx). */
   readonly counters = { calls: 0, unauthorized: 0, refused: 0 };
 
@@ -102,13 +103,16 @@ export class AgentGateway {
     const complete = () => [...this.episodes.values()].every((e) => e.inFlight.size > 0);
     this.batching = new BatchingSampler(o.sampler, { complete, idleMs: 3, maxWaitMs: 50 });
     // concurrency is bounded by episodes (env.concurrency), not here
-    const limits = servedLimits(o.sampler, { maxN: o.maxN ?? 16, maxConcurrent: 1_000_000, ...o.limits });
+    const own = { maxN: o.maxN ?? 16, maxConcurrent: 1_000_000, maxRequestBytes: o.maxRequestBytes };
+    this.limits = servedLimits(o.sampler, { ...own, ...o.limits });
+    this.work = new RequestWorker(o.tokenizer);
     this.routes = new VllmRoutes({
       modelName: o.modelName ?? GATEWAY_MODEL,
       modelRoot: o.modelName ?? GATEWAY_MODEL,
       sampler: this.batching,
-      guard: new SampleGuard(this.batching, limits),
+      guard: new SampleGuard(this.batching, this.limits),
       tokenizer: o.tokenizer,
+      work: this.work,
       skipTokenizerInit: false,
       defaults: { eosIds: o.eosIds, generation: {} },
       toolCalls: { autoToolChoice: true, parser: o.toolCallParser },
@@ -178,6 +182,7 @@ export class AgentGateway {
       entry.abort.abort();
     }
     this.episodes.clear();
+    await this.work.close();
     const server = this.server;
     this.server = undefined;
     if (!server) return;
@@ -208,7 +213,9 @@ export class AgentGateway {
       throw new NotFound(
         `${req.method} ${url}: no such route (the gateway serves /v1/chat/completions, /v1/completions and /v1/models)`,
       );
-    const body = parseJson(await readBody(req, this.o.maxRequestBytes ?? GATEWAY_MAX_BODY));
+    const limit = this.limits.maxRequestBytes;
+    const bytes = await readBody(req, limit, "the agent gateway's limit");
+    const body = await this.work.parseJson(bytes, this.limits.maxPromptTokens);
     // the episode may have ended while the body arrived: its key is revoked, and close() has returned its calls
     if (entry.closed) {
       this.counters.unauthorized++;

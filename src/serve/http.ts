@@ -1,29 +1,32 @@
 /**
  * The HTTP plumbing `arbor serve` and the agent gateway share (serve/server.ts, serve/gateway.ts):
- * reading a bounded request body, parsing it as JSON (a 400 when it is not), and writing a reply
- * (JSON, a raw body, or server-sent events as they come, stopped when the client leaves).
+ * reading a bounded request body, parsing it as JSON (a 400 when it is not; large bodies are parsed
+ * off the event loop by serve/request-worker.ts), and writing a reply (JSON, a raw body, or
+ * server-sent events as they come, stopped when the client leaves).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { BadRequest, TooLarge, type ServeReply } from './validate.js';
 
-/** The largest body `arbor serve` reads (bytes). */
-export const MAX_BODY = 256 * 1024 * 1024;
-
-/** The body of a request, refused (413) past `limit` bytes before it is all read. */
-export async function readBody(req: IncomingMessage, limit = MAX_BODY): Promise<Buffer> {
+/**
+ * The body of a request, refused (413) past `limit` bytes by its size alone: at once when its
+ * Content-Length says so, else as soon as the bytes read pass it (nothing is parsed). `setting` names
+ * what sets the limit, for the message.
+ */
+export async function readBody(req: IncomingMessage, limit: number, setting = '--max-request-bytes'): Promise<Buffer> {
   const declared = Number(req.headers['content-length']);
-  const over = () => new TooLarge(`request body larger than ${limit} bytes`);
-  if (Number.isFinite(declared) && declared > limit) throw over();
+  const over = (size: string) => new TooLarge(`request body ${size}larger than ${limit} bytes (${setting})`);
+  if (Number.isFinite(declared) && declared > limit) throw over(`of ${declared} bytes is `);
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req) {
     size += (chunk as Buffer).length;
-    if (size > limit) throw over();
+    if (size > limit) throw over('');
     chunks.push(chunk as Buffer);
   }
   return Buffer.concat(chunks);
 }
 
+/** A request body as JSON (an empty body is `{}`); 400 when it is not JSON. */
 export function parseJson(body: string | Buffer): unknown {
   const text = typeof body === 'string' ? body : body.toString('utf8');
   if (!text.trim()) return {};

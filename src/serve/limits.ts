@@ -29,6 +29,8 @@ export interface ServeLimits {
   maxLogprobs: number;
   /** Decoded tokens per synchronous sampler call before the server yields to the event loop. */
   sliceTokens: number;
+  /** Largest request body in bytes: a larger one is refused (413) by its size, before it is parsed. */
+  maxRequestBytes: number;
   /** The model's context length (prompt + completion), when known: longer prompts are refused. */
   contextLength?: number;
   /** The model's vocabulary size, when known: token ids outside it are refused. */
@@ -42,6 +44,7 @@ export const DEFAULT_LIMITS: ServeLimits = {
   maxPromptTokens: 1_048_576,
   maxLogprobs: 20,
   sliceTokens: 1024,
+  maxRequestBytes: 16 * 1024 * 1024,
 };
 
 /** Context length and vocabulary of an embedded sampler (NanoSampler exposes its model's config). */
@@ -143,16 +146,27 @@ export class SampleGuard {
     return this.inFlight;
   }
 
+  /** The most tokens a sampling request's prompt may have (the prompt limit, and room for one token in the context). */
+  get promptLimit(): number {
+    const { contextLength, maxPromptTokens } = this.limits;
+    return contextLength === undefined ? maxPromptTokens : Math.min(maxPromptTokens, contextLength - 1);
+  }
+
+  /** Why a prompt of `length` tokens is refused (the 400's message, naming `field`), or undefined when it fits. */
+  promptLengthProblem(length: number, field: string): string | undefined {
+    const { contextLength, maxPromptTokens } = this.limits;
+    if (length > maxPromptTokens) return `field "${field}": ${length} tokens exceed the limit of ${maxPromptTokens}`;
+    if (contextLength !== undefined && length >= contextLength)
+      return `field "${field}": ${length} tokens leave no room in the context length of ${contextLength}`;
+    return undefined;
+  }
+
   /** Model-dependent checks of one request (400 naming the field). Returns the tokens it may decode per continuation. */
   check(r: SampleRequest, f: SampleFields): number {
-    const { contextLength, vocabSize, maxPromptTokens, maxN } = this.limits;
+    const { contextLength, vocabSize, maxN } = this.limits;
     if (r.tokens.length === 0) throw new BadRequest(`field "${f.prompt}" must not be empty (give at least one token)`);
-    if (r.tokens.length > maxPromptTokens)
-      throw new BadRequest(`field "${f.prompt}": ${r.tokens.length} tokens exceed the limit of ${maxPromptTokens}`);
-    if (contextLength !== undefined && r.tokens.length >= contextLength)
-      throw new BadRequest(
-        `field "${f.prompt}": ${r.tokens.length} tokens leave no room in the context length of ${contextLength}`,
-      );
+    const tooLong = this.promptLengthProblem(r.tokens.length, f.prompt);
+    if (tooLong) throw new BadRequest(tooLong);
     if (vocabSize !== undefined) {
       const bad = r.tokens.findIndex((t) => t >= vocabSize);
       if (bad >= 0)

@@ -21,6 +21,7 @@ import { ArborError } from '../core/errors.js';
 import { usageToWire } from '../engine/remote/usage.js';
 import { TinkerService, type TinkerModels } from './tinker.js';
 import { SampleGuard, servedLimits, type ServeLimits } from './limits.js';
+import { RequestWorker } from './request-worker.js';
 import type { LoraRegistry } from './lora.js';
 import type { ModelDefaults, ServeTokenizer } from './text.js';
 import { VllmRoutes } from './vllm.js';
@@ -103,10 +104,13 @@ export class ArborServer {
   /** Request checks, the concurrency bound, sliced sampling and the weight lock. */
   readonly guard: SampleGuard;
   private readonly eosIds: number[];
+  /** Large bodies and long prompt texts are parsed and encoded here, off the event loop. */
+  readonly work: RequestWorker;
 
   constructor(readonly options: ServeOptions) {
     this.limits = servedLimits(options.sampler, options.limits);
     this.guard = new SampleGuard(options.sampler, this.limits);
+    this.work = new RequestWorker(options.tokenizer);
     this.eosIds = options.eosTokenIds ?? (options.eosTokenId === undefined ? [] : [options.eosTokenId]);
     this.tinker = new TinkerService({
       guard: this.guard,
@@ -123,6 +127,7 @@ export class ArborServer {
       sampler: options.sampler,
       guard: this.guard,
       tokenizer: options.tokenizer,
+      work: this.work,
       decode: options.decode,
       skipTokenizerInit: options.skipTokenizerInit === true,
       defaults: { eosIds: this.eosIds, generation: options.generationDefaults ?? {} },
@@ -154,6 +159,7 @@ export class ArborServer {
 
   async close(): Promise<void> {
     for (const c of this.running.values()) c.abort();
+    await this.work.close();
     if (!this.server) return;
     this.server.closeAllConnections();
     await new Promise<void>((resolve) => this.server!.close(() => resolve()));
@@ -163,7 +169,8 @@ export class ArborServer {
     const disconnected = disconnectSignal(res);
     let reply: ServeReply;
     try {
-      const body = req.method === 'POST' ? await readBody(req) : undefined;
+      // refused by its size alone past --max-request-bytes (413), before anything is parsed
+      const body = req.method === 'POST' ? await readBody(req, this.limits.maxRequestBytes) : undefined;
       reply = await this.dispatch(req.method ?? 'GET', req.url ?? '/', body, disconnected);
     } catch (error) {
       reply = errorReply(error, VLLM_ROUTES.has((req.url ?? '/').split('?')[0]));
@@ -195,7 +202,12 @@ export class ArborServer {
     if (this.counters[url] !== undefined || Object.keys(this.counters).length < 256)
       this.counters[url] = (this.counters[url] ?? 0) + 1;
     try {
-      const parsed = body === undefined ? undefined : parseJson(body);
+      const parsed =
+        body === undefined
+          ? undefined
+          : typeof body === 'string'
+            ? parseJson(body)
+            : await this.work.parseJson(body, this.limits.maxPromptTokens);
       return await this.route(method, url, parsed, signal);
     } catch (error) {
       return errorReply(error, VLLM_ROUTES.has(url));
@@ -227,9 +239,9 @@ export class ArborServer {
       case '/v1/chat/completions':
         return this.vllm.chat(b, signal);
       case '/tokenize':
-        return ok(this.vllm.tokenize(b));
+        return ok(await this.vllm.tokenize(b));
       case '/detokenize':
-        return ok(this.vllm.detokenize(b));
+        return ok(await this.vllm.detokenize(b));
       case '/v1/load_lora_adapter':
         return this.vllm.loadLora(b);
       case '/v1/unload_lora_adapter':
@@ -261,9 +273,15 @@ export class ArborServer {
   private async generate(b: Record<string, unknown>): Promise<unknown> {
     const batched =
       Array.isArray(b.input_ids) && b.input_ids.length > 0 && Array.isArray((b.input_ids as unknown[])[0]);
+    // an input over the prompt limit is refused by its length, before its ids are checked one by one
+    const input = (x: unknown, field: string) => {
+      const why = Array.isArray(x) ? this.guard.promptLengthProblem(x.length, field) : undefined;
+      if (why) throw new BadRequest(why);
+      return tokenList(x, field);
+    };
     const inputs = batched
-      ? (b.input_ids as unknown[]).map((x, i) => tokenList(x, `input_ids[${i}]`))
-      : [tokenList(b.input_ids, 'input_ids')];
+      ? (b.input_ids as unknown[]).map((x, i) => input(x, `input_ids[${i}]`))
+      : [input(b.input_ids, 'input_ids')];
     if (inputs.length > this.limits.maxN)
       throw new BadRequest(
         `field "input_ids": ${inputs.length} inputs in one request, over the limit of ${this.limits.maxN} (--max-n)`,

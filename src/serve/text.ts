@@ -8,9 +8,15 @@
  */
 import type { ChatMessage, ChatTemplateOptions } from '../engine/types.js';
 import type { GenerationDefaults } from '../engine/tokenizer/hf.js';
+import type { TokenizerJSON } from '../engine/nano/tokenizer.js';
+
+/** How to build a served tokenizer again from its files or data (in serve/request-worker.ts's thread). */
+export type TokenizerSource = { kind: 'hf'; dir: string } | { kind: 'char'; json: TokenizerJSON };
 
 /** What the vLLM routes need of a tokenizer. */
 export interface ServeTokenizer {
+  /** Where long texts can be encoded off the event loop: the same tokenizer, rebuilt (absent: always inline). */
+  source?: TokenizerSource;
   /** Token ids of `text`; `addSpecialTokens` adds what the tokenizer adds to a raw prompt (a BOS). */
   encode(text: string, addSpecialTokens: boolean): number[];
   /** `skipSpecial`: vLLM's skip_special_tokens (drop special tokens such as the EOS). */

@@ -49,7 +49,8 @@ export interface ChatHost {
   /** Replies whose tool-call markup did not parse (returned as content). */
   toolParseFailures: number;
   target(model: unknown): { name: string; sampler: Sampler };
-  renderChat(b: Record<string, unknown>, messages: ChatMessage[]): number[];
+  /** The prompt ids of a chat (its template rendered, then encoded); refused past `limit` tokens (default the guard's). */
+  renderChat(b: Record<string, unknown>, messages: ChatMessage[], limit?: number): Promise<number[]>;
   /** Token ids of text a template writes (special tokens parsed): a forced tool-call prefix. */
   encodeTemplateText(text: string): number[];
   generation(ids: number[], s: SamplingFields, maxTokens: number, k: number, fields: GenerationFields): Generation;
@@ -176,7 +177,7 @@ export async function chatCompletion(
   }
   const messages = chatMessages(b.messages);
   const tools = toolReading(host, b);
-  const rendered = host.renderChat(b, messages);
+  const rendered = await host.renderChat(b, messages);
   const ids = tools?.forced ? rendered.concat(host.encodeTemplateText(tools.forced)) : rendered;
   const logprobs = optBool(b.logprobs, 'logprobs', false);
   const topK =

@@ -132,28 +132,38 @@ export interface PromptInput {
  * `prompt`: a string, a list of strings, a list of token ids or a list of token-id lists. Text goes
  * through `encode` (undefined: no tokenizer, a 400 with `noTokenizer`).
  */
-export function promptInputs(
+export async function promptInputs(
   value: unknown,
-  encode: ((text: string) => number[]) | undefined,
+  encode: ((text: string, field: string) => Promise<number[]>) | undefined,
   noTokenizer: string,
-): PromptInput[] {
-  const text = (t: string, field: string): PromptInput => {
+  tooLong?: (length: number, field: string) => string | undefined,
+): Promise<PromptInput[]> {
+  // a token-id prompt over the limit is refused by its length, before its ids are checked one by one
+  const ids = (p: unknown, field: string): number[] => {
+    const why = Array.isArray(p) ? tooLong?.(p.length, field) : undefined;
+    if (why) throw new BadRequest(why);
+    return tokenList(p, field);
+  };
+  const text = async (t: string, field: string): Promise<PromptInput> => {
     if (!encode) throw new BadRequest(noTokenizer);
     if (t === '') throw new BadRequest(`field "${field}" must not be empty (give at least one token)`);
-    return { ids: encode(t), text: t };
+    return { ids: await encode(t, field), text: t };
   };
-  if (typeof value === 'string') return [text(value, 'prompt')];
+  if (typeof value === 'string') return [await text(value, 'prompt')];
   if (Array.isArray(value) && value.length > 0 && value.every((p) => typeof p === 'string')) {
-    return value.map((p, i) => text(p as string, `prompt[${i}]`));
+    // in order, one at a time: a list of long prompts never holds more than one encoding in flight
+    const out: PromptInput[] = [];
+    for (const [i, p] of value.entries()) out.push(await text(p as string, `prompt[${i}]`));
+    return out;
   }
   if (Array.isArray(value) && value.length > 0 && value.every((p) => Array.isArray(p))) {
-    return value.map((p, i) => ({ ids: tokenList(p, `prompt[${i}]`) }));
+    return value.map((p, i) => ({ ids: ids(p, `prompt[${i}]`) }));
   }
   if (!Array.isArray(value) && value !== undefined && value !== null) {
     const shapes = 'a string, a list of strings, a list of token ids or a list of token-id lists';
     throw new BadRequest(`field "prompt" must be ${shapes}`);
   }
-  return [{ ids: tokenList(value, 'prompt') }];
+  return [{ ids: ids(value, 'prompt') }];
 }
 
 /**

@@ -13,6 +13,7 @@ import type { GenerationDefaults } from '../engine/tokenizer/hf.js';
 import { generate, generateStream, type ChoiceDelta, type ChoiceOutput, type Generation } from './generation.js';
 import type { SampleGuard } from './limits.js';
 import type { LoraRegistry } from './lora.js';
+import type { RequestWorker } from './request-worker.js';
 import { completionLogprobs, type LogprobEntry, type ModelDefaults, type ServeTokenizer } from './text.js';
 import { BadRequest, boundedInt, NotFound, optBool, tokenList, type ServeReply } from './validate.js';
 import type { AnsweredCall, CallHooks } from './hooks.js';
@@ -31,6 +32,8 @@ export interface VllmRoutesOptions {
   sampler: Sampler;
   guard: SampleGuard;
   tokenizer?: ServeTokenizer;
+  /** Encodes prompt texts (long ones off the event loop, with its own copy of `tokenizer`). */
+  work: RequestWorker;
   /** Without a tokenizer: decode output ids (older embedders); absent too = no text at all. */
   decode?: (ids: number[]) => string;
   /** --skip-tokenizer-init: logprob token names need return_tokens_as_token_ids, as in vLLM. */
@@ -178,8 +181,9 @@ export class VllmRoutes implements ChatHost {
     const returnIds = optBool(b.return_token_ids, 'return_token_ids', false);
     const addSpecial = optBool(b.add_special_tokens, 'add_special_tokens', true);
     const tokenizer = this.o.tokenizer;
-    const encode = tokenizer && ((t: string) => tokenizer.encode(t, addSpecial));
-    const prompts = promptInputs(b.prompt, encode, `field "prompt": ${NO_TOKENIZER}`);
+    const encode = tokenizer && ((t: string, field: string) => this.encodeText(t, addSpecial, field));
+    const tooLong = (length: number, field: string) => this.o.guard.promptLengthProblem(length, field);
+    const prompts = await promptInputs(b.prompt, encode, `field "prompt": ${NO_TOKENIZER}`, tooLong);
     // echo without generation: vLLM samples one hidden token (counted in usage) and returns the prompt only
     let maxTokens = maxTokensField(b.max_tokens, 'max_tokens', 16, this.o.defaults.generation, echo ? 0 : 1);
     if (hooks) {
@@ -364,8 +368,28 @@ export class VllmRoutes implements ChatHost {
     return tokenizer.encode(text, false);
   }
 
+  /**
+   * The ids of a prompt text, encoded off the event loop when long; a 400 naming `field` when they are
+   * over `limit` (default the longest prompt a sampling request may have), as the guard would refuse them.
+   */
+  private async encodeText(
+    text: string,
+    addSpecial: boolean,
+    field: string,
+    limit = this.o.guard.promptLimit,
+  ): Promise<number[]> {
+    const encoded = await this.o.work.encode(text, addSpecial, limit);
+    if ('ids' in encoded) return encoded.ids;
+    const why = this.o.guard.promptLengthProblem(encoded.count, field);
+    throw new BadRequest(why ?? `field "${field}": ${encoded.count} tokens exceed the limit of ${limit}`);
+  }
+
   /** The prompt ids of a chat: the template rendered (messages, tools, options), then encoded. */
-  renderChat(b: Record<string, unknown>, messages: ChatMessage[] = chatMessages(b.messages)): number[] {
+  async renderChat(
+    b: Record<string, unknown>,
+    messages: ChatMessage[] = chatMessages(b.messages),
+    limit?: number,
+  ): Promise<number[]> {
     const tokenizer = this.o.tokenizer;
     if (!tokenizer) throw new BadRequest(`field "messages": ${NO_TOKENIZER}`);
     if (!tokenizer.chat) {
@@ -382,28 +406,32 @@ export class VllmRoutes implements ChatHost {
       if (error instanceof DataError) throw new BadRequest(`field "messages": ${error.message}`, { cause: error });
       throw error;
     }
-    return tokenizer.encode(rendered, optBool(b.add_special_tokens, 'add_special_tokens', false));
+    return this.encodeText(rendered, optBool(b.add_special_tokens, 'add_special_tokens', false), 'messages', limit);
   }
 
-  /** POST /tokenize: `prompt` (add_special_tokens default true) or `messages` (false). */
-  tokenize(b: Record<string, unknown>): unknown {
+  /**
+   * POST /tokenize: `prompt` (add_special_tokens default true) or `messages` (false). Not bounded by the
+   * context (the reply's max_model_len tells the client), only by the server's longest prompt.
+   */
+  async tokenize(b: Record<string, unknown>): Promise<unknown> {
     this.target(b.model);
     const tokenizer = this.o.tokenizer;
     if (!tokenizer) throw new BadRequest(`field "prompt": ${NO_TOKENIZER}`);
+    const limit = this.limits.maxPromptTokens;
     let ids: number[];
     if (b.messages !== undefined) {
-      ids = this.renderChat(b);
+      ids = await this.renderChat(b, undefined, limit);
     } else {
       if (typeof b.prompt !== 'string') throw new BadRequest('field "prompt" must be a string (or send "messages")');
-      ids = tokenizer.encode(b.prompt, optBool(b.add_special_tokens, 'add_special_tokens', true));
+      ids = await this.encodeText(b.prompt, optBool(b.add_special_tokens, 'add_special_tokens', true), 'prompt', limit);
     }
     const strings = optBool(b.return_token_strs, 'return_token_strs', false);
     const tokenStrs = strings ? ids.map((id) => tokenizer.tokenString?.(id) ?? tokenizer.decode([id], false)) : null;
     return { count: ids.length, max_model_len: this.limits.contextLength ?? null, tokens: ids, token_strs: tokenStrs };
   }
 
-  /** POST /detokenize: `tokens` → `{prompt}` (special tokens kept, as transformers' decode). */
-  detokenize(b: Record<string, unknown>): unknown {
+  /** POST /detokenize: `tokens` → `{prompt}` (special tokens kept, as transformers' decode); long lists off the event loop. */
+  async detokenize(b: Record<string, unknown>): Promise<unknown> {
     this.target(b.model);
     const tokenizer = this.o.tokenizer;
     if (!tokenizer) throw new BadRequest(`field "tokens": ${NO_TOKENIZER}`);
@@ -414,7 +442,7 @@ export class VllmRoutes implements ChatHost {
       const why = `token id ${tokens[bad]} at position ${bad} is outside the vocabulary of ${V}`;
       throw new BadRequest(`field "tokens": ${why}`);
     }
-    return { prompt: tokenizer.decode(tokens, false) };
+    return { prompt: await this.o.work.decode(tokens, false) };
   }
 
   /** POST /v1/load_lora_adapter: vLLM's plain-text success reply. */

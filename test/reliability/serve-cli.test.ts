@@ -73,6 +73,7 @@ test('serve --help lists the limits; an unknown flag or a bad number is an error
     '--max-n',
     '--max-batch-tokens',
     '--max-concurrent',
+    '--max-request-bytes',
     '--slice-tokens',
     '--name',
     '--max-model-len',

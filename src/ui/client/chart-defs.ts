@@ -1,7 +1,8 @@
 /**
  * Which metrics.jsonl fields the dashboard and report.html chart, and how they are grouped: a fixed list,
  * plus the reward components a run logged (`reward/<name>`, one key per component its reward returns),
- * found in the rows themselves since their names are the user's.
+ * found in the rows themselves since their names are the user's, and the warm-start SFT's loss when the
+ * run trained it (lines with `sft_step` and no `step`, charted against the SFT step whatever the x axis).
  */
 import type { MetricsRow } from '../types.js';
 
@@ -18,6 +19,8 @@ export interface ChartDef {
   id: string;
   title: string;
   metrics: MetricDef[];
+  /** An x axis of its own, in place of the panel's (the SFT chart's SFT step). */
+  x?: { key: string; label: string };
 }
 
 export type XAxis = 'step' | 'tokens' | 'wall';
@@ -105,6 +108,31 @@ export const COMPARE_METRICS: MetricDef[] = [
   { key: 'prefix_reuse_ratio', label: 'prefix reuse ratio' },
 ];
 
+/** Metrics key prefix of the warm-start SFT's lines (src/run/rundir.ts `sftMetrics`). */
+export const SFT_PREFIX = 'sft_';
+
+/** The warm-start SFT's loss by SFT step: shown when a run logged it (a cached warm start logs none). */
+export const SFT_CHART: ChartDef = {
+  id: 'sft',
+  title: 'Warm-start SFT loss',
+  x: { key: 'sft_step', label: 'SFT step' },
+  metrics: [
+    { key: 'sft_loss', label: 'train' },
+    { key: 'sft_heldout_loss', label: 'held-out' },
+  ],
+};
+
+/** A remote run's sampler fleet (src/engine/remote/fleet.ts): shown when a run logged it. */
+export const FLEET_CHART: ChartDef = {
+  id: 'fleet',
+  title: 'Sampler fleet',
+  metrics: [
+    { key: 'sampler_servers_healthy', label: 'servers healthy' },
+    { key: 'sampler_retries', label: 'requests retried' },
+    { key: 'sampler_resyncs', label: 'servers resynced' },
+  ],
+};
+
 /** Metrics key prefix of a reward component (src/run/step-log.ts writes `reward/<name>`). */
 export const REWARD_COMPONENT_PREFIX = 'reward/';
 
@@ -119,17 +147,24 @@ export function rewardComponentKeys(rows: Iterable<MetricsRow>): string[] {
   return [...keys].sort();
 }
 
-/** One run's charts: CHARTS, with "Reward components" (a line per component) after the reward chart. */
+/**
+ * One run's charts: CHARTS, with "Reward components" (a line per component) after the reward chart,
+ * and the SFT loss last when the rows have it.
+ */
 export function runCharts(rows: Iterable<MetricsRow>): ChartDef[] {
-  const keys = rewardComponentKeys(rows);
-  if (!keys.length) return CHARTS;
+  const all = [...rows];
+  const sft = all.some((r) => r.sft_loss !== undefined) ? [SFT_CHART] : [];
+  // remote runs: the sampling servers' health, retries and resyncs per step
+  const fleet = all.some((r) => r.sampler_servers_healthy !== undefined) ? [FLEET_CHART] : [];
+  const keys = rewardComponentKeys(all);
+  if (!keys.length) return [...CHARTS, ...fleet, ...sft];
   const components: ChartDef = {
     id: 'reward-components',
     title: 'Reward components',
     metrics: keys.map((key) => ({ key, label: key.slice(REWARD_COMPONENT_PREFIX.length) })),
   };
   const at = CHARTS.findIndex((c) => c.id === 'reward') + 1;
-  return [...CHARTS.slice(0, at), components, ...CHARTS.slice(at)];
+  return [...CHARTS.slice(0, at), components, ...CHARTS.slice(at), ...fleet, ...sft];
 }
 
 /** Compare charts: COMPARE_METRICS, then one chart per reward component any of the runs logged. */

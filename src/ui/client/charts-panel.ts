@@ -10,6 +10,7 @@ import {
   compareCharts,
   isRewardComponent,
   runCharts,
+  SFT_PREFIX,
   X_AXES,
   type ChartDef,
   type MetricDef,
@@ -91,11 +92,18 @@ export class ChartsPanel {
   private metricKeys(): string[] {
     const keys = new Set<string>();
     for (const r of this.runs) for (const row of r.rows) for (const k of Object.keys(row)) keys.add(k);
-    return [...keys].filter((k) => !CHARTED.has(k) && !isRewardComponent(k) && !this.extra.includes(k)).sort();
+    // the SFT's keys have no RL step: only the SFT chart (its own x axis) can draw them
+    const offered = (k: string) => !CHARTED.has(k) && !isRewardComponent(k) && !k.startsWith(SFT_PREFIX);
+    return [...keys].filter((k) => offered(k) && !this.extra.includes(k)).sort();
+  }
+
+  /** The chart's x axis: its own (the SFT chart's), else the panel's. */
+  private xOf(def: ChartDef): { key: string; label: string } {
+    return def.x ?? X_AXES[this.x];
   }
 
   private series(def: ChartDef): LineSeries[] {
-    const xKey = X_AXES[this.x].key;
+    const xKey = this.xOf(def).key;
     if (this.compare)
       return this.runs.map((r, i) =>
         metricSeries(r.rows, xKey, def.metrics[0], this.smoothing, r.name, COLORS[i % COLORS.length]),
@@ -113,7 +121,7 @@ export class ChartsPanel {
     clear(this.grid);
     this.charts = this.defs().map((def) => ({
       def,
-      chart: lineChart(def.title, X_AXES[this.x].label, this.series(def)),
+      chart: lineChart(def.title, this.xOf(def).label, this.series(def)),
     }));
     for (const c of this.charts) this.grid.append(c.chart.el);
     this.renderControls();

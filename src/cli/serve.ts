@@ -3,7 +3,8 @@
  * HTTP with vLLM's conventions (serve/engine.ts assembles it, serve/server.ts serves it). The weights
  * must be finite (a checkpoint with NaN/Inf values is refused); `/update_weights_from_disk` loads only
  * from `--weights-root` directories (default: the checkpoint's parent directory); requests are bounded
- * by `--max-n`, `--max-batch-tokens`, `--max-concurrent` and the model's context length; completions
+ * by `--max-n`, `--max-batch-tokens`, `--max-concurrent`, `--max-request-bytes` (the body's size, refused
+ * before it is parsed) and the model's context length; completions
  * stop at the model's end ids unless a request sets `ignore_eos`. `--lora-modules` takes several
  * values after one flag (NAME=DIR or JSON), as vLLM's does.
  */
@@ -13,6 +14,7 @@ import { resolve } from 'node:path';
 import { loadServeEngine } from '../serve/engine.js';
 import { DEFAULT_LIMITS } from '../serve/limits.js';
 import { parseLoraModules } from '../serve/lora.js';
+import { CODEC_INLINE, PARSE_INLINE_BYTES } from '../serve/request-worker.js';
 import { ArborServer } from '../serve/server.js';
 import { TOOL_CALL_PARSERS, type ToolCallParserName } from '../serve/tool-calls.js';
 import type { ToolCallSettings } from '../serve/vllm-chat.js';
@@ -87,6 +89,12 @@ export const SERVE: CommandSpec = {
       'N',
       'sampling requests running at once, answered 429 above ' + `(default ${DEFAULT_LIMITS.maxConcurrent})`,
     ),
+    'max-request-bytes': value(
+      'N',
+      'largest request body, answered 413 above by its size alone, before it is parsed ' +
+        `(default ${DEFAULT_LIMITS.maxRequestBytes}; bodies over ${PARSE_INLINE_BYTES} bytes are parsed, and prompt ` +
+        `texts over ${CODEC_INLINE} characters encoded, off the event loop)`,
+    ),
     'slice-tokens': value(
       'N',
       'decoded tokens per sampler call before /health and other requests get a turn ' +
@@ -128,6 +136,11 @@ export async function serveCommand(argv: string[]): Promise<number> {
     maxBatchTokens: f.number('max-batch-tokens', DEFAULT_LIMITS.maxBatchTokens, { integer: true, min: 1, max: 1e9 }),
     maxConcurrent: f.number('max-concurrent', DEFAULT_LIMITS.maxConcurrent, { integer: true, min: 1, max: 100_000 }),
     sliceTokens: f.number('slice-tokens', DEFAULT_LIMITS.sliceTokens, { integer: true, min: 1, max: 1e9 }),
+    maxRequestBytes: f.number('max-request-bytes', DEFAULT_LIMITS.maxRequestBytes, {
+      integer: true,
+      min: 1024,
+      max: 2 ** 31 - 1,
+    }),
   };
   // the tool-call flags are checked before the model loads: a wrong one fails at once
   const toolCalls = toolCallSettings(f.bool('enable-auto-tool-choice'), f.string('tool-call-parser'));

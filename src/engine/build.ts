@@ -7,6 +7,7 @@
  */
 import { existsSync, renameSync, rmSync } from 'node:fs';
 import { fsyncDirectory } from '../core/files.js';
+import { progressCounter, type ProgressTick } from '../core/progress-count.js';
 import { dirname, join, resolve } from 'node:path';
 import { ConfigError } from '../core/errors.js';
 import type { EngineConfig, ModelConfig, SftConfig } from './config.js';
@@ -18,7 +19,7 @@ import { NanoSampler } from './nano/sampler.js';
 import { modelSize, runSft, type SftExample, type SftProgress } from './nano/sft.js';
 import { CharTokenizer, type TokenizerJSON } from './nano/tokenizer.js';
 import { NanoTrainer, type TrainerPacking } from './nano/trainer.js';
-import { buildRemoteSampler, buildRemoteTrainer } from './remote/build.js';
+import { buildRemoteSampler, buildRemoteTrainer, remoteMetrics } from './remote/build.js';
 import type { Sampler, TextTokenizer, Trainer } from './types.js';
 import { adapterBase, hfModelDir, hfStart, openHfModel, runAdapter, writeHfMeta } from './hf/engine.js';
 import { isHfModelDir } from './hf/config.js';
@@ -65,6 +66,8 @@ export interface Engine {
   writeCheckpointMeta?: (dir: string) => void;
   /** Embedded only: the worker spec and a copy of the current trained weights (the whole model's, or the adapter's). */
   embedded?: { spec: WorkerEngineSpec; weights: () => Float32Array };
+  /** Remote engines: per-step counters for metrics.jsonl (sampler servers healthy, retries, resyncs; trainer retries). */
+  stepMetrics?: () => Record<string, number>;
   /** Where the starting weights came from, and the model's size. */
   origin: string;
   description: string;
@@ -75,9 +78,28 @@ export interface BuildOptions {
   warmStart?: WarmStart;
   /** Build a frozen reference policy (KL penalty). */
   needReference?: boolean;
-  /** Progress lines and transient updates. */
+  /** Progress lines and transient updates (`milestone`: worth a line of its own where lines are not rewritten). */
   log?: (line: string) => void;
-  update?: (line: string) => void;
+  update?: (line: string, milestone?: boolean) => void;
+  /** Each step of a warm-start SFT trained now (not when a cached one is used): the run logs them to metrics.jsonl. */
+  sftStep?: (p: SftProgress) => void;
+}
+
+/**
+ * A warm-start SFT's progress: each step to `sftStep`, and a status line (step, loss, tokens/s, ETA) that
+ * is a milestone every tenth of the steps, at the last and every 10 s, so output that is not rewritten
+ * (CI, pipes) still shows the SFT advancing.
+ */
+function sftProgress(options: BuildOptions): (p: SftProgress) => void {
+  const startedAt = Date.now();
+  let tick: ProgressTick | undefined;
+  return (p) => {
+    const update = (text: string, milestone: boolean) => options.update?.(text, milestone);
+    tick ??= progressCounter(update, 'warm-start: sft', p.steps, { startedAt });
+    const heldOut = p.heldOutLoss !== undefined ? ` held-out ${p.heldOutLoss.toFixed(3)}` : '';
+    tick(p.step, `loss ${p.loss.toFixed(3)}${heldOut} ${Math.round(p.tokensPerSecond)} tok/s`);
+    options.sftStep?.(p);
+  };
 }
 
 export async function buildEngine(spec: EngineSpec, options: BuildOptions = {}): Promise<Engine> {
@@ -94,6 +116,7 @@ export async function buildEngine(spec: EngineSpec, options: BuildOptions = {}):
       sampler,
       trainer,
       tokenizer,
+      stepMetrics: remoteMetrics(sampler, trainer),
       origin: described,
       description: described,
       close: async () => sampler.close?.(),
@@ -164,8 +187,7 @@ async function buildHf(spec: EngineSpec, hfDir: string, kernels: Kernels, option
         steps: sft.steps,
         batchSize: sft.batchSize,
         learningRate: sft.learningRate,
-        onProgress: (p) =>
-          options.update?.(`sft ${p.step}/${p.steps} loss ${p.loss.toFixed(3)} ${Math.round(p.tokensPerSecond)} tok/s`),
+        onProgress: sftProgress(options),
       },
     },
     options.log,
@@ -263,12 +285,7 @@ async function prepareStart(spec: EngineSpec, options: BuildOptions): Promise<st
     batchSize: spec.sft.batchSize,
     learningRate: spec.sft.learningRate,
     seed,
-    onProgress: (p) =>
-      options.update?.(
-        `sft ${p.step}/${p.steps} loss ${p.loss.toFixed(3)}` +
-          `${p.heldOutLoss !== undefined ? ` held-out ${p.heldOutLoss.toFixed(3)}` : ''}` +
-          ` ${Math.round(p.tokensPerSecond)} tok/s`,
-      ),
+    onProgress: sftProgress(options),
   });
   const finalLoss = result.trainLoss[result.trainLoss.length - 1];
   // trained into a private directory renamed into place whole: a kill leaves no half-written cache
@@ -394,4 +411,4 @@ export async function sftFromScratch(
   };
 }
 
-export { readSftJsonl, sftSequence, type SftExample } from './nano/sft.js';
+export { readSftJsonl, sftSequence, type SftExample, type SftProgress } from './nano/sft.js';

@@ -163,6 +163,40 @@ const remoteSamplerSchema = z
         'served base model name (vLLM --served-model-name), used until the first LoRA sync; then requests name weightSync.loraName',
       ),
     concurrencyPerServer: z.number().int().min(1).max(4096).default(64).describe('requests in flight per server'),
+    retries: z
+      .number()
+      .int()
+      .min(0)
+      .max(100)
+      .default(3)
+      .describe(
+        'openai/sglang: times a failed or timed-out request is sent again, unchanged (same seed), to another ' +
+          'healthy server when there is one (back-off 0.1 s doubling; a 4xx is not retried)',
+      ),
+    requestTimeoutSeconds: z
+      .number()
+      .positive()
+      .max(86_400)
+      .default(600)
+      .describe('openai/sglang: a request without a reply after this long counts as a failure of its server'),
+    unavailableSeconds: z
+      .number()
+      .positive()
+      .max(86_400)
+      .default(300)
+      .describe(
+        'openai/sglang: with every server down, requests wait this long for one to come back, then the run ' +
+          'stops (exit 1) naming each server and its last error; it stays resumable',
+      ),
+    probeSeconds: z
+      .number()
+      .positive()
+      .max(3600)
+      .default(1)
+      .describe(
+        "openai/sglang: first wait before a down server's GET /health probe; it doubles up to 16 times this " +
+          'while the server stays down',
+      ),
   })
   .strict();
 
@@ -173,6 +207,17 @@ const remoteTrainerSchema = z
     baseModel: z.string().default('arbor-nano').describe('base model to create'),
     modelId: z.string().optional().describe('attach to an existing model id instead of creating one'),
     loraRank: z.number().int().min(1).max(1024).default(32).describe('LoRA rank for create_model'),
+    retries: z
+      .number()
+      .int()
+      .min(0)
+      .max(100)
+      .default(6)
+      .describe(
+        'times a training request is sent again after a connection failure, a 408/429/5xx (Retry-After honoured up ' +
+          'to 60 s) or a lost poll, with back-off from 0.5 s doubling to 30 s; a trainer still down after them ' +
+          'stops the run (exit 1, resumable). A request the trainer may have applied is never applied twice',
+      ),
     apiKey: z
       .string()
       .min(1)

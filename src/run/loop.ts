@@ -13,7 +13,7 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import YAML from 'yaml';
-import { ArborError, ConfigError, DataError, NumericsError } from '../core/errors.js';
+import { ArborError, ConfigError, DataError, EngineCallError, NumericsError } from '../core/errors.js';
 import { Rng } from '../core/rng.js';
 import { hasError } from '../core/tree.js';
 import { buildEngine, type Engine } from '../engine/build.js';
@@ -35,7 +35,7 @@ import { Producer } from './producer.js';
 import { Progress, formatSeconds } from './progress.js';
 import { fitPrompts, promptEncoder, skippedLine, stopTokens, toolOffer } from './prompts.js';
 import { writeReport } from './report.js';
-import { RUN_DIR_ENTRIES, RunDir } from './rundir.js';
+import { RUN_DIR_ENTRIES, RunDir, sftMetrics } from './rundir.js';
 import { loadRunState, saveRunState, type LoopState } from './run-state.js';
 import { stepLine, stepMetrics } from './step-log.js';
 import { warmStartFor } from './warm-start.js';
@@ -119,7 +119,9 @@ async function runOpened(run: OpenRun, opened: OpenResources): Promise<RunSummar
     warmStart,
     needReference: config.optimize.loss.klCoef > 0 || shapingNeeds(config.optimize.advantage.shaping).reference,
     log: (l) => progress.line(l),
-    update: (l) => progress.update(l),
+    update: (l, milestone) => progress.update(l, milestone),
+    // a warm start trained now logs its steps ahead of step 0 (a resumed run keeps those of its first start)
+    sftStep: resumeSteps.length ? undefined : (p) => dir.appendMetrics(sftMetrics(p)),
   });
   const closeEngine = opened.add(() => engine.close());
   // env.kind agent: held-out episodes of the user's agent run through a gateway of their own
@@ -299,7 +301,8 @@ async function runSteps(ctx: StepContext): Promise<EvalResult | undefined> {
     state.prefixTokensReused += meta.stats.prefixTokensReused;
     state.promptTokensComputed += meta.stats.promptTokensComputed;
     const metrics = stepMetrics(step, trees, meta, learned, trainMs, state);
-    Object.assign(metrics, replayMetrics(learned), shared?.metrics);
+    // remote engines: sampler servers healthy, requests retried, servers resynced; trainer retries
+    Object.assign(metrics, replayMetrics(learned), shared?.metrics, engine.stepMetrics?.());
     const isLast = step === config.run.steps;
     if ((config.run.evalEvery > 0 && step % config.run.evalEvery === 0) || isLast) {
       progress.update(`step ${step}: evaluating...`);
@@ -397,6 +400,8 @@ async function resumeNewestUsable(
         );
       return loaded;
     } catch (error) {
+      // a remote engine that cannot be reached is not a broken checkpoint: an older one would fail the same way
+      if (error instanceof EngineCallError) throw error;
       const message = (error as Error)?.message ?? String(error);
       failures.push(`step-${step}: ${message}`);
       progress.line(`checkpoint ${ck} is unusable (${message}); trying the one before it`);

@@ -1,9 +1,18 @@
 /**
  * Progress display on stderr: one rewritten line on a TTY, plain lines otherwise (CI, pipes), where a
- * status update is printed only when its caller marks it a milestone (the warm-start SFT marks every
- * tenth of its steps). Shows stage, step/total, reward, accuracy, tokens decoded, prefix tokens
- * reused, stage times, ETA.
+ * status update is printed only when its caller marks it a milestone. `counter(label, total)` reports a
+ * count toward a total with its ETA, a milestone every tenth and every 10 s (core/progress-count.ts); the
+ * warm-start SFT, evaluations, hf-init, export and the benches use it. Shows stage, step/total, reward,
+ * accuracy, tokens decoded, prefix tokens reused, stage times, ETA.
  */
+import {
+  formatSeconds,
+  progressCounter,
+  type ProgressCounterOptions,
+  type ProgressTick,
+} from '../core/progress-count.js';
+
+export { formatSeconds };
 
 export class Progress {
   private readonly tty: boolean;
@@ -35,6 +44,11 @@ export class Progress {
     }
   }
 
+  /** `tick(done, detail)`: "<label> <done>/<total> <detail> eta <time>", a line off a terminal every tenth. */
+  counter(label: string, total: number, options?: ProgressCounterOptions): ProgressTick {
+    return progressCounter((text, milestone) => this.update(text, milestone), label, total, options);
+  }
+
   /** A permanent line. */
   line(text: string): void {
     if (this.quiet) return;
@@ -57,14 +71,4 @@ export class Progress {
     const eta = secondsPerStep * (total - step);
     return `step ${step}/${total} [${'#'.repeat(done)}${'.'.repeat(width - done)}] eta ${formatSeconds(eta)}`;
   }
-}
-
-export function formatSeconds(s: number): string {
-  if (!Number.isFinite(s)) return '?';
-  const m = Math.floor(s / 60);
-  return m
-    ? `${m}m${Math.round(s % 60)
-        .toString()
-        .padStart(2, '0')}s`
-    : `${s.toFixed(0)}s`;
 }

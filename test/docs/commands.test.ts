@@ -146,6 +146,7 @@ const COVERAGE: Record<string, Coverage> = {
   'npm run bench -- curriculum': { bench: 'curriculum' },
   'npm run bench -- orchestrator': { bench: 'orchestrator' },
   'npm run bench -- verifiers': { bench: 'verifiers' },
+  'npm run bench -- fleet': { bench: 'fleet' },
 };
 
 function allCommands(): DocCommand[] {

@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { ArborServer } from '../../src/serve/server.js';
 import { OpenAICompletionsSampler, entropyFromTopK } from '../../src/engine/remote/openai-completions.js';
 import { SGLangSampler } from '../../src/engine/remote/sglang.js';
-import { ServerPool } from '../../src/engine/remote/balancer.js';
+import { rendezvous } from '../../src/engine/remote/balancer.js';
 import { JsonClient } from '../../src/engine/remote/http.js';
 import { EngineCallError } from '../../src/core/errors.js';
 import { ScriptedSampler } from './scripted-sampler.js';
@@ -123,10 +123,12 @@ async function flakyProxy(
   target: string,
   mode: '500' | 'drop' | 'stall' | '429',
   failures: number,
-): Promise<{ url: string; server: Server; hits: () => number }> {
+): Promise<{ url: string; server: Server; hits: () => number; paths: string[] }> {
   let hits = 0;
+  const paths: string[] = [];
   const answer = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     hits++;
+    paths.push(req.url ?? '');
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     if (hits <= failures) {
@@ -148,7 +150,7 @@ async function flakyProxy(
     }
     const upstream = await fetch(target + req.url, {
       method: req.method,
-      body: Buffer.concat(chunks),
+      body: req.method === 'GET' ? undefined : Buffer.concat(chunks),
       headers: { 'content-type': 'application/json' },
     });
     res.writeHead(upstream.status, { 'content-type': 'application/json' });
@@ -162,7 +164,7 @@ async function flakyProxy(
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server, hits: () => hits };
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server, hits: () => hits, paths };
 }
 
 for (const mode of ['500', 'drop', 'stall', '429'] as const) {
@@ -173,8 +175,9 @@ for (const mode of ['500', 'drop', 'stall', '429'] as const) {
     const proxy = await flakyProxy(backendUrl, mode, 2);
     try {
       const client = new OpenAICompletionsSampler({
-        servers: [{ baseUrl: proxy.url, retry: { baseDelayMs: 5, timeoutMs: mode === 'stall' ? 200 : 5000 } }],
+        servers: [{ baseUrl: proxy.url, retry: { timeoutMs: mode === 'stall' ? 200 : 5000 } }],
         model: 'm',
+        fleet: { probeMs: 10 },
       });
       const [r] = await client.sample([request]);
       const [direct] = await new ScriptedSampler().sample([request]);
@@ -182,8 +185,16 @@ for (const mode of ['500', 'drop', 'stall', '429'] as const) {
         r.completions.map((c) => c.tokens),
         direct.completions.map((c) => c.tokens),
       );
-      assert.equal(proxy.hits(), 3);
+      // a 500 or 429 is retried on the server; a dropped or stalled one is taken out and probed first
+      const probed = mode === 'drop' || mode === 'stall';
+      assert.deepEqual(
+        proxy.paths,
+        probed
+          ? ['/v1/completions', '/health', '/health', '/v1/completions']
+          : ['/v1/completions', '/v1/completions', '/v1/completions'],
+      );
       assert.equal(engine.calls, 1, 'the engine sampled exactly once');
+      await client.close();
     } finally {
       proxy.server.closeAllConnections();
       proxy.server.close();
@@ -232,7 +243,7 @@ test('non-retryable 400 fails at once with a clear error; abort is not retried',
         Date.now() - started < 2000,
         `rejected after ${Date.now() - started} ms, not when the engine would have answered`,
       );
-      const [http] = (sampler as unknown as { pool: ServerPool }).pool.clients;
+      const http = sampler.fleet.servers[0].client;
       assert.deepEqual(
         { requests: http.stats.requests, retries: http.stats.retries },
         { requests: 1, retries: 0 },
@@ -247,15 +258,28 @@ test('non-retryable 400 fails at once with a clear error; abort is not retried',
   }
 });
 
-test('balancer keeps an affinity key on one server and spreads keys', () => {
-  const pool = new ServerPool(['http://127.0.0.1:1', 'http://127.0.0.1:2', 'http://127.0.0.1:3'], 4);
+test('balancer keeps an affinity key on one server and spreads keys; removing a server moves only its keys', () => {
+  const urls = ['http://127.0.0.1:1', 'http://127.0.0.1:2', 'http://127.0.0.1:3'];
   const seen = new Set<string>();
+  const chosen = new Map<string, string>();
   for (let i = 0; i < 30; i++) {
-    const a = pool.pick(`tree-${i}`);
-    assert.equal(pool.pick(`tree-${i}`), a);
-    seen.add(a.baseUrl);
+    const a = rendezvous(urls, `tree-${i}`, (u) => u);
+    assert.equal(
+      rendezvous(urls, `tree-${i}`, (u) => u),
+      a,
+    );
+    seen.add(a);
+    chosen.set(`tree-${i}`, a);
   }
   assert.equal(seen.size, 3);
+  const two = urls.filter((u) => u !== urls[1]);
+  for (const [key, url] of chosen)
+    if (url !== urls[1])
+      assert.equal(
+        rendezvous(two, key, (u) => u),
+        url,
+        key,
+      );
 });
 
 test('entropy estimate from top-k: exact when top-k holds all mass', () => {

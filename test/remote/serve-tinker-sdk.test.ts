@@ -236,11 +236,10 @@ test('Tinker trainer and sampler over arbor serve: one session, model_id, seq_id
     await trainer.optimStep({ learningRate: 1e-3 });
     assert.equal(server.counters['/api/v1/create_session'], 1, 'trainer and sampler share one session');
     assert.equal(server.counters['/api/v1/create_model'], 2, 'resume created a fresh model');
-    assert.equal(
-      server.counters['/api/v1/create_sampling_session'],
-      1,
-      'sampled only after the first published weights',
-    );
+    // the first published weights, then the resumed model's, published again under the same version
+    assert.equal(server.counters['/api/v1/create_sampling_session'], 2, 'a sampling session per published weights');
+    const [again] = await sampler.sample([{ tokens: [5, 6, 7], n: 1, maxTokens: 2, seed: 4 }]);
+    assert.equal(again.weightVersion, 1);
   } finally {
     await server.close();
   }

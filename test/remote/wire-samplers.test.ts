@@ -324,7 +324,11 @@ test('SGLang update_weights_from_disk: full checkpoints load; a 400 fails with t
   try {
     const sync = weightSyncFromSpec({ kind: 'sglang_update_weights_from_disk', servers: [server.url] });
     await sync.sync('/checkpoints/step-1', 1);
-    assert.deepEqual(server.to('/update_weights_from_disk')[0].body, { model_path: '/checkpoints/step-1' });
+    // weight_version: SGLang then reports it in every reply (a restarted server reports another)
+    assert.deepEqual(server.to('/update_weights_from_disk')[0].body, {
+      model_path: '/checkpoints/step-1',
+      weight_version: 'arbor-v1',
+    });
     await assert.rejects(
       sync.sync('/checkpoints/step-2', 2),
       (e: unknown) =>

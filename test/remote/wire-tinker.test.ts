@@ -410,9 +410,15 @@ test('resume: load_weights (optimizer: true) is the first request of a fresh mod
       server.to('/api/v1/create_model').map((r) => r.body.model_seq_id),
       [0, 1],
     );
+    // the loaded weights are published again as the checkpoint's version (the samplers may hold a later one)
+    const [republish] = server.to('/api/v1/save_weights_for_sampler').slice(-1);
+    assert.deepEqual(
+      [republish.body.model_id, republish.body.seq_id, republish.body.path],
+      ['model_2', 2, 'arbor-v0-resumed'],
+    );
     await trainer.optimStep({ learningRate: 1e-5 });
     assert.deepEqual(server.to('/api/v1/optim_step').at(-1)!.body.model_id, 'model_2');
-    assert.equal(server.to('/api/v1/optim_step').at(-1)!.body.seq_id, 2);
+    assert.equal(server.to('/api/v1/optim_step').at(-1)!.body.seq_id, 3);
   } finally {
     await server.close();
   }

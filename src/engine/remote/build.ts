@@ -2,7 +2,9 @@
  * The remote half of `buildEngine` (engine.kind: remote): an OpenAI-compatible (vLLM), SGLang or
  * Tinker sampler, a Tinker-compatible trainer (sharing the Tinker session with a Tinker sampler), the
  * tokenizer of a checkpoint (char or Hugging Face), and the weight-sync hook run after every
- * saveForSampler (then every later segment is tagged with the new weight version).
+ * saveForSampler: the sampler fleet (fleet.ts) loads the version on every server it can reach and
+ * brings the others to it when they come back; later segments are tagged with the new version.
+ * `remoteMetrics` gives the per-step fleet and trainer counters for metrics.jsonl.
  */
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,7 +16,13 @@ import { loadTokenizer } from '../tokenizer/load.js';
 import { OpenAICompletionsSampler } from './openai-completions.js';
 import { SGLangSampler } from './sglang.js';
 import { TinkerTrainer } from './tinker.js';
-import { weightSyncFromSpec, type WeightSyncSpec } from './weight-sync.js';
+import {
+  resolveSyncPath,
+  serverSync,
+  weightSyncFromSpec,
+  type WeightSyncHooks,
+  type WeightSyncSpec,
+} from './weight-sync.js';
 import { tinkerApiKey } from './secret.js';
 import { fetchTinkerAdapter } from './tinker-archive.js';
 import { TinkerSampler } from './tinker-sampler.js';
@@ -29,6 +37,7 @@ function tinkerSession(e: EngineConfig, log?: (line: string) => void): TinkerSes
   return new TinkerSession({
     baseUrl: url,
     apiKey: tinkerApiKey(e.trainer?.apiKey),
+    retries: e.trainer?.retries,
     warn: (line) => log?.(`warning: ${line}`),
   });
 }
@@ -55,14 +64,23 @@ export function buildRemoteSampler(
       `engine.sampler.servers: at least one server URL is required for api ${e.sampler.api}`,
       'engine.sampler.servers',
     );
+  const s = e.sampler;
+  const fleet = {
+    retries: s.retries,
+    requestTimeoutMs: s.requestTimeoutSeconds * 1000,
+    unavailableMs: s.unavailableSeconds * 1000,
+    probeMs: s.probeSeconds * 1000,
+    log,
+  };
   const sampler =
-    e.sampler.api === 'openai'
+    s.api === 'openai'
       ? new OpenAICompletionsSampler({
-          servers: e.sampler.servers,
-          model: e.sampler.model,
-          concurrencyPerServer: e.sampler.concurrencyPerServer,
+          servers: s.servers,
+          model: s.model,
+          concurrencyPerServer: s.concurrencyPerServer,
+          fleet,
         })
-      : new SGLangSampler({ servers: e.sampler.servers, concurrencyPerServer: e.sampler.concurrencyPerServer });
+      : new SGLangSampler({ servers: s.servers, concurrencyPerServer: s.concurrencyPerServer, fleet });
   return { sampler, tokenizer, origin: `remote ${e.sampler.api} ${e.sampler.servers.join(',')}` };
 }
 
@@ -119,22 +137,31 @@ export function buildRemoteTrainer(
   });
 }
 
-/** After save_weights_for_sampler: load the weights on the sampling servers, then tag later segments. */
+/**
+ * After save_weights_for_sampler: the fleet loads the weights on every sampling server it can reach
+ * (the others get them when they come back) and tags later segments with the version. Sync servers
+ * given apart from the sampling servers (workers behind a router) are loaded all at once instead,
+ * and one that fails fails the sync: Arbor cannot route around a worker it does not sample from.
+ */
 function weightSyncHook(
   e: EngineConfig,
   sampler: OpenAICompletionsSampler | SGLangSampler,
   session: TinkerSession,
 ): (path: string, version: number) => Promise<void> {
   const w = e.weightSync;
-  const servers = w.servers.length ? w.servers : e.sampler!.servers;
+  const sampling = e.sampler!.servers;
+  const separate = w.servers.length > 0 && !sameSet(w.servers, sampling);
+  const servers = separate ? w.servers : sampling;
   const spec: WeightSyncSpec =
     w.kind === 'none'
       ? { kind: 'none' }
       : w.kind === 'sglang_update_weights_from_disk'
         ? { kind: w.kind, servers }
         : { kind: w.kind, servers, loraName: w.loraName };
-  const sync = weightSyncFromSpec(spec, {
-    exclusive: (swap) => sampler.gate.exclusive(swap),
+  const adapter =
+    spec.kind === 'vllm_load_lora_adapter' || spec.kind === 'sglang_load_lora_adapter' ? spec.loraName : undefined;
+  const hooks: WeightSyncHooks = {
+    exclusive: (swap) => sampler.fleet.exclusive(swap),
     resolvePath: (path) =>
       fetchTinkerAdapter(path, {
         baseUrl: session.client.baseUrl,
@@ -144,11 +171,51 @@ function weightSyncHook(
         tiedEmbeddings: w.tiedEmbeddings,
         languageModelPrefix: w.languageModelPrefix,
       }),
-    onAdapterLoaded: (name) =>
-      sampler instanceof OpenAICompletionsSampler ? sampler.setModel(name) : sampler.setLoraName(name),
-  });
+  };
+  if (separate) {
+    const sync = weightSyncFromSpec(spec, hooks);
+    return async (path, version) => {
+      await sync.sync(path, version);
+      await sampler.fleet.publish({ version, adapter });
+    };
+  }
+  sampler.fleet.setSync(serverSync(spec));
   return async (path, version) => {
-    await sync.sync(path, version);
-    sampler.setWeightVersion(version);
+    const local = spec.kind === 'none' ? undefined : await resolveSyncPath(spec, path, hooks);
+    await sampler.fleet.publish({ version, path: local, adapter });
+  };
+}
+
+function sameSet(a: string[], b: string[]): boolean {
+  const norm = (u: string) => u.replace(/\/+$/, '');
+  const x = new Set(a.map(norm));
+  const y = new Set(b.map(norm));
+  return x.size === y.size && [...x].every((u) => y.has(u));
+}
+
+/**
+ * Per-step counters of a remote engine for metrics.jsonl: servers healthy at the newest version,
+ * attempts retried and servers resynced since the previous call, and the trainer's retries and step.
+ */
+export function remoteMetrics(sampler: RemoteSampler, trainer: TinkerTrainer): () => Record<string, number> {
+  let last = { retries: 0, resyncs: 0, trainerRetries: 0 };
+  return () => {
+    const m: Record<string, number> = {};
+    const now = { retries: 0, resyncs: 0, trainerRetries: trainer.session.retries };
+    if (!(sampler instanceof TinkerSampler)) {
+      const f = sampler.fleet;
+      now.retries = f.counters.retries;
+      now.resyncs = f.counters.resyncs;
+      Object.assign(m, {
+        sampler_servers: f.servers.length,
+        sampler_servers_healthy: f.healthy,
+        sampler_retries: now.retries - last.retries,
+        sampler_resyncs: now.resyncs - last.resyncs,
+      });
+    }
+    m.trainer_retries = now.trainerRetries - last.trainerRetries;
+    if (trainer.trainerStep !== undefined) m.trainer_step = trainer.trainerStep;
+    last = now;
+    return m;
   };
 }

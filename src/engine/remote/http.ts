@@ -1,8 +1,10 @@
 /**
  * JSON-over-HTTP calls for the remote engine clients: a per-server concurrency limit, retries with
- * exponential back-off and jitter on 408/429/5xx, connection errors and timeouts, cancellation by
- * AbortSignal (never retried), and clear EngineCallErrors naming the URL, status and body.
- * A node:http keep-alive agent per server reuses connections. No request-specific logic here.
+ * exponential back-off and jitter on 408/429/5xx, connection errors and timeouts (a 429/503's
+ * `Retry-After` is honoured up to 60 s), cancellation by AbortSignal (never retried), and clear
+ * HttpCallErrors naming the URL, status and body and saying whether the request can have reached the
+ * server (callers that must not apply an operation twice decide on that). A node:http keep-alive agent
+ * per server reuses connections. No request-specific logic here.
  */
 import { EngineCallError, isAbortError } from '../../core/errors.js';
 import { Rng } from '../../core/rng.js';
@@ -54,7 +56,49 @@ export interface CallOptions {
   maxAttempts?: number;
   /** Retry a timed-out attempt (default true); false = the timeout error surfaces at once. */
   retryTimeouts?: boolean;
+  /** Extra headers of this call (e.g. Tinker's `X-Idempotency-Key`, the same on every attempt). */
+  headers?: Record<string, string>;
 }
+
+/**
+ * Whether a failed call can have reached the server: `not_sent` (the connection was refused or the
+ * host not found: nothing was received), `unknown` (the connection broke or timed out after the
+ * request may have been read), `replied` (the server answered with an error status).
+ */
+export type Delivery = 'not_sent' | 'unknown' | 'replied';
+
+/** An EngineCallError of one HTTP call, with what a caller needs to decide on a retry. */
+export class HttpCallError extends EngineCallError {
+  override name = 'HttpCallError';
+  constructor(
+    message: string,
+    details: { url?: string; status?: number; body?: string; isRetryable?: boolean },
+    readonly delivery: Delivery,
+    /** The reply's Retry-After (`retry-after-ms`, seconds or an HTTP date), in ms, when it sent one. */
+    readonly retryAfterMs?: number,
+    options?: { cause?: unknown },
+  ) {
+    super(message, details, options);
+  }
+
+  /** The attempt timed out on the client. */
+  get timedOut(): boolean {
+    return ((this.cause as Error | undefined)?.name ?? '') === 'TimeoutError';
+  }
+}
+
+/** Connection errors raised before anything was sent (the request cannot have been received). */
+const NOT_SENT_CODES = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EADDRNOTAVAIL',
+]);
+
+/** Longest Retry-After honoured (ms), as the Tinker SDK (thinking-machines-lab/tinker@d595dc2 _base_client.py). */
+const MAX_RETRY_AFTER_MS = 60_000;
 
 /** Counters for observability and tests. */
 export interface JsonClientStats {
@@ -119,7 +163,8 @@ export class JsonClient {
             throw error;
           }
           this.stats.retries++;
-          await sleep(backoffMs(attempt, this.retry, this.jitter.next()), signal);
+          const retryAfter = error instanceof HttpCallError ? (error.retryAfterMs ?? 0) : 0;
+          await sleep(Math.max(retryAfter, backoffMs(attempt, this.retry, this.jitter.next())), signal);
         }
       }
     } finally {
@@ -130,12 +175,12 @@ export class JsonClient {
   private async once(url: string, body: unknown, options: CallOptions): Promise<unknown> {
     const { signal } = options;
     const timeoutMs = options.timeoutMs ?? this.retry.timeoutMs;
-    let reply: { status: number; text: string };
+    let reply: { status: number; text: string; headers: http.IncomingHttpHeaders };
     try {
       reply = await request(
         url,
         body === undefined ? undefined : JSON.stringify(body),
-        this.headers,
+        options.headers ? { ...this.headers, ...options.headers } : this.headers,
         this.agent,
         timeoutMs,
         signal,
@@ -143,31 +188,54 @@ export class JsonClient {
     } catch (cause) {
       if (signal?.aborted) throw signal.reason ?? cause;
       const timedOut = (cause as Error)?.name === 'TimeoutError';
-      throw new EngineCallError(
+      const code = (cause as NodeJS.ErrnoException)?.code;
+      throw new HttpCallError(
         `${url}: ${timedOut ? `timed out after ${timeoutMs} ms` : `connection failed (${(cause as Error)?.message ?? cause})`}`,
         { url, isRetryable: true },
+        code !== undefined && NOT_SENT_CODES.has(code) ? 'not_sent' : 'unknown',
+        undefined,
         { cause },
       );
     }
     const { status, text } = reply;
     if (status < 200 || status >= 300) {
-      throw new EngineCallError(`${url}: HTTP ${status}: ${text.slice(0, 500)}`, {
-        url,
-        status,
-        body: text.slice(0, 2000),
-      });
+      throw new HttpCallError(
+        `${url}: HTTP ${status}: ${text.slice(0, 500)}`,
+        { url, status, body: text.slice(0, 2000) },
+        'replied',
+        status === 429 || status === 503 ? retryAfterMs(reply.headers) : undefined,
+      );
     }
     try {
       return JSON.parse(text);
     } catch (cause) {
       if (options.accept === 'text') return { text };
-      throw new EngineCallError(
+      throw new HttpCallError(
         `${url}: reply is not JSON: ${text.slice(0, 200)}`,
         { url, status, body: text.slice(0, 2000), isRetryable: false },
+        'replied',
+        undefined,
         { cause },
       );
     }
   }
+}
+
+/**
+ * A reply's wait request in ms: `retry-after-ms`, else `retry-after` as seconds or an HTTP date (as the
+ * Tinker SDK reads it, thinking-machines-lab/tinker@d595dc2 _base_client.py `_parse_retry_after_header`),
+ * at most 60 s; undefined when absent or unreadable.
+ */
+export function retryAfterMs(headers: http.IncomingHttpHeaders, now = Date.now()): number | undefined {
+  const one = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
+  const ms = Number(one(headers['retry-after-ms']));
+  let wait: number | undefined;
+  const after = one(headers['retry-after'])?.trim();
+  if (one(headers['retry-after-ms']) !== undefined && Number.isFinite(ms)) wait = ms;
+  else if (after && Number.isFinite(Number(after))) wait = Number(after) * 1000;
+  else if (after && Number.isFinite(Date.parse(after))) wait = Date.parse(after) - now;
+  if (wait === undefined || !(wait > 0)) return undefined;
+  return Math.min(wait, MAX_RETRY_AFTER_MS);
 }
 
 /** One HTTP request over a keep-alive agent; resolves with status and body text. */
@@ -178,7 +246,7 @@ function request(
   agent: http.Agent,
   timeoutMs: number,
   signal?: AbortSignal,
-): Promise<{ status: number; text: string }> {
+): Promise<{ status: number; text: string; headers: http.IncomingHttpHeaders }> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
     const target = new URL(url);
@@ -195,7 +263,7 @@ function request(
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('end', () => {
           cleanup();
-          resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') });
+          resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8'), headers: res.headers });
         });
         res.on('error', fail);
       },
@@ -232,7 +300,8 @@ export function backoffMs(attempt: number, policy: RetryPolicy, u: number): numb
   return base * (0.5 + u);
 }
 
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+/** Wait `ms`, or reject with the signal's reason when it aborts first. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
     const timer = setTimeout(() => {

@@ -10,7 +10,10 @@
  * they come back as `abort` completions without tokens. After a LoRA sync `model` is the adapter
  * name (vLLM routes by it). Cached prompt tokens are reported only with
  * `--enable-prompt-tokens-details`; log-probs are of the sampling distribution only with
- * `--logprobs-mode processed_logprobs` (default: raw model log-probs).
+ * `--logprobs-mode processed_logprobs` (default: raw model log-probs). Servers form a fleet
+ * (fleet.ts): failed attempts go to another server, a server that answers 404 for the adapter it
+ * should hold (restarted empty) is loaded again, and a reply whose `metadata.weight_version` (SGLang's
+ * OpenAI server) changed behind Arbor's back is not used.
  * Wire format: vllm-project/vllm@002032ee vllm/entrypoints/openai/completion/protocol.py
  * (CompletionRequest, CompletionResponseChoice.token_ids), serving.py@cc139d8e.
  */
@@ -24,10 +27,9 @@ import type {
   Sampler,
   SamplerCapabilities,
 } from '../types.js';
-import { malformedReply, type JsonClientOptions } from './http.js';
-import { ServerPool } from './balancer.js';
+import { HttpCallError, malformedReply, type JsonClientOptions } from './http.js';
+import { SamplerFleet, StaleServerError, type FleetOptions } from './fleet.js';
 import { usageFromWire } from './usage.js';
-import { SwapGate } from './weight-sync.js';
 
 export interface OpenAICompletionsOptions {
   /** One or more servers (base URLs without /v1). Requests with the same affinityKey stick to one. */
@@ -40,6 +42,8 @@ export interface OpenAICompletionsOptions {
   logprobs?: number;
   /** Send `cache_salt: "<prefix>-v<weightVersion>"` so stale prefix-cache entries are never reused. */
   cacheSalt?: string | null;
+  /** Retries, timeouts, health probes and the wait with every server down (fleet.ts). */
+  fleet?: Omit<FleetOptions, 'servers' | 'concurrencyPerServer'>;
 }
 
 /** The subset of a vLLM completion choice we read. */
@@ -64,17 +68,22 @@ export class OpenAICompletionsSampler implements Sampler {
     cacheHandles: false,
     prefixCaching: true,
   };
-  private readonly pool: ServerPool;
-  private version = 0;
+  /** The servers, their health and the weight version each holds. */
+  readonly fleet: SamplerFleet;
   /** The `model` requests name: the served base model, then the LoRA adapter once one is loaded. */
   private model: string;
-  /** Held by every request; a LoRA swap waits until none is in flight (weight-sync.ts). */
-  readonly gate = new SwapGate();
 
   constructor(readonly options: OpenAICompletionsOptions) {
-    this.pool = new ServerPool(options.servers, options.concurrencyPerServer ?? 64);
+    this.fleet = new SamplerFleet({
+      ...options.fleet,
+      servers: options.servers,
+      concurrencyPerServer: options.concurrencyPerServer ?? 64,
+    });
     this.model = options.model;
   }
+
+  /** Run `swap` while no request is in flight on any server (a weight sync of servers outside the fleet). */
+  readonly gate = { exclusive: <T>(swap: () => Promise<T>): Promise<T> => this.fleet.exclusive(swap) };
 
   /** vLLM serves a LoRA adapter only to requests whose `model` is the adapter's name. */
   setModel(model: string): void {
@@ -82,17 +91,17 @@ export class OpenAICompletionsSampler implements Sampler {
   }
 
   weightVersion(): number {
-    return this.version;
+    return this.fleet.version;
   }
 
-  /** Close idle keep-alive connections. */
+  /** Stop health probes and close idle keep-alive connections. */
   async close(): Promise<void> {
-    for (const c of this.pool.clients) c.close();
+    this.fleet.close();
   }
 
-  /** Called by the weight-sync hook after the server loaded new weights. */
+  /** Publish a version without loading anything (weightSync none: another process syncs the servers). */
   setWeightVersion(version: number): void {
-    this.version = version;
+    void this.fleet.publish({ version });
   }
 
   release(): void {
@@ -100,7 +109,7 @@ export class OpenAICompletionsSampler implements Sampler {
   }
 
   /** The request body sent for one SampleRequest (exported for tests and docs). */
-  requestBody(request: SampleRequest): Record<string, unknown> {
+  requestBody(request: SampleRequest, version = this.fleet.version): Record<string, unknown> {
     if (request.forcedTokens?.length) {
       throw new EngineCallError(
         'openai-completions sampler: forcedTokens is not supported by /v1/completions; use the embedded engine or SGLang',
@@ -109,7 +118,7 @@ export class OpenAICompletionsSampler implements Sampler {
     }
     const k = Math.max(request.topLogprobs ?? 0, request.returnEntropy ? (this.options.logprobs ?? 5) : 1);
     const body: Record<string, unknown> = {
-      model: this.model,
+      model: this.fleet.adapter ?? this.model,
       prompt: request.tokens,
       n: request.n ?? 1,
       max_tokens: request.maxTokens,
@@ -124,22 +133,65 @@ export class OpenAICompletionsSampler implements Sampler {
     };
     if (request.seed !== undefined) body.seed = request.seed;
     if (request.stopTokens?.length) body.stop_token_ids = request.stopTokens;
-    if (this.options.cacheSalt !== null) body.cache_salt = `${this.options.cacheSalt ?? 'arbor'}-v${this.version}`;
+    if (this.options.cacheSalt !== null) body.cache_salt = `${this.options.cacheSalt ?? 'arbor'}-v${version}`;
     return body;
   }
 
   async sample(requests: SampleRequest[], options: SampleOptions = {}): Promise<SampleResult[]> {
-    return sampleWithStopRule(requests, options, (r, _i, signal) => this.sampleOne(r, signal), this.version);
+    return sampleWithStopRule(requests, options, (r, _i, signal) => this.sampleOne(r, signal), this.fleet.version);
   }
 
   private async sampleOne(request: SampleRequest, signal?: AbortSignal): Promise<SampleResult> {
-    const client = this.pool.pick(request.affinityKey);
-    const version = this.version;
-    const reply = await this.gate.run(() =>
-      client.call<Record<string, unknown>>('/v1/completions', this.requestBody(request), signal),
+    const { value } = await this.fleet.run(
+      request.affinityKey,
+      async (server, version) => {
+        const url = server.client.baseUrl + '/v1/completions';
+        const model = this.fleet.adapter ?? this.model;
+        let reply: Record<string, unknown>;
+        try {
+          reply = await server.client.call<Record<string, unknown>>(
+            '/v1/completions',
+            this.requestBody(request, version),
+            signal,
+          );
+        } catch (error) {
+          // vLLM answers 404 "The model `x` does not exist." for an adapter it does not hold (it restarted empty)
+          if (error instanceof HttpCallError && error.details.status === 404 && model !== this.options.model)
+            throw new StaleServerError(
+              `${url}: does not hold adapter ${model} (${error.message})`,
+              { url },
+              { cause: error },
+            );
+          throw error;
+        }
+        checkReportedVersion(server, (reply.metadata as { weight_version?: unknown } | undefined)?.weight_version, url);
+        return parseCompletionsReply(reply, request, url, version);
+      },
+      signal,
     );
-    return parseCompletionsReply(reply, request, client.baseUrl + '/v1/completions', version);
+    return value;
   }
+}
+
+/**
+ * A reply's own weight version (SGLang `weight_version`) against the one the server reported since
+ * its last sync: the first is remembered; a different one later means the server restarted or was
+ * changed by someone else, and the reply is not used (StaleServerError: the server is loaded again).
+ */
+export function checkReportedVersion(
+  server: { token?: string; version: number },
+  reported: unknown,
+  url: string,
+): void {
+  if (reported === undefined || reported === null) return;
+  const token = String(reported);
+  if (server.token === undefined) server.token = token;
+  else if (server.token !== token)
+    throw new StaleServerError(
+      `${url}: reports weight version ${JSON.stringify(token)}, but held ${JSON.stringify(server.token)} ` +
+        `(Arbor's version ${server.version}): it restarted or was updated by another process`,
+      { url },
+    );
 }
 
 /** Parse a /v1/completions reply into a SampleResult; throws EngineCallError on malformed input. */

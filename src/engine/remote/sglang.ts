@@ -9,6 +9,9 @@
  * with their partial output (finish_reason abort), which is returned, not thrown.
  * After a LoRA sync requests send `lora_path: <adapter name>`. SGLang honours `sampling_seed` only
  * when launched with `--enable-deterministic-inference`; otherwise seeded runs are not reproducible.
+ * Servers form a fleet (fleet.ts): a failed attempt is sent again (new rids) to another server; a
+ * server that says the adapter is not loaded (restarted empty), or whose `meta_info.weight_version`
+ * changed behind Arbor's back, is loaded again and its reply not used.
  * Wire format: sgl-project/sglang@001067ff python/sglang/srt/managers/io_struct.py (GenerateReqInput),
  * tokenizer_manager.py (meta_info).
  */
@@ -21,18 +24,19 @@ import type {
   Sampler,
   SamplerCapabilities,
 } from '../types.js';
-import { malformedReply, type JsonClientOptions } from './http.js';
-import { ServerPool } from './balancer.js';
-import { entropyFromTopK } from './openai-completions.js';
+import { HttpCallError, malformedReply, type JsonClientOptions } from './http.js';
+import { SamplerFleet, StaleServerError, type FleetOptions } from './fleet.js';
+import { checkReportedVersion, entropyFromTopK } from './openai-completions.js';
 import { sampleWithStopRule } from './stop-rule.js';
 import { usageFromWire } from './usage.js';
-import { SwapGate } from './weight-sync.js';
 
 export interface SGLangOptions {
   servers: Array<string | JsonClientOptions>;
   concurrencyPerServer?: number;
   /** Top-k log-probs per token used for the entropy estimate. */
   topLogprobsForEntropy?: number;
+  /** Retries, timeouts, health probes and the wait with every server down (fleet.ts). */
+  fleet?: Omit<FleetOptions, 'servers' | 'concurrencyPerServer'>;
 }
 
 interface SGLangMeta {
@@ -41,6 +45,7 @@ interface SGLangMeta {
   cached_tokens?: number;
   output_token_logprobs?: Array<[number, number, string | null]>;
   output_top_logprobs?: Array<Array<[number, number, string | null]> | null>;
+  weight_version?: unknown;
 }
 
 let ridCounter = 0;
@@ -54,28 +59,34 @@ export class SGLangSampler implements Sampler {
     cacheHandles: false,
     prefixCaching: true,
   };
-  private readonly pool: ServerPool;
-  private version = 0;
+  /** The servers, their health and the weight version each holds. */
+  readonly fleet: SamplerFleet;
   /** The LoRA adapter requests use (`lora_path` = its name) once one is loaded; none = base model. */
   private loraName: string | undefined;
-  /** Held by every request; a LoRA swap waits until none is in flight (weight-sync.ts). */
-  readonly gate = new SwapGate();
 
   constructor(readonly options: SGLangOptions) {
-    this.pool = new ServerPool(options.servers, options.concurrencyPerServer ?? 64);
+    this.fleet = new SamplerFleet({
+      ...options.fleet,
+      servers: options.servers,
+      concurrencyPerServer: options.concurrencyPerServer ?? 64,
+    });
   }
+
+  /** Run `swap` while no request is in flight on any server (a weight sync of servers outside the fleet). */
+  readonly gate = { exclusive: <T>(swap: () => Promise<T>): Promise<T> => this.fleet.exclusive(swap) };
 
   weightVersion(): number {
-    return this.version;
+    return this.fleet.version;
   }
 
-  /** Close idle keep-alive connections. */
+  /** Stop health probes and close idle keep-alive connections. */
   async close(): Promise<void> {
-    for (const c of this.pool.clients) c.close();
+    this.fleet.close();
   }
 
+  /** Publish a version without loading anything (weightSync none: another process syncs the servers). */
   setWeightVersion(version: number): void {
-    this.version = version;
+    void this.fleet.publish({ version });
   }
 
   /** Route requests to the loaded LoRA adapter (SGLang's `lora_path` takes the adapter name). */
@@ -103,8 +114,9 @@ export class SGLangSampler implements Sampler {
       if (request.seed !== undefined) p.sampling_seed = (request.seed + i * 7919) >>> 0;
       return p;
     };
+    const lora = this.fleet.adapter ?? this.loraName;
     return {
-      ...(this.loraName ? { lora_path: Array.from({ length: n }, () => this.loraName) } : {}),
+      ...(lora ? { lora_path: Array.from({ length: n }, () => lora) } : {}),
       input_ids: Array.from({ length: n }, () => request.tokens),
       sampling_params: Array.from({ length: n }, (_, i) => samplingParams(i)),
       return_logprob: true,
@@ -122,7 +134,7 @@ export class SGLangSampler implements Sampler {
       requests,
       options,
       (r, i, signal) => this.sampleOne(r, signal, (abort) => (aborts[i] = abort)),
-      this.version,
+      this.fleet.version,
       { abort: (i) => aborts[i]?.() },
     );
   }
@@ -132,23 +144,47 @@ export class SGLangSampler implements Sampler {
     signal?: AbortSignal,
     exposeAbort?: (abort: () => void) => void,
   ): Promise<SampleResult> {
-    const client = this.pool.pick(request.affinityKey);
     const n = request.n ?? 1;
-    const rids = Array.from({ length: n }, () => `arbor-${process.pid}-${++ridCounter}`);
-    const version = this.version;
-    const onAbort = () => {
-      for (const rid of rids) client.call('/abort_request', { rid }).catch(() => undefined);
-    };
-    exposeAbort?.(onAbort);
-    signal?.addEventListener('abort', onAbort, { once: true });
-    try {
-      const reply = await this.gate.run(() =>
-        client.call<unknown>('/generate', this.requestBody(request, rids), signal),
-      );
-      return parseGenerateReply(reply, request, client.baseUrl + '/generate', version);
-    } finally {
-      signal?.removeEventListener('abort', onAbort);
-    }
+    const { value } = await this.fleet.run(
+      request.affinityKey,
+      async (server, version) => {
+        const { client } = server;
+        const url = client.baseUrl + '/generate';
+        // fresh rids per attempt: an earlier attempt's may still run on its server
+        const rids = Array.from({ length: n }, () => `arbor-${process.pid}-${++ridCounter}`);
+        const onAbort = () => {
+          for (const rid of rids) client.call('/abort_request', { rid }).catch(() => undefined);
+        };
+        exposeAbort?.(onAbort);
+        signal?.addEventListener('abort', onAbort, { once: true });
+        const lora = this.fleet.adapter ?? this.loraName;
+        try {
+          const reply = await client.call<unknown>('/generate', this.requestBody(request, rids), signal);
+          const items = (Array.isArray(reply) ? reply : [reply]) as Array<{ meta_info?: SGLangMeta }>;
+          for (const item of items) checkReportedVersion(server, item?.meta_info?.weight_version, url);
+          return parseGenerateReply(reply, request, url, version);
+        } catch (error) {
+          // SGLang: 400 "The following requested LoRA adapters are not loaded: ..." (sgl-project/sglang@5bf90e9d
+          // python/sglang/srt/lora/lora_registry.py): the server restarted empty
+          if (
+            lora &&
+            error instanceof HttpCallError &&
+            error.details.status === 400 &&
+            /not loaded/i.test(error.message)
+          )
+            throw new StaleServerError(
+              `${url}: does not hold adapter ${lora} (${error.message})`,
+              { url },
+              { cause: error },
+            );
+          throw error;
+        } finally {
+          signal?.removeEventListener('abort', onAbort);
+        }
+      },
+      signal,
+    );
+    return value;
   }
 }
 

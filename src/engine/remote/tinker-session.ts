@@ -5,9 +5,16 @@
  * (POST → `{request_id}` → `retrieve_future` until the result). It speaks the SDK's JSON wire format
  * (SDK ≤ 0.24.1); the protobuf bodies of SDK 0.25 are not implemented (no protobuf dependency).
  * The key is read only when the header is built; it is never logged or written anywhere.
+ * Transient faults (connection refused or reset, 408/429/5xx with Retry-After, a lost poll) are
+ * retried `retries` times with back-off, each POST with the same `X-Idempotency-Key` (as the SDK,
+ * thinking-machines-lab/tinker@d595dc2 _client.py / _base_client.py) and the same `seq_id`. When a
+ * POST may have reached the trainer before its connection broke and the retry is refused as a reused
+ * `seq_id` (409: SkyRL tx, arbor serve), the trainer holds the operation but Arbor lost its future:
+ * the client stops with TrainerStateError instead of guessing, so no step is applied twice.
  */
-import { EngineCallError } from '../../core/errors.js';
-import { JsonClient, type RetryPolicy } from './http.js';
+import { EngineCallError, isAbortError } from '../../core/errors.js';
+import { Rng } from '../../core/rng.js';
+import { backoffMs, HttpCallError, JsonClient, sleep, type CallOptions, type RetryPolicy } from './http.js';
 import type { Secret } from './secret.js';
 
 /**
@@ -60,7 +67,10 @@ export interface TinkerSessionOptions {
   pollTimeoutMs?: number;
   /** Give up on one future after this long (ms); 0 = wait as long as the server keeps answering. */
   futureTimeoutMs?: number;
+  /** Per-attempt timeout and back-off (`maxAttempts` is replaced by `retries`). */
   retry?: Partial<RetryPolicy>;
+  /** Times a request is sent again after a transient fault (engine.trainer.retries; default 6). */
+  retries?: number;
   concurrency?: number;
   /** Warnings for the run log (a server-side warning_message, a missed heartbeat). */
   warn?: (message: string) => void;
@@ -69,6 +79,17 @@ export interface TinkerSessionOptions {
 /** The JSON wire format of SDK 0.24.1 (the last release that sends JSON forward_backward bodies). */
 export const TINKER_JSON_SDK_VERSION = '0.24.1';
 
+/**
+ * The trainer cannot say what became of an operation (it received it and lost the reply, or it
+ * restarted and lost the model or future): the run stops; it resumes from its last checkpoint.
+ */
+export class TrainerStateError extends EngineCallError {
+  override name = 'TrainerStateError';
+}
+
+/** How the run resumes after a TrainerStateError or a trainer that stayed down. */
+const RESUME_HINT = 'resume the run from its last checkpoint once the trainer is up: arbor train --resume RUN_DIR';
+
 export class TinkerSession {
   readonly client: JsonClient;
   private sessionId: Promise<string> | undefined;
@@ -76,8 +97,15 @@ export class TinkerSession {
   private lastHeartbeat = Date.now();
   private modelSeq = 0;
   private samplingSessionSeq = 0;
+  private requestCounter = 0;
   /** Heartbeats answered (for tests). */
   heartbeats = 0;
+  /** Requests sent again after a transient fault (metrics: trainer_retries). */
+  retries = 0;
+  private readonly retryPolicy: RetryPolicy;
+  /** Seeded back-off jitter (timing only); idempotency keys are unique per process and session. */
+  private readonly jitter = new Rng(0x7171);
+  private readonly startedAt = Date.now();
 
   constructor(readonly options: TinkerSessionOptions) {
     const headers: Record<string, string> = {};
@@ -85,9 +113,66 @@ export class TinkerSession {
     this.client = new JsonClient({
       baseUrl: options.baseUrl,
       concurrency: options.concurrency ?? 64,
-      retry: options.retry,
+      retry: { ...options.retry, maxAttempts: 1 },
       headers,
     });
+    this.retryPolicy = {
+      maxAttempts: 1 + (options.retries ?? 6),
+      baseDelayMs: options.retry?.baseDelayMs ?? 500,
+      maxDelayMs: options.retry?.maxDelayMs ?? 30_000,
+      timeoutMs: this.client.retry.timeoutMs,
+    };
+  }
+
+  /**
+   * One request with the trainer's retry rules (see the header). `idempotencyKey` (POSTs) is sent as
+   * `X-Idempotency-Key` on every attempt; `what` names the operation in errors.
+   */
+  async send<T>(
+    path: string,
+    body: unknown,
+    options: Omit<CallOptions, 'maxAttempts' | 'headers'> & { idempotencyKey?: string; what?: string } = {},
+  ): Promise<T> {
+    const { idempotencyKey, what = path, ...call } = options;
+    const headers = idempotencyKey ? { 'x-idempotency-key': idempotencyKey } : undefined;
+    let maybeReceived = false;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.client.call<T>(path, body, { ...call, headers, maxAttempts: 1 });
+      } catch (error) {
+        if (call.signal?.aborted || isAbortError(error) || !(error instanceof HttpCallError)) throw error;
+        const status = error.details.status;
+        if (status === 409 && maybeReceived)
+          throw new TrainerStateError(
+            `${this.client.baseUrl}: ${what} may have been applied: its connection broke after sending, and the ` +
+              `trainer refuses the retry as a reused seq_id (${error.message}); Arbor cannot tell whether or how it ` +
+              `was applied, so it stops rather than apply it twice; ${RESUME_HINT}`,
+            { url: error.details.url, status, isRetryable: false },
+            { cause: error },
+          );
+        const retryable =
+          error.isRetryable &&
+          !(status !== undefined && call.noRetryStatuses?.includes(status)) &&
+          !(error.timedOut && call.retryTimeouts === false);
+        if (!retryable) throw error;
+        if (attempt >= this.retryPolicy.maxAttempts)
+          throw new EngineCallError(
+            `${this.client.baseUrl}: the trainer did not answer ${what} after ${attempt} attempts ` +
+              `(engine.trainer.retries ${attempt - 1}): ${error.message}; ${RESUME_HINT}`,
+            { url: error.details.url, status, isRetryable: false },
+            { cause: error },
+          );
+        if (error.delivery === 'unknown') maybeReceived = true;
+        this.retries++;
+        const wait = backoffMs(attempt, this.retryPolicy, this.jitter.next());
+        await sleep(Math.max(error.retryAfterMs ?? 0, wait), call.signal);
+      }
+    }
+  }
+
+  /** An idempotency key for a request that has no model sequence number (sessions, sampling). */
+  private nextKey(kind: string): string {
+    return `arbor-${kind}-${process.pid}-${this.startedAt}-${++this.requestCounter}`;
   }
 
   /** The session id; the first call creates the session and starts the heartbeat. */
@@ -115,7 +200,17 @@ export class TinkerSession {
     body: Record<string, unknown>,
     signal?: AbortSignal,
   ): Promise<FutureReply & Record<string, unknown>> {
-    const reply = await this.client.call<FutureReply & Record<string, unknown>>(path, body, { signal });
+    // a model's operation is identified by (model_id, seq_id): the same key on every attempt of it
+    const key =
+      typeof body.model_id === 'string' && typeof body.seq_id === 'number'
+        ? `arbor-${body.model_id}-${body.seq_id}`
+        : this.nextKey(String(body.type ?? 'request'));
+    const what = `${String(body.type ?? path)}${typeof body.seq_id === 'number' ? ` (seq_id ${body.seq_id})` : ''}`;
+    const reply = await this.send<FutureReply & Record<string, unknown>>(path, body, {
+      signal,
+      idempotencyKey: key,
+      what,
+    });
     if (reply?.request_id === undefined && reply?.future_id === undefined)
       throw this.malformed(path, 'request_id', reply);
     return reply;
@@ -159,10 +254,16 @@ export class TinkerSession {
   private async pollOnce(requestId: string, signal?: AbortSignal): Promise<unknown> {
     let result: Record<string, unknown>;
     try {
-      result = await this.client.call<Record<string, unknown>>(
+      result = await this.send<Record<string, unknown>>(
         '/api/v1/retrieve_future',
         { request_id: requestId, allow_metadata_only: false },
-        { signal, noRetryStatuses: [408], timeoutMs: this.options.pollTimeoutMs ?? 330_000, retryTimeouts: false },
+        {
+          signal,
+          noRetryStatuses: [408],
+          timeoutMs: this.options.pollTimeoutMs ?? 330_000,
+          retryTimeouts: false,
+          what: `retrieve_future ${requestId}`,
+        },
       );
     } catch (error) {
       // SkyRL holds the poll up to 300 s, then answers 408 {detail}: the future is still running.
@@ -172,6 +273,14 @@ export class TinkerSession {
         (error.details.status === 408 || (error.cause as Error | undefined)?.name === 'TimeoutError')
       )
         return undefined;
+      // a trainer that restarted has lost its futures: the operation's outcome cannot be known
+      if (error instanceof HttpCallError && error.details.status === 404)
+        throw new TrainerStateError(
+          `${this.client.baseUrl}: the trainer no longer knows future ${requestId} (did it restart?): ${error.message}; ` +
+            RESUME_HINT,
+          { url: error.details.url, status: 404, isRetryable: false },
+          { cause: error },
+        );
       throw error;
     }
     if (result?.type === 'try_again' || result?.status === 'pending') return undefined;
@@ -206,7 +315,10 @@ export class TinkerSession {
       sdk_version: this.options.sdkVersion ?? TINKER_JSON_SDK_VERSION,
       type: 'create_session',
     };
-    const reply = await this.client.call<CreateSessionResponse>('/api/v1/create_session', body);
+    const reply = await this.send<CreateSessionResponse>('/api/v1/create_session', body, {
+      idempotencyKey: this.nextKey('create_session'),
+      what: 'create_session',
+    });
     if (typeof reply?.session_id !== 'string') throw this.malformed('/api/v1/create_session', 'session_id', reply);
     if (reply.error_message)
       throw new EngineCallError(`${this.client.baseUrl}/api/v1/create_session: ${reply.error_message}`, {

@@ -11,6 +11,12 @@
  * Datums map 1:1: model_input = input tokens, loss_fn_inputs = target_tokens, weights, logprobs
  * (sampling), advantages. Tinker's policy losses have no per-token weights, so the client folds
  * Arbor's non-negative weights into the advantages (exact for IS and PPO, which are linear in A).
+ * Faults: the session retries transient ones without applying an operation twice (tinker-session.ts);
+ * when the trainer reports its optimizer step (`metrics.step`: arbor serve) a jump of more than one
+ * means a step was applied twice and stops the run. A checkpoint records the saved state's path, the
+ * sampler weight version and the trainer's step; resuming loads the state into a fresh model and
+ * publishes its sampler weights again under the same version, so every sampling server (restarted,
+ * or still holding a later version) samples with exactly the checkpoint's weights.
  */
 import { readFile } from 'node:fs/promises';
 import { mkdirSync } from 'node:fs';
@@ -57,12 +63,19 @@ export interface OptimStepResponse {
 }
 
 /** What a saved trainer state records (tinker-state.json in the checkpoint's engine directory). */
-interface TinkerState {
+export interface TinkerState {
   modelId: string;
+  /** The `save_weights` path (`tinker://…/weights/…`) that `load_weights` restores. */
   path: string;
+  /** Optimizer steps the client ran. */
   steps: number;
+  /** The sampler weight version these weights were published as. */
   version: number;
   baseModel: string;
+  /** The `save_weights_for_sampler` path of `version` (absent in checkpoints of older versions). */
+  samplerPath?: string;
+  /** The trainer's own optimizer step counter, when it reports one (arbor serve's optim_step `metrics.step`). */
+  trainerStep?: number;
 }
 
 type TensorJSON = { data: number[]; dtype: 'int64' | 'float32'; shape: number[] };
@@ -128,6 +141,10 @@ export class TinkerTrainer implements Trainer {
   private seq = 0;
   private steps = 0;
   private version = 0;
+  /** The sampler weights path of `version`. */
+  private samplerPath: string | undefined;
+  /** The trainer's reported optimizer step after the last optim_step (undefined until it reports one). */
+  trainerStep: number | undefined;
   private readonly warned = new Set<string>();
 
   constructor(readonly options: TinkerClientOptions) {
@@ -213,6 +230,7 @@ export class TinkerTrainer implements Trainer {
     )) as OptimStepResponse | null;
     this.steps++;
     const metrics = result?.metrics ?? {};
+    this.checkTrainerStep(metrics['step']);
     const gradNorm = metrics['grad_norm'] ?? metrics['grad_norm:mean'] ?? metrics['skyrl.ai/grad_norm'];
     if (gradNorm === undefined)
       this.warnOnce(
@@ -231,15 +249,35 @@ export class TinkerTrainer implements Trainer {
   }
 
   async saveForSampler(): Promise<{ weightVersion: number; path?: string }> {
-    const name = `arbor-v${this.version + 1}`;
+    const path = await this.saveSamplerWeights(`arbor-v${this.version + 1}`);
+    this.version++;
+    this.samplerPath = path;
+    await this.options.onSamplerWeights?.(path, this.version);
+    return { weightVersion: this.version, path };
+  }
+
+  private async saveSamplerWeights(name: string): Promise<string> {
     const result = (await this.op('/api/v1/save_weights_for_sampler', { path: name }, 'save_weights_for_sampler')) as {
       path?: string;
     } | null;
     if (typeof result?.path !== 'string')
       throw this.session.malformed('/api/v1/save_weights_for_sampler', 'path', result);
-    this.version++;
-    await this.options.onSamplerWeights?.(result.path, this.version);
-    return { weightVersion: this.version, path: result.path };
+    return result.path;
+  }
+
+  /**
+   * arbor serve reports its optimizer step in optim_step's metrics: one optim_step must move it by one.
+   * More means an optimizer step was applied twice (a retried request the trainer ran twice).
+   */
+  private checkTrainerStep(reported: number | undefined): void {
+    if (typeof reported !== 'number' || !Number.isFinite(reported)) return;
+    const before = this.trainerStep;
+    this.trainerStep = reported;
+    if (before !== undefined && reported > before + 1)
+      throw new ArborError(
+        `tinker: ${this.client.baseUrl} reports optimizer step ${reported} after ${before}: an optimizer step was ` +
+          'applied more than once; stopping (resume from the last checkpoint: arbor train --resume RUN_DIR)',
+      );
   }
 
   async saveState(dir: string): Promise<void> {
@@ -254,6 +292,8 @@ export class TinkerTrainer implements Trainer {
       steps: this.steps,
       version: this.version,
       baseModel: this.options.baseModel,
+      ...(this.samplerPath !== undefined ? { samplerPath: this.samplerPath } : {}),
+      ...(this.trainerStep !== undefined ? { trainerStep: this.trainerStep } : {}),
     };
     writeFileAtomic(join(dir, 'tinker-state.json'), JSON.stringify(state, null, 2) + '\n');
   }
@@ -261,7 +301,9 @@ export class TinkerTrainer implements Trainer {
   /**
    * Resume: load_weights is allowed only as a model's first request (hosted Tinker and SkyRL tx both
    * answer 400 otherwise), so a fresh model is created and the saved weights and optimiser state are
-   * loaded into it as its first request; the new model replaces any model this trainer had.
+   * loaded into it as its first request; the new model replaces any model this trainer had. Its weights
+   * are then saved for the sampler again and published as the checkpoint's version: the sampling
+   * servers may hold a later version (the run went on past the checkpoint) or nothing (they restarted).
    */
   async loadState(dir: string): Promise<void> {
     const file = join(dir, 'tinker-state.json');
@@ -289,6 +331,9 @@ export class TinkerTrainer implements Trainer {
     await this.op('/api/v1/load_weights', { path: state.path, optimizer: true }, 'load_weights');
     this.steps = state.steps;
     this.version = state.version;
+    this.trainerStep = state.trainerStep;
+    this.samplerPath = await this.saveSamplerWeights(`arbor-v${state.version}-resumed`);
+    await this.options.onSamplerWeights?.(this.samplerPath, this.version);
   }
 
   private warnOnce(key: string, message: string): void {

@@ -5,12 +5,15 @@
  * - `vllm_load_lora_adapter`: `/v1/unload_lora_adapter` (404 = not loaded yet, fine) then
  *   `/v1/load_lora_adapter` without `load_inplace` (absent in vLLM 0.10.2); replies are plain text.
  * - `sglang_load_lora_adapter`: SGLang's `/unload_lora_adapter` then `/load_lora_adapter`.
- * - `sglang_update_weights_from_disk`: full checkpoints only (SGLang cannot load an adapter this way).
+ * - `sglang_update_weights_from_disk`: full checkpoints only (SGLang cannot load an adapter this way),
+ *   with `weight_version: "arbor-v<N>"`, which SGLang then reports in every reply.
  * - `none`: an external process syncs.
- * The LoRA swaps hold the sampler's SwapGate: no request is in flight on the servers while the
- * adapter is replaced, and requests use the adapter (model = lora name) once it is loaded.
+ * `serverSync` loads weights on one server (the sampler fleet, fleet.ts, runs it per server, inside
+ * that server's SwapGate, and again on a server that comes back); `weightSyncFromSpec` loads them on
+ * a list of servers at once and fails if one fails (servers outside the fleet, e.g. behind a router).
  */
 import { EngineCallError } from '../../core/errors.js';
+import type { FleetTarget, ServerSync } from './fleet.js';
 import { JsonClient } from './http.js';
 
 export type WeightSyncSpec =
@@ -98,48 +101,73 @@ export class SwapGate {
   }
 }
 
+/**
+ * How one server loads a published version (undefined for `none`): the path must already be local
+ * (`resolveSyncPath`). Returns the weight version the server will report in replies, when known.
+ */
+export function serverSync(spec: WeightSyncSpec): ServerSync | undefined {
+  if (spec.kind === 'none') return undefined;
+  if (spec.kind === 'sglang_update_weights_from_disk') return updateFromDisk;
+  const swap = spec.kind === 'vllm_load_lora_adapter' ? vllmSwap : sglangSwap;
+  return async (client, target, signal) => {
+    await swap(client, spec.loraName, target.path!, signal);
+    return undefined;
+  };
+}
+
+/** The directory the servers load for `path`: a `tinker://` adapter is downloaded and converted first. */
+export async function resolveSyncPath(
+  spec: WeightSyncSpec,
+  path: string,
+  hooks: WeightSyncHooks = {},
+): Promise<string> {
+  if (!path.startsWith('tinker://')) return path;
+  if (spec.kind === 'sglang_update_weights_from_disk') {
+    throw new EngineCallError(
+      `weightSync sglang_update_weights_from_disk: ${path} is a Tinker LoRA adapter, and ` +
+        'update_weights_from_disk loads full checkpoints only; use weightSync.kind sglang_load_lora_adapter',
+      { isRetryable: false },
+    );
+  }
+  return (hooks.resolvePath ?? noResolver)(path);
+}
+
+/** Load on every server of `spec.servers` at once (inside `hooks.exclusive`); any failure fails the sync. */
 export function weightSyncFromSpec(spec: WeightSyncSpec, hooks: WeightSyncHooks = {}): WeightSync {
-  if (spec.kind === 'none') return { sync: async () => undefined };
+  const one = serverSync(spec);
+  if (!one || spec.kind === 'none') return { sync: async () => undefined };
   const clients = spec.servers.map(
     (s) => new JsonClient({ baseUrl: s, concurrency: 4, retry: { maxAttempts: 3, timeoutMs: 600_000 } }),
   );
-  if (spec.kind === 'sglang_update_weights_from_disk') {
-    return {
-      async sync(path, _version, signal) {
-        if (path.startsWith('tinker://')) {
-          throw new EngineCallError(
-            `weightSync sglang_update_weights_from_disk: ${path} is a Tinker LoRA adapter, and ` +
-              'update_weights_from_disk loads full checkpoints only; use weightSync.kind sglang_load_lora_adapter',
-            { isRetryable: false },
-          );
-        }
-        await Promise.all(
-          clients.map(async (c) => {
-            const reply = await c.call<SGLangUpdateWeightsReply>(
-              '/update_weights_from_disk',
-              { model_path: path },
-              signal,
-            );
-            if (reply?.success === false)
-              throw new EngineCallError(`${c.baseUrl}/update_weights_from_disk: ${reply.message ?? 'failed'}`, {
-                url: c.baseUrl,
-                isRetryable: false,
-              });
-          }),
-        );
-      },
-    };
-  }
-  const swapOne = spec.kind === 'vllm_load_lora_adapter' ? vllmSwap : sglangSwap;
   const exclusive = hooks.exclusive ?? (<T>(swap: () => Promise<T>) => swap());
   return {
-    async sync(path, _version, signal) {
-      const local = path.startsWith('tinker://') ? await (hooks.resolvePath ?? noResolver)(path) : path;
-      await exclusive(() => Promise.all(clients.map((c) => swapOne(c, spec.loraName, local, signal))));
-      hooks.onAdapterLoaded?.(spec.loraName);
+    async sync(path, version, signal) {
+      const target: FleetTarget = { version, path: await resolveSyncPath(spec, path, hooks) };
+      await exclusive(() => Promise.all(clients.map((c) => one(c, target, signal))));
+      if (spec.kind !== 'sglang_update_weights_from_disk') hooks.onAdapterLoaded?.(spec.loraName);
     },
   };
 }
+
+/**
+ * SGLang `/update_weights_from_disk` with `weight_version` (sgl-project/sglang@7b50ab66
+ * test/srt/test_weight_version.py: the version is then in every reply's meta_info); the token is the
+ * server's own `weight_version` when its reply has one (arbor serve), else the one sent.
+ */
+const updateFromDisk: ServerSync = async (client, target, signal) => {
+  const sent = `arbor-v${target.version}`;
+  const reply = await client.call<SGLangUpdateWeightsReply & { weight_version?: unknown }>(
+    '/update_weights_from_disk',
+    { model_path: target.path, weight_version: sent },
+    signal,
+  );
+  if (reply?.success === false)
+    throw new EngineCallError(`${client.baseUrl}/update_weights_from_disk: ${reply.message ?? 'failed'}`, {
+      url: client.baseUrl,
+      isRetryable: false,
+    });
+  return reply?.weight_version !== undefined && reply.weight_version !== null ? String(reply.weight_version) : sent;
+};
 
 async function noResolver(path: string): Promise<string> {
   throw new EngineCallError(

@@ -32,6 +32,7 @@ import {
   requiredString,
 } from './validate.js';
 import { tokenList, type ServeReply } from './validate.js';
+import { lossFromTinker } from '../wire/tinker-loss.js';
 import { DEFAULT_LIMITS, SampleGuard } from './limits.js';
 import { tarFiles } from './archive.js';
 
@@ -200,7 +201,7 @@ export class TinkerService {
     switch (op) {
       case 'forward_backward': {
         const input = (b.forward_backward_input ?? {}) as Record<string, unknown>;
-        const loss = lossFromTinker(input.loss_fn, input.loss_fn_config);
+        const loss = lossFromTinker(input.loss_fn, input.loss_fn_config, (message) => new BadRequest(message));
         const data = this.checkDatums(
           datumsFromTinker(input.data, loss, 'forward_backward_input.data'),
           'forward_backward_input.data',
@@ -672,26 +673,6 @@ function forwardOutput(r: { loss: number; logprobs: number[][]; metrics: Record<
     loss_fn_outputs: r.logprobs.map((lp) => ({ logprobs: { data: lp, dtype: 'float32', shape: [lp.length] } })),
     metrics: { 'loss:sum': r.loss, ...r.metrics },
   };
-}
-
-function lossFromTinker(name: unknown, config: unknown): LossSpec {
-  const c = (config ?? {}) as Record<string, unknown>;
-  switch (name) {
-    case 'cross_entropy':
-      return { kind: 'cross_entropy' };
-    case 'importance_sampling':
-      return { kind: 'importance_sampling' };
-    case 'ppo':
-      return {
-        kind: 'ppo',
-        clipLow: 1 - boundedNum(c.clip_low_threshold, 'loss_fn_config.clip_low_threshold', 0.8, 0, 1),
-        clipHigh: boundedNum(c.clip_high_threshold, 'loss_fn_config.clip_high_threshold', 1.2, 1, 1e6) - 1,
-      };
-    default:
-      throw new BadRequest(
-        `field "loss_fn": unsupported ${JSON.stringify(name)} (cross_entropy, importance_sampling, ppo)`,
-      );
-  }
 }
 
 function datumsFromTinker(raw: unknown, loss: LossSpec, field: string): Datum[] {

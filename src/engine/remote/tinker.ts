@@ -21,6 +21,7 @@
 import { readFile } from 'node:fs/promises';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { lossToTinker } from '../../wire/tinker-loss.js';
 import { ArborError, DataError } from '../../core/errors.js';
 import { writeFileAtomic } from '../../core/files.js';
 import type {
@@ -110,27 +111,6 @@ export function datumToTinker(
     if (v.data.length !== T)
       throw new ArborError(`tinker: datum field ${k} has length ${v.data.length}, expected ${T}`);
   return { model_input: { chunks: [{ type: 'encoded_text', tokens: datum.inputTokens }] }, loss_fn_inputs: inputs };
-}
-
-/** Tinker's loss name and config for an Arbor LossSpec. */
-export function lossToTinker(loss: LossSpec): { loss_fn: string; loss_fn_config?: Record<string, number> } {
-  switch (loss.kind) {
-    case 'cross_entropy':
-      return { loss_fn: 'cross_entropy' };
-    case 'importance_sampling':
-      if (loss.truncateAt !== undefined)
-        throw new ArborError('tinker: truncated importance sampling is not a Tinker built-in loss');
-      return { loss_fn: 'importance_sampling' };
-    case 'ppo':
-      if (loss.dualClip !== undefined || loss.truncateAt !== undefined)
-        throw new ArborError("tinker: dual clip / truncation are not part of Tinker's ppo loss");
-      return {
-        loss_fn: 'ppo',
-        loss_fn_config: { clip_low_threshold: 1 - loss.clipLow, clip_high_threshold: 1 + loss.clipHigh },
-      };
-    case 'gspo':
-      throw new ArborError('tinker: gspo is not a Tinker built-in loss (use ppo or importance_sampling)');
-  }
 }
 
 export class TinkerTrainer implements Trainer {

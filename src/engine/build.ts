@@ -12,18 +12,17 @@ import { dirname, join, resolve } from 'node:path';
 import { ConfigError } from '../core/errors.js';
 import type { EngineConfig, ModelConfig, SftConfig } from './config.js';
 import { loadKernels } from './kernels/index.js';
-import { isCheckpointDir, loadCheckpoint, saveCheckpoint, writeCheckpointMeta } from './nano/checkpoint.js';
+import { isCheckpointDir, saveCheckpoint, writeCheckpointMeta } from './nano/checkpoint.js';
 import type { NanoConfig } from './nano/config.js';
 import { NanoModel } from './nano/model.js';
 import { NanoSampler } from './nano/sampler.js';
 import { modelSize, runSft, type SftExample, type SftProgress } from './nano/sft.js';
 import { CharTokenizer, type TokenizerJSON } from './nano/tokenizer.js';
 import { NanoTrainer, type TrainerPacking } from './nano/trainer.js';
+import { kernelsOf, openModel, type KernelChoice } from './open.js';
 import { buildRemoteSampler, buildRemoteTrainer, remoteMetrics } from './remote/build.js';
 import type { Sampler, TextTokenizer, Trainer } from './types.js';
-import { adapterBase, hfModelDir, hfStart, openHfModel, runAdapter, writeHfMeta } from './hf/engine.js';
-import { isHfModelDir } from './hf/config.js';
-import { isPeftAdapterDir, loadPeftAdapter } from './hf/peft.js';
+import { hfModelDir, hfStart, runAdapter, writeHfMeta } from './hf/engine.js';
 import { LoraAdapter, type LoraSettings } from './nano/lora.js';
 import type { Kernels } from './kernels/types.js';
 import type { HFTokenizer } from './tokenizer/hf.js';
@@ -53,6 +52,8 @@ export interface WorkerEngineSpec {
     | { kind: 'nano'; config: NanoConfig; tokenizer: TokenizerJSON }
     | { kind: 'hf'; dir: string; contextLength: number; lora?: LoraSettings };
   kernels: EngineConfig['kernels'];
+  /** Kernel threads of the worker's sampler (engine.threads). */
+  threads: number;
   pageSize: number;
 }
 
@@ -136,15 +137,13 @@ async function buildEmbedded(spec: EngineSpec, options: BuildOptions): Promise<E
       'optimize.loss.klCoef',
     );
   const { model, tokenizer } = startDir
-    ? await loadCheckpoint(startDir, { kernels })
+    ? await openNano(startDir, kernels)
     : { model: await randomModel(spec.model, kernels), tokenizer: new CharTokenizer() };
   const sampler = new NanoSampler(model, { pageSize: spec.engine.pageSize });
   const packing = spec.trainer?.packing;
   const trainer = new NanoTrainer(model, { packing });
   const reference =
-    options.needReference && startDir
-      ? new NanoTrainer((await loadCheckpoint(startDir, { kernels })).model, { packing })
-      : undefined;
+    options.needReference && startDir ? (await openModel(startDir, { kernels })).trainer({ packing }) : undefined;
   return {
     sampler,
     trainer,
@@ -155,6 +154,7 @@ async function buildEmbedded(spec: EngineSpec, options: BuildOptions): Promise<E
       spec: {
         model: { kind: 'nano', config: model.config, tokenizer: tokenizer.toJSON() },
         kernels: spec.engine.kernels,
+        threads: spec.engine.threads,
         pageSize: spec.engine.pageSize,
       },
       weights: () => model.params.data.slice(),
@@ -192,7 +192,10 @@ async function buildHf(spec: EngineSpec, hfDir: string, kernels: Kernels, option
     },
     options.log,
   );
-  const { model, info, tokenizer } = await openHfModel(start.baseDir, { kernels, contextLength: m.contextLength });
+  const opened = await openModel(start.baseDir, { kernels, contextLength: m.contextLength });
+  const { model } = opened;
+  const info = opened.info!;
+  const tokenizer = opened.tokenizer as HFTokenizer;
   if (m.contextLength > info.maxPositionEmbeddings) {
     throw new ConfigError(
       `model.contextLength ${m.contextLength} exceeds ${join(start.baseDir, 'config.json')}'s max_position_embeddings (${info.maxPositionEmbeddings})`,
@@ -221,6 +224,7 @@ async function buildHf(spec: EngineSpec, hfDir: string, kernels: Kernels, option
       spec: {
         model: { kind: 'hf', dir: baseModelName, contextLength: model.config.contextLength, lora: adapter?.settings },
         kernels: spec.engine.kernels,
+        threads: spec.engine.threads,
         pageSize: spec.engine.pageSize,
       },
       weights: () => (adapter ?? model).params.data.slice(),
@@ -240,7 +244,7 @@ async function hfReference(
   contextLength: number,
   packing: TrainerPacking | undefined,
 ): Promise<NanoTrainer> {
-  if (!adapter) return new NanoTrainer((await openHfModel(baseDir, { kernels, contextLength })).model, { packing });
+  if (!adapter) return (await openModel(baseDir, { kernels, contextLength })).trainer({ packing });
   const frozen = new LoraAdapter(model, adapter.settings);
   frozen.params.data.set(adapter.params.data);
   return new NanoTrainer(model, { adapter: frozen, packing });
@@ -260,6 +264,12 @@ function randomModel(m: ModelConfig, kernels: Awaited<ReturnType<typeof loadKern
     },
     { seed: m.initSeed, kernels },
   );
+}
+
+/** A nano checkpoint opened with `kernels` (its model and char tokenizer). */
+async function openNano(dir: string, kernels: Kernels): Promise<{ model: NanoModel; tokenizer: CharTokenizer }> {
+  const opened = await openModel(dir, { kernels });
+  return { model: opened.model, tokenizer: opened.tokenizer as CharTokenizer };
 }
 
 /** Load or train the starting checkpoint; returns its directory (undefined = random init). */
@@ -321,7 +331,7 @@ export async function buildWorkerSampler(
   tokenizer: TextTokenizer;
   setWeights: (weights: Float32Array, version: number) => void;
 }> {
-  const kernels = await loadKernels({ backend: spec.kernels });
+  const kernels = await kernelsOf({ backend: spec.kernels, threads: spec.threads });
   let model: NanoModel;
   let tokenizer: TextTokenizer;
   let adapter: LoraAdapter | undefined;
@@ -329,7 +339,9 @@ export async function buildWorkerSampler(
     model = NanoModel.createSync(spec.model.config, kernels, 0);
     tokenizer = CharTokenizer.fromJSON(spec.model.tokenizer, 'worker tokenizer');
   } else {
-    ({ model, tokenizer } = await openHfModel(spec.model.dir, { kernels, contextLength: spec.model.contextLength }));
+    const opened = await openModel(spec.model.dir, { kernels, contextLength: spec.model.contextLength });
+    ({ model } = opened);
+    tokenizer = opened.tokenizer!;
     adapter = spec.model.lora ? new LoraAdapter(model, spec.model.lora) : undefined;
   }
   const sampler = new NanoSampler(model, { pageSize: spec.pageSize, abortProbe: options.abortProbe, adapter });
@@ -349,25 +361,21 @@ export async function buildWorkerSampler(
  * remote servers of an engine config.
  */
 export async function buildSamplingEngine(
-  source: { checkpoint: string; base?: string; contextLength?: number } | { engine: EngineConfig },
+  source:
+    { checkpoint: string; base?: string; contextLength?: number; kernels?: KernelChoice } | { engine: EngineConfig },
 ): Promise<{ sampler: Sampler; tokenizer: TextTokenizer; origin: string; contextLength?: number }> {
   if (!('checkpoint' in source)) return buildRemoteSampler(source.engine);
-  const dir = source.checkpoint;
-  if (isPeftAdapterDir(dir) || isHfModelDir(dir)) {
-    const adapterDir = isPeftAdapterDir(dir) ? dir : undefined;
-    const baseDir = adapterDir ? adapterBase(adapterDir, source.base) : dir;
-    const { model, tokenizer, info } = await openHfModel(baseDir, { contextLength: source.contextLength });
-    const adapter = adapterDir ? loadPeftAdapter(adapterDir, model) : undefined;
-    const origin = adapterDir ? `${adapterDir} (LoRA on ${baseDir})` : `${dir} (${info.architecture})`;
-    return {
-      sampler: new NanoSampler(model, { adapter }),
-      tokenizer: tokenizer as HFTokenizer,
-      origin,
-      contextLength: model.config.contextLength,
-    };
-  }
-  const { model, tokenizer } = await loadCheckpoint(dir);
-  return { sampler: new NanoSampler(model), tokenizer, origin: dir, contextLength: model.config.contextLength };
+  const opened = await openModel(source.checkpoint, {
+    base: source.base,
+    contextLength: source.contextLength,
+    kernels: source.kernels,
+  });
+  return {
+    sampler: opened.sampler(),
+    tokenizer: opened.tokenizer!,
+    origin: opened.origin,
+    contextLength: opened.model.config.contextLength,
+  };
 }
 
 /** The embedded engine's own tokenizer (runs without a tokenizer.json of their own). */

@@ -216,6 +216,8 @@ export interface Trainer {
   optimStep(params: AdamParams): Promise<OptimStepResult>;
   /** Discard accumulated gradients without stepping (after a failed forward/backward); absent = nothing to discard. */
   zeroGrad?(): void;
+  /** Start over as a fresh optimizer (no moments, step 0, no accumulated gradients; weights kept); absent = cannot. */
+  reset?(): void;
   /** Current-policy log-probs of each datum's target tokens (no gradient). */
   logprobs(data: Datum[]): Promise<number[][]>;
   /** Publish current weights to the sampler; returns the new weight version. */

@@ -8,15 +8,13 @@
  */
 import { dirname, resolve } from 'node:path';
 import { ConfigError } from '../core/errors.js';
-import { loadKernels } from '../engine/kernels/index.js';
-import { isHfModelDir } from '../engine/hf/config.js';
-import { loadHfModel } from '../engine/hf/model.js';
-import { loadCheckpoint } from '../engine/nano/checkpoint.js';
+import { openModel, type OpenedModel } from '../engine/open.js';
 import { LoraAdapter } from '../engine/nano/lora.js';
 import type { NanoModel } from '../engine/nano/model.js';
 import { NanoSampler } from '../engine/nano/sampler.js';
 import { NanoTrainer } from '../engine/nano/trainer.js';
-import { HFTokenizer } from '../engine/tokenizer/hf.js';
+import type { HFTokenizer } from '../engine/tokenizer/hf.js';
+import type { CharTokenizer } from '../engine/nano/tokenizer.js';
 import { adapterSampler, LoraRegistry, type LoraModulePath } from './lora.js';
 import type { ServeOptions } from './server.js';
 import { charServeTokenizer, hfServeTokenizer } from './tokenizers.js';
@@ -62,17 +60,25 @@ export interface ServeEngine {
 }
 
 export async function loadServeEngine(o: ServeEngineOptions): Promise<ServeEngine> {
-  const kernels = await loadKernels({ threads: o.threads });
-  const hf = isHfModelDir(o.checkpoint);
   if (o.maxModelLen !== undefined && !(Number.isInteger(o.maxModelLen) && o.maxModelLen >= 2)) {
     throw new ConfigError(`--max-model-len must be an integer ≥ 2, got ${o.maxModelLen}`, 'max-model-len');
   }
-  return hf ? loadHf(o, kernels) : loadNano(o, kernels);
+  const opened = await openModel(o.checkpoint, {
+    kernels: { threads: o.threads },
+    contextLength: o.maxModelLen,
+    skipTokenizer: o.skipTokenizerInit,
+  });
+  if (opened.adapter)
+    throw new ConfigError(
+      `${o.checkpoint} is a PEFT adapter: serve its base model and the adapter with --enable-lora --lora-modules NAME=${o.checkpoint}`,
+      'checkpoint',
+    );
+  return opened.kind === 'hf' ? loadHf(o, opened) : loadNano(o, opened);
 }
 
-async function loadNano(o: ServeEngineOptions, kernels: Awaited<ReturnType<typeof loadKernels>>): Promise<ServeEngine> {
-  // loading refuses NaN or infinite weights, naming the tensors (engine/nano/checkpoint.ts)
-  const { model, tokenizer } = await loadCheckpoint(o.checkpoint, { kernels });
+function loadNano(o: ServeEngineOptions, opened: OpenedModel): ServeEngine {
+  const { model } = opened;
+  const tokenizer = opened.tokenizer as CharTokenizer;
   const name = o.name ?? 'arbor-nano';
   const options: ServeOptions = {
     sampler: new NanoSampler(model, { pageSize: o.pageSize }),
@@ -92,10 +98,10 @@ async function loadNano(o: ServeEngineOptions, kernels: Awaited<ReturnType<typeo
   return { options, model, kind: 'nano', description, ignoredDefaults: [] };
 }
 
-async function loadHf(o: ServeEngineOptions, kernels: Awaited<ReturnType<typeof loadKernels>>): Promise<ServeEngine> {
-  const { model, info } = await loadHfModel(o.checkpoint, { kernels, contextLength: o.maxModelLen });
-  const vocabSize = info.config.vocabSize;
-  const tokenizer = o.skipTokenizerInit ? undefined : HFTokenizer.fromDirectory(o.checkpoint, { vocabSize });
+function loadHf(o: ServeEngineOptions, opened: OpenedModel): ServeEngine {
+  const { model } = opened;
+  const info = opened.info!;
+  const tokenizer = opened.tokenizer as HFTokenizer | undefined;
   const name = o.name ?? o.checkpoint;
   const generation = tokenizer?.generationDefaults ?? {};
   // the end ids: the tokenizer's (generation_config ∪ eos_token); without a tokenizer, config.json's
@@ -161,10 +167,7 @@ function hfTinkerModels(model: NanoModel, baseModel: string, o: ServeEngineOptio
       // a new model: PEFT init, no moments, no gradients, the base frozen again
       model.frozen = true;
       t.adapter.initialise(seed);
-      t.trainer.optimizer.m.fill(0);
-      t.trainer.optimizer.v.fill(0);
-      t.trainer.optimizer.step = 0;
-      t.trainer.zeroGrad();
+      t.trainer.reset();
       return t;
     },
     fullTrainer() {

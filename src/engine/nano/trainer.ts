@@ -206,6 +206,14 @@ export class NanoTrainer implements Trainer {
     this.trained.grads.data.fill(0);
   }
 
+  /** Start over as a new optimizer: no moments, step 0, no accumulated gradients (the weights stay). */
+  reset(): void {
+    this.optimizer.m.fill(0);
+    this.optimizer.v.fill(0);
+    this.optimizer.step = 0;
+    this.zeroGrad();
+  }
+
   async saveForSampler(): Promise<{ weightVersion: number }> {
     this.model.weightVersion++;
     return { weightVersion: this.model.weightVersion };

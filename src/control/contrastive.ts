@@ -1,5 +1,5 @@
 /**
- * Contrastive prompting (CUDA-L1, arXiv 2507.14111; specs/next-methods.md §3): a prompt carries
+ * Contrastive prompting (CUDA-L1, arXiv 2507.14111): a prompt carries
  * earlier scored candidates for the same prompt, so the policy can reason about score differences.
  * `ExemplarDB` keeps, per item id, distinct scored responses (plain, JSON-able state carried between
  * steps); `select` picks the `best` highest and `worst` lowest; `contrastivePrompt` renders them before

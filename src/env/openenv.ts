@@ -1,5 +1,5 @@
 /**
- * OpenEnv-compatible environments (issue 13): a client for the OpenEnv reset/step/state protocol, so
+ * OpenEnv-compatible environments: a client for the OpenEnv reset/step/state protocol, so
  * environments written for TRL / SkyRL / verifiers users (served by OpenEnv's `create_app`) train in
  * Arbor.
  *

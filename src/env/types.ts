@@ -1,5 +1,5 @@
 /**
- * The agent layer's contract (issue 13): tools, tool-call formats and episode environments.
+ * The agent layer's contract: tools, tool-call formats and episode environments.
  *
  * A multi-turn episode is a path of turn nodes in a rollout tree. Each turn node holds the policy's
  * sampled tokens (mask 1, ending with the stop token) followed by the environment's observation

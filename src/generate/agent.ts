@@ -1,5 +1,5 @@
 /**
- * `agent`: multi-turn tool-use episodes grown as turn trees (issue 13; TRACE, PORTool).
+ * `agent`: multi-turn tool-use episodes grown as turn trees (TRACE, PORTool).
  *
  * A turn is a node: the policy's sampled tokens up to and including its stop token (mask 1, with their
  * sampling log-probs), then the environment's observation rendered by the run's tool-call format with
@@ -25,7 +25,7 @@
  * `episodeTimeoutMs` per episode. A limit ends the episode at its leaf (`episode.end` says which).
  * The leaf records the final answer and the environment's reward (`TreeNode.episode`) for the Filter.
  *
- * Infrastructure failures (issue 26): an environment that throws a recoverable `EnvironmentError` (its
+ * Infrastructure failures: an environment that throws a recoverable `EnvironmentError` (its
  * MCP server exited under an episode) cuts that episode's tree: every open path of the tree ends in an
  * `error` node with the reason, so the tree is an error tree (`hasError`), logged but never trained on,
  * and the other trees of the batch go on. A fatal one (the server cannot be restarted) is rethrown and

@@ -1,5 +1,5 @@
 /**
- * Gateway episodes → one RolloutTree per prompt (specs/agent-gateway.md §5 "Trajectory assembly"), from ids
+ * Gateway episodes → one RolloutTree per prompt, from ids
  * alone. The root is the longest common prompt prefix of the group; each episode is a private subtree below it.
  * A call's prompt follows the episode's existing path as far as its ids agree (through earlier prompts and
  * samples alike, the merge rule), splitting a node where it diverges inside one; the rest of the prompt

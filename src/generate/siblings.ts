@@ -4,7 +4,7 @@
  * tokens, a child that ends (finished leaf) inside the other's window counting as different. Siblings
  * of one length (TreePO segments, i.i.d. responses) compare whole as before; LATR's mixed pairs (an
  * 8-token segment beside a whole-response fill sample, a lookahead beside a split tail) could never
- * match whole (issue 27). A window, not node kinds: it needs no tags from the generators and treats
+ * match whole. A window, not node kinds: it needs no tags from the generators and treats
  * every generator alike. `wholeNodeSiblingStats` reproduces the old whole-node figure.
  */
 import type { RolloutTree, TreeNode } from '../core/tree.js';
@@ -59,7 +59,7 @@ export function siblingStats(trees: RolloutTree[]): SiblingStats {
   return countPairs(trees, sameContinuation);
 }
 
-/** Sibling pairs and those whose whole child nodes are identical (the metric before issue 27). */
+/** Sibling pairs and those whose whole child nodes are identical (the older, coarser metric). */
 export function wholeNodeSiblingStats(trees: RolloutTree[]): SiblingStats {
   return countPairs(trees, sameNode);
 }

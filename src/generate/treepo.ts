@@ -1,5 +1,5 @@
 /**
- * `treepo` (TreePO segment trees; see specs/treepo-reference.md §1.4). Every round, each live path of
+ * `treepo` (TreePO segment trees). Every round, each live path of
  * every prompt is extended by one segment of L tokens, all in ONE sampler call; a path with k queued
  * copies is one request with n = k from the path's cached KV (cacheHandle), so shared prefixes are
  * computed once. After a round, finished paths (stop token, max length, depth, repetition) give their

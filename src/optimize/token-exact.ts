@@ -1,5 +1,5 @@
 /**
- * The multi-turn exactness check (issue 13): for every trajectory of the given trees, the datum the
+ * The multi-turn exactness check: for every trajectory of the given trees, the datum the
  * learner trains on must hold the root's tokens followed by every node's tokens in path order (sampled
  * turns and observations, nothing re-encoded), its loss weight must be non-zero exactly on the tokens
  * the policy sampled (mask 1), and the trainer's log-probs of those tokens must equal the sampler's

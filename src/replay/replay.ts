@@ -12,8 +12,7 @@
  * Kinds (which stored trees join a step's batch):
  * - `recent`: every tree of the last `steps` steps (newest first, at most `maxTrees`).
  * - `dots`: DOTS rollout replay (arXiv 2506.05316; ASTRAL-Group/data-efficient-llm-rl
- *   `verl/trainer/ppo/ray_trainer.py`, as checked in shared/specs/control-replay-methods.md §9; commit
- *   not reachable from here): a FIFO buffer of `capacity` groups (512), the newest group per prompt,
+ *   `verl/trainer/ppo/ray_trainer.py`): a FIFO buffer of `capacity` groups (512), the newest group per prompt,
  *   all-0/all-1 groups dropped; the batch is σB fresh + (1−σ)B groups drawn uniformly from the buffer
  *   (σ = `freshFraction` = 0.5). Set run.promptsPerStep to σB to keep the batch at B.
  * - `remix`: ReMix (arXiv 2507.06892, code unreleased; defaults from the spec §10): a share `p` = 0.4

@@ -1,5 +1,5 @@
 /**
- * Selection by training dynamics (issue 12, `arbor select`): rank a dataset's items by how their
+ * Selection by training dynamics (`arbor select`): rank a dataset's items by how their
  * reward moved during a short run and keep a subset. Input: a run directory's logged trees
  * (`trees/step-N.jsonl`; set `run.logTreesEvery: 1` for a selection run). An item's reward at a step
  * is the mean reward of its leaves there (hinted trees and unscored leaves left out). Its curve is

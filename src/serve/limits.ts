@@ -1,5 +1,5 @@
 /**
- * Request limits and scheduling for `arbor serve` (issue 17, defects 4 and 9):
+ * Request limits and scheduling for `arbor serve`:
  * - every sampling request is checked against the model (token ids inside the vocabulary, a prompt
  *   that leaves room in the context) and the server's limits (`maxN`, `maxBatchTokens` over
  *   n × the tokens a continuation can actually decode), answering 400 (a bad field, named) or 413

@@ -1,5 +1,5 @@
 /**
- * LoRA adapters served over one shared base model, as vLLM serves them (specs/hf-models.md §5;
+ * LoRA adapters served over one shared base model, as vLLM serves them (
  * vllm-project/vllm@4fe4500 openai/models/serving.py, openai/cli_args.py LoRAParserAction): adapters are
  * registered by name and path (`--lora-modules`, `/v1/load_lora_adapter`), a request's `model` selects
  * one, and `/v1/models` lists them. Each loaded adapter is a PEFT directory validated against the base

@@ -7,7 +7,7 @@
  * `retrieve_future` (long poll, then `{type: "try_again"}`). SDK 0.25's protobuf bodies are not
  * accepted (no protobuf dependency).
  * A nano model trains whole and samples with the current weights. A Hugging Face model (`models`)
- * trains a LoRA adapter when create_model gives `lora_config` (specs/hf-models.md §6), under a new
+ * trains a LoRA adapter when create_model gives `lora_config`, under a new
  * model id each time: the adapter starts from PEFT's init, save_weights_for_sampler writes it in PEFT's
  * layout under the state directory, GET `training_runs/{run}/checkpoints/sampler_weights/{name}/archive`
  * redirects to a tar of it in Tinker's layout, `weights_info` describes it, and a sampling session

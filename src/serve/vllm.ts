@@ -1,5 +1,5 @@
 /**
- * The vLLM routes of `arbor serve` (specs/hf-models.md §5): `/v1/completions` (here) and
+ * The vLLM routes of `arbor serve`: `/v1/completions` (here) and
  * `/v1/chat/completions` (vllm-chat.ts), non-streamed and SSE-streamed, `/v1/models`, `/tokenize`,
  * `/detokenize`, and with `--enable-lora` `/v1/load_lora_adapter` / `/v1/unload_lora_adapter`
  * (plain-text replies). Bodies follow vllm-project/vllm@cc139d8 openai/completion/serving.py, @343baca

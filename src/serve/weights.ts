@@ -1,5 +1,5 @@
 /**
- * Weight loading for `arbor serve`'s `/update_weights_from_disk` (issue 17, defect 1):
+ * Weight loading for `arbor serve`'s `/update_weights_from_disk`:
  * - a `model_path` is accepted only inside the configured weight roots (`--weights-root`, symlinks
  *   resolved); a path outside them and a path that does not exist get the same 400 and message, so
  *   the endpoint is no oracle for what exists on the machine;

@@ -1,5 +1,5 @@
 /**
- * `closest`: a graded task for contrastive prompting (CUDA-L1, specs/next-methods.md §3). Prompt
+ * `closest`: a graded task for contrastive prompting (CUDA-L1, arXiv 2507.14111). Prompt
  * "3 5 7 ~ 50:"; the answer is an expression over the given numbers (each at most once, + − × ÷) whose
  * value is as close as possible to the target, which need not be reachable. The score is graded in
  * [0, 1]: (1 + dBest/width) / (1 + d/width), d = |value − target|, dBest the best an exhaustive search

@@ -1,6 +1,6 @@
 /**
- * XRPO's allocation (arXiv 2510.06672, code not released; formula from a secondary summary, marked
- * [U] in specs/control-replay-methods.md). Each extra rollout goes, one at a time, to the prompt with
+ * XRPO's allocation (arXiv 2510.06672, code not released; the formula comes from a secondary summary
+ * and is unverified against the authors' code). Each extra rollout goes, one at a time, to the prompt with
  * the largest priority Π_q = Δ̂_q + φ_q: Δ̂_q = h_q(n_q) − h_q(n_q + 1) is how much one more sample
  * shrinks the half-width h_q(n) = t₁₋α/₂,ₙ₋₁ · s_q / √n of the success rate's confidence interval, and
  * φ_q = λ √(ln T / n_q) an exploration bonus (T = rollouts of the step so far). Our reading: s_q is the

@@ -3,7 +3,7 @@
  * LlamaForCausalLM (SmolLM2, TinyLlama, Llama 3.x with llama3 rope scaling), Qwen2ForCausalLM (q/k/v
  * bias) and Qwen3ForCausalLM (q/k RMSNorm, explicit head_dim). Both shapes of the file are read: the
  * Hub's (`rope_theta`, `rope_scaling`) and transformers 5's (`rope_parameters`, `layer_types`). Defaults
- * follow transformers' configuration classes (specs/hf-models.md §1; e.g. Qwen3's head_dim is 128 when
+ * follow transformers' configuration classes (e.g. Qwen3's head_dim is 128 when
  * absent). Whatever this engine does not compute (another architecture, sliding-window layers, experts,
  * an unknown rope type, another activation, quantised weights) is refused at load, naming the field.
  */

@@ -1,6 +1,6 @@
 /**
- * LoRA adapters in PEFT's format (huggingface/peft@5d602fd tuners/lora/config.py, utils/save_and_load.py;
- * specs/hf-models.md §4): `adapter_config.json` (peft_type LORA, r, lora_alpha, target_modules, ...) and
+ * LoRA adapters in PEFT's format (huggingface/peft@5d602fd tuners/lora/config.py, utils/save_and_load.py):
+ * `adapter_config.json` (peft_type LORA, r, lora_alpha, target_modules, ...) and
  * `adapter_model.safetensors` with `base_model.model.<module>.lora_A.weight` [r, in] and `.lora_B.weight`
  * [out, r], B unscaled (the scale α/r comes from the config). What PEFT, vLLM and SGLang load, Arbor loads
  * and writes. Refused with an error naming the file and field: DoRA, biases, modules_to_save, per-module

@@ -1,5 +1,5 @@
 /**
- * Chat templates as transformers renders them (`apply_chat_template`, specs/hf-models.md §3): a model
+ * Chat templates as transformers renders them (`apply_chat_template`): a model
  * directory's templates (`chat_template.jinja`, else tokenizer_config.json's `chat_template` string or
  * `[{name, template}]` list, plus `additional_chat_templates/*.jinja`), chosen by name, else `tool_use`
  * when tools are given, else `default`; rendered with @huggingface/jinja and transformers' variables.

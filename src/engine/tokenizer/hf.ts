@@ -1,5 +1,5 @@
 /**
- * A Hugging Face tokenizer directory, offline, for both engines (specs/hf-models.md §2–3):
+ * A Hugging Face tokenizer directory, offline, for both engines:
  * `tokenizer.json` through @huggingface/tokenizers, `tokenizer_config.json`'s special tokens, the chat
  * templates (chat-template.ts) and `generation_config.json`'s end ids and sampling defaults. Token ids
  * equal transformers' (checked against its fixtures); `encode` adds no special tokens unless asked.

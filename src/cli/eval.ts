@@ -5,6 +5,7 @@
  *   --config <file> [--task <name>]    the engine and task of a run config (remote servers included)
  */
 import { ArborError, ConfigError } from '../core/errors.js';
+import type { ProgressUpdate } from '../core/progress-count.js';
 import { Rng } from '../core/rng.js';
 import { buildSamplingEngine } from '../engine/build.js';
 import { loadConfig, parseConfig, type ArborConfig } from '../run/config.js';
@@ -12,6 +13,7 @@ import { evaluate } from '../run/evaluate.js';
 import { evaluateAgent } from '../run/evaluate-agent.js';
 import { agentRuntime, openAgentEnv, scratchLogDir, type AgentEnv } from '../run/agent-runtime.js';
 import { openGatewayAgent, type GatewayAgent } from '../run/gateway-runtime.js';
+import { Progress } from '../run/progress.js';
 import { fitPrompts, promptEncoder, skippedLine, stopTokens, toolOffer } from '../run/prompts.js';
 import type { TaskItem } from '../core/types.js';
 import type { AgentOptions } from '../generate/agent.js';
@@ -19,7 +21,8 @@ import { taskFromConfig } from '../tasks/index.js';
 import { parseCommand, printHelp, type CommandSpec } from './args.js';
 
 const USAGE =
-  'usage: arbor eval (--checkpoint <dir> | --config <run.yaml>) [--task <name>] [--options JSON] [--count 200] [--k 4] [--seed 0] [--max-tokens N]';
+  'usage: arbor eval (--checkpoint <dir> | --config <run.yaml>) [--task <name>] [--options JSON] ' +
+  '[--count 200] [--k 4] [--seed 0] [--max-tokens N] [--quiet]';
 
 export const EVAL: CommandSpec = {
   name: 'eval',
@@ -68,6 +71,7 @@ export const EVAL: CommandSpec = {
       value: 'error|skip',
       doc: "a prompt too long for the model's context: fail naming it, or leave it out and say so (task.overlong)",
     },
+    quiet: { type: 'boolean', doc: 'no progress on stderr (samples done, ETA)' },
   },
 };
 
@@ -92,6 +96,7 @@ export async function evalCommand(argv: string[]): Promise<number> {
   const configFile = f.string('config');
   const config = configFile ? loadConfig(configFile) : undefined;
   const kwargsText = f.string('chat-template-kwargs');
+  const progress = new Progress(f.bool('quiet'));
   const report = await evaluateModel({
     config,
     configFile,
@@ -107,7 +112,9 @@ export async function evalCommand(argv: string[]): Promise<number> {
     chatTemplate: f.bool('chat-template') || undefined,
     chatTemplateKwargs: kwargsText !== undefined ? (parseOptions(kwargsText) as Record<string, unknown>) : undefined,
     overlong: overlongFlag(f.string('overlong')),
+    progress: (text, milestone) => progress.update(text, milestone),
   });
+  progress.line(`arbor eval: ${report.count} items evaluated in ${progress.elapsed().toFixed(1)} s`);
   console.log(JSON.stringify(report, null, 2));
   return 0;
 }
@@ -131,6 +138,8 @@ export interface EvalRequest {
   chatTemplateKwargs?: Record<string, unknown>;
   /** A prompt too long for the model's context: fail naming it, or leave it out (default: task.overlong). */
   overlong?: 'error' | 'skip';
+  /** Status lines while the samples run ("evaluating: <done>/<total> samples eta <time>"). */
+  progress?: ProgressUpdate;
 }
 
 /** The printed result of `arbor eval` (and of the public `evaluate`). */
@@ -169,7 +178,13 @@ export async function evaluateModel(request: EvalRequest): Promise<EvalReport> {
     );
   const maxModelLen = request.maxModelLen ?? (config?.model.hf ? config.model.contextLength : undefined);
   const source0 = embedded
-    ? { checkpoint: dir!, base: request.base, contextLength: maxModelLen }
+    ? {
+        checkpoint: dir!,
+        base: request.base,
+        contextLength: maxModelLen,
+        // with --config, the config's kernels and threads (engine.kernels, engine.threads)
+        kernels: config ? { backend: config.engine.kernels, threads: config.engine.threads } : undefined,
+      }
     : { engine: config!.engine };
   const { sampler, tokenizer, origin: source, contextLength } = await buildSamplingEngine(source0);
   const kwargs = request.chatTemplateKwargs ?? config?.engine.chatTemplateKwargs;
@@ -197,10 +212,17 @@ export async function evaluateModel(request: EvalRequest): Promise<EvalReport> {
     if (skipped) console.error(`arbor eval: ${skipped}`);
     const rng = new Rng(seed).fork('eval');
     const base = { sampler, decode, stopTokens: stops, maxResponseTokens: maxTokens, reward: task.reward, rng };
+    const { progress } = request;
     const result =
       agent || gateway
-        ? await evaluateAgent(fit.items, k, { ...base, agent, gateway, options: config!.generate as AgentOptions })
-        : await evaluate(fit.items, k, { ...base, encodePrompt });
+        ? await evaluateAgent(fit.items, k, {
+            ...base,
+            agent,
+            gateway,
+            options: config!.generate as AgentOptions,
+            progress,
+          })
+        : await evaluate(fit.items, k, { ...base, encodePrompt, progress });
     return {
       task: config?.task.module && ownTask ? task.name : taskName,
       model: source,

@@ -1,7 +1,8 @@
 /**
  * `arbor export <run-dir> --to sft.jsonl`: verified trajectories of a run as SFT rows (replay/export.ts);
  * an agent run's episodes as OpenAI chat transcripts (its environment is opened once to list the tools,
- * then closed), each checked to render back to the tree's token ids (run/transcripts.ts).
+ * then closed), each checked to render back to the tree's token ids (run/transcripts.ts). Reports the
+ * tree files read, with an ETA, on stderr (--quiet: not).
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -12,6 +13,7 @@ import { exportRun, type ExportOptions } from '../replay/export.js';
 import { openAgentEnv } from '../run/agent-runtime.js';
 import { isGatewayAgent } from '../env/index.js';
 import { loadConfig } from '../run/config.js';
+import { Progress } from '../run/progress.js';
 import { stopTokens } from '../run/prompts.js';
 import { episodeExporter } from '../run/transcripts.js';
 import { runTokenizer } from '../ui/server/tokenizer.js';
@@ -30,6 +32,7 @@ export const EXPORT: CommandSpec = {
     to: { type: 'string', value: 'FILE', doc: 'the JSONL file to write (required)' },
     'min-reward': { type: 'string', value: 'R', doc: 'keep leaves with reward ≥ R (default: the correct ones)' },
     force: { type: 'boolean', doc: 'replace an existing file' },
+    quiet: { type: 'boolean', doc: 'no progress on stderr (tree files read, ETA)' },
   },
 };
 
@@ -43,11 +46,16 @@ export async function exportCommand(argv: string[]): Promise<number> {
   const runDir = f.positionals[0];
   const tokenizer = runTokenizer(runDir);
   const transcript = await agentTranscripts(runDir, tokenizer.decoder as unknown as TextTokenizer);
+  const progress = new Progress(f.bool('quiet'));
+  const startedAt = Date.now();
+  let tick: ((done: number, detail: string) => void) | undefined;
   const { rows, transcripts, counts, unrenderable } = exportRun(runDir, {
     minReward,
     decode: (t) => tokenizer.decoder.decode(t),
     transcript,
+    onFile: (done, total) => (tick ??= progress.counter('export:', total, { startedAt }))(done, 'tree files'),
   });
+  progress.clear();
   writeFileAtomic(to, [...rows, ...transcripts].map((r) => JSON.stringify(r) + '\n').join(''));
   const skipped = transcript ? `, ${unrenderable.count} episodes that do not render back to their tokens` : '';
   console.log(

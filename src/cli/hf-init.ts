@@ -1,11 +1,13 @@
 /**
  * `arbor hf-init --out DIR [--arch qwen3] [--tokenizer DIR] [shape flags]`: a small random Hugging Face
  * model directory (engine/hf/make.ts) that transformers and Arbor both load: for tests, benchmarks and
- * debugging a task or reward before real weights are at hand. Prints the directory and its size.
+ * debugging a task or reward before real weights are at hand. Prints the directory and its size; a
+ * large shape (25M parameters and more) reports the parameters generated, with an ETA, on stderr.
  */
 import { ConfigError } from '../core/errors.js';
-import { makeHfModel } from '../engine/hf/make.js';
+import { creationProgress, makeHfModel } from '../engine/hf/make.js';
 import { HF_ARCHITECTURES, type HfArchitecture } from '../engine/hf/config.js';
+import { Progress } from '../run/progress.js';
 import { parseCommand, printHelp, type CommandSpec } from './args.js';
 
 const ARCH: Record<string, HfArchitecture> = {
@@ -51,6 +53,7 @@ export const HF_INIT: CommandSpec = {
       value: 'N',
       doc: 'split the weights into shards of at most N MB (with model.safetensors.index.json)',
     },
+    quiet: { type: 'boolean', doc: 'no progress on stderr (shown from 25M parameters)' },
   },
 };
 
@@ -69,6 +72,7 @@ export async function hfInitCommand(argv: string[]): Promise<number> {
     throw new ConfigError(`hf-init: --dtype ${dtype} is not F32, BF16 or F16`, '--dtype');
   const hidden = f.number('hidden', 64, { integer: true, min: 2, max: 16384 });
   const shardMb = f.number('shard-mb', undefined, { min: 0.001, max: 1e6 });
+  const progress = new Progress(f.bool('quiet'));
   const made = makeHfModel({
     out,
     architecture,
@@ -84,7 +88,9 @@ export async function hfInitCommand(argv: string[]): Promise<number> {
     dtype,
     seed: f.number('seed', 0, { integer: true, min: 0, max: 2 ** 32 - 1 }),
     shardBytes: shardMb === undefined ? undefined : Math.round(shardMb * 1e6),
+    onProgress: creationProgress((text, milestone) => progress.update(text, milestone), 'hf-init:'),
   });
+  progress.clear();
   console.log(
     `hf-init: ${architecture} with ${made.parameterCount} parameters (vocab ${made.vocabSize}, ${dtype}) in ${made.dir}`,
   );

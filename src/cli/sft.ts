@@ -1,13 +1,15 @@
 /**
  * `arbor sft`: supervised training of a nano model from a JSONL file of {prompt, completion} rows or
  * OpenAI chat transcripts ({messages, tools}: rendered in --format, only assistant turns trained; what
- * `arbor export` writes for agent runs), with a progress line, then saves a checkpoint.
+ * `arbor export` writes for agent runs), with a progress line (step, loss, tokens/s, ETA; off a terminal
+ * a line every tenth of the steps; --quiet: none), then saves a checkpoint.
  */
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { ArborError } from '../core/errors.js';
 import { readSftJsonl, sftFromScratch } from '../engine/build.js';
 import { FORMAT_NAMES, formatFromName } from '../env/format/index.js';
+import { Progress } from '../run/progress.js';
 import { transcriptRowReader } from '../run/transcripts.js';
 import { parseCommand, printHelp, type CommandSpec } from './args.js';
 
@@ -36,6 +38,7 @@ export const SFT: CommandSpec = {
     'model-size': { type: 'string', value: 'SIZE', doc: 'tiny | small | medium (tiny)' },
     context: { type: 'string', value: 'N', doc: 'context length in tokens (256)' },
     seed: { type: 'string', value: 'S', doc: 'seed (0)' },
+    quiet: { type: 'boolean', doc: 'no progress on stderr (step, loss, tokens/s, ETA)' },
   },
 };
 
@@ -64,22 +67,19 @@ export async function sftCommand(argv: string[]): Promise<number> {
   if (!(FORMAT_NAMES as string[]).includes(formatName))
     throw new ArborError(`--format ${formatName}: unknown tool-call format (known: ${FORMAT_NAMES.join(', ')})`);
   const examples = readSftJsonl(data, transcriptRowReader(formatFromName(formatName)));
-  const tty = process.stderr.isTTY && !process.env.CI;
+  const progress = new Progress(f.bool('quiet'));
+  const tick = progress.counter('sft', options.steps);
   const result = await sftFromScratch({
     examples,
     out,
     modelSize: f.string('model-size') ?? 'tiny',
     ...options,
     onProgress: (p) => {
-      const bar = '#'.repeat(Math.round((p.step / p.steps) * 30)).padEnd(30, '.');
       const held = p.heldOutLoss !== undefined ? ` held-out ${p.heldOutLoss.toFixed(4)}` : '';
-      const speed = `${Math.round(p.tokensPerSecond)} tok/s`;
-      const line = `sft [${bar}] ${p.step}/${p.steps} loss ${p.loss.toFixed(4)}${held} ${speed}`;
-      if (tty) process.stderr.write(`\r${line}`);
-      else if (p.heldOutLoss !== undefined || p.step === p.steps) process.stderr.write(line + '\n');
+      tick(p.step, `loss ${p.loss.toFixed(4)}${held} ${Math.round(p.tokensPerSecond)} tok/s`);
     },
   });
-  if (tty) process.stderr.write('\n');
+  progress.clear();
   process.stdout.write(
     `saved ${out}: final train loss ${result.trainLoss.toFixed(4)}` +
       `${result.heldOutLoss !== undefined ? `, held-out loss ${result.heldOutLoss.toFixed(4)}` : ''}, ` +

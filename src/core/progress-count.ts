@@ -12,6 +12,8 @@ export type ProgressUpdate = (text: string, milestone: boolean) => void;
 export interface ProgressCounterOptions {
   /** A milestone at least this often, in seconds, between tenths (default 10). */
   everySeconds?: number;
+  /** How a count is printed (default: as is), e.g. in millions. */
+  unit?: (n: number) => string;
   /** When the work began, in ms of `now` (default: the counter's creation). */
   startedAt?: number;
   /** The clock in ms (tests). */
@@ -33,6 +35,7 @@ export function progressCounter(
 ): ProgressTick {
   const now = options.now ?? Date.now;
   const everyMs = (options.everySeconds ?? 10) * 1000;
+  const unit = options.unit ?? String;
   const created = options.startedAt ?? now();
   let first: { at: number; done: number } | undefined;
   let lastTenth = 0;
@@ -48,7 +51,7 @@ export function progressCounter(
       lastTenth = Math.max(lastTenth, tenth);
       lastMilestone = at;
     }
-    update(`${label} ${done}/${total}${detail ? ` ${detail}` : ''} eta ${formatSeconds(eta)}`, milestone);
+    update(`${label} ${unit(done)}/${unit(total)}${detail ? ` ${detail}` : ''} eta ${formatSeconds(eta)}`, milestone);
   };
 }
 

@@ -128,7 +128,7 @@ export async function buildEngine(spec: EngineSpec, options: BuildOptions = {}):
 
 async function buildEmbedded(spec: EngineSpec, options: BuildOptions): Promise<Engine> {
   const kernels = await loadKernels({ backend: spec.engine.kernels, threads: spec.engine.threads });
-  const hfDir = hfModelDir(spec.model);
+  const hfDir = hfModelDir(spec.model, options.update);
   if (hfDir) return buildHf(spec, hfDir, kernels, options);
   const startDir = await prepareStart(spec, options);
   if (options.needReference && !startDir)

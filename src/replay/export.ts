@@ -1,5 +1,5 @@
 /**
- * Export of verified trajectories as SFT data (issue 12's `arbor export`): every leaf of a run's
+ * Export of verified trajectories as SFT data (`arbor export`): every leaf of a run's
  * logged trees (`trees/step-N.jsonl`) whose answer is correct (the Filter stage's one correctness
  * rule), or whose reward reaches `minReward` when given, becomes a row
  * `{ prompt, completion, reward, step, item }`, decoded with the run's tokenizer. Rows are
@@ -41,6 +41,8 @@ export interface ExportOptions {
   decode: (tokens: number[]) => string;
   /** Agent runs: an episode (tree, leaf) as a transcript, or why it cannot be one (run/transcripts.ts). */
   transcript?: (tree: RolloutTree, leafId: string) => { messages: unknown[]; tools: unknown[] } | { skip: string };
+  /** Called after each tree file is read: files done, of `total`. */
+  onFile?: (done: number, total: number) => void;
 }
 
 export interface ExportResult {
@@ -81,7 +83,7 @@ export function exportRun(runDir: string, o: ExportOptions): ExportResult {
   const rows: ExportRow[] = [];
   const transcripts: TranscriptRow[] = [];
   const keep = (reward: number, c: number) => (o.minReward !== undefined ? reward >= o.minReward : isCorrect(c));
-  for (const { step, file } of files) {
+  for (const [index, { step, file }] of files.entries()) {
     for (const tree of readTrees(file)) {
       const hinted = tree.meta?.hint !== undefined;
       for (const leaf of leaves(tree)) {
@@ -121,6 +123,7 @@ export function exportRun(runDir: string, o: ExportOptions): ExportResult {
         counts.kept++;
       }
     }
+    o.onFile?.(index + 1, files.length);
   }
   return {
     rows,

@@ -3,8 +3,11 @@
  * sampled success) but every sample is a whole multi-turn episode run by the agent generator with
  * i.i.d. branching (one episode at temperature 0, k at temperature 1), scored by the task's verifier
  * on the final answer: episodes in a tool environment Arbor drives, or of the user's own agent through
- * the gateway. Also reports the greedy episodes' tool use.
+ * the gateway. Also reports the greedy episodes' tool use. With `progress`, each batch of episodes is
+ * announced and its elapsed time and model calls reported every second (a line every 10 s off a terminal):
+ * episodes end at different turns, so there is no count toward a total to give an ETA from.
  */
+import { formatSeconds, type ProgressUpdate } from '../core/progress-count.js';
 import type { Rng } from '../core/rng.js';
 import { leaves, responseTokens, type RolloutTree } from '../core/tree.js';
 import type { TaskItem } from '../core/types.js';
@@ -28,6 +31,8 @@ export interface AgentEvalContext {
   maxResponseTokens: number;
   reward: RewardFunction;
   rng: Rng;
+  /** Status lines while the episodes run (see the module comment). */
+  progress?: ProgressUpdate;
 }
 
 /** Agent figures beside the accuracy: tool use of the greedy episodes. */
@@ -96,22 +101,26 @@ async function episodes(
   ctx: AgentEvalContext,
 ): Promise<RolloutTree[]> {
   const generator = agentGenerator({ ...ctx.options, groupSize: n, branching: 'iid' });
-  const { trees } = await generator.grow(
-    items.map((item) => ({ item, promptTokens: [] })),
-    {
-      sampler: ctx.sampler,
-      rng: ctx.rng.fork(label),
-      step: 0,
-      stopTokens: ctx.stopTokens,
-      maxResponseTokens: ctx.maxResponseTokens,
-      temperature,
-      topP: 1,
-      topK: 0,
-      treeIdPrefix: `${label}/`,
-      agent: ctx.agent,
-      gateway: ctx.gateway,
-    },
-  );
+  const what = `${items.length * n} ${label.replace('eval/', '')} episodes`;
+  const watched = ctx.progress && watchEpisodes(ctx.sampler, ctx.progress, what);
+  const { trees } = await generator
+    .grow(
+      items.map((item) => ({ item, promptTokens: [] })),
+      {
+        sampler: watched?.sampler ?? ctx.sampler,
+        rng: ctx.rng.fork(label),
+        step: 0,
+        stopTokens: ctx.stopTokens,
+        maxResponseTokens: ctx.maxResponseTokens,
+        temperature,
+        topP: 1,
+        topK: 0,
+        treeIdPrefix: `${label}/`,
+        agent: ctx.agent,
+        gateway: ctx.gateway,
+      },
+    )
+    .finally(() => watched?.stop());
   await scoreTrees(trees, new Map(items.map((i) => [i.id, i])), ctx.reward, {
     decode: ctx.decode,
     concurrency: 8,
@@ -119,4 +128,38 @@ async function episodes(
     failureReward: 0,
   });
   return trees;
+}
+
+/**
+ * The sampler, counting the model calls it answers, and a status line "evaluating: <what>, <n> model
+ * calls, <elapsed>" every second (a milestone at the start and every 10 s) until `stop`.
+ */
+function watchEpisodes(
+  sampler: Sampler,
+  progress: ProgressUpdate,
+  what: string,
+): { sampler: Sampler; stop: () => void } {
+  const started = Date.now();
+  let calls = 0;
+  let seconds = 0;
+  // the user's own agent (the gateway) calls its own sampler: no count then
+  const report = (milestone: boolean) => {
+    const callsText = calls ? `${calls} model calls, ` : '';
+    progress(`evaluating: ${what}, ${callsText}${formatSeconds((Date.now() - started) / 1000)}`, milestone);
+  };
+  report(true);
+  const timer = setInterval(() => report(++seconds % 10 === 0), 1000);
+  timer.unref();
+  const counted: Sampler = {
+    specificationVersion: sampler.specificationVersion,
+    capabilities: sampler.capabilities,
+    sample: async (requests, options) => {
+      const results = await sampler.sample(requests, options);
+      calls += requests.length;
+      return results;
+    },
+    release: (handles) => sampler.release(handles),
+    weightVersion: () => sampler.weightVersion(),
+  };
+  return { sampler: counted, stop: () => clearInterval(timer) };
 }

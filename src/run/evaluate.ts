@@ -1,12 +1,14 @@
 /**
  * Held-out evaluation: greedy accuracy (temperature 0, one sample) and pass@k (k samples at
  * temperature 1; a prompt passes when any sample is correct) on fixed test items. All samples of an
- * evaluation go to the sampler in one call. Seeds derive from the given Rng, so results are exact
- * functions of (weights, items, seed).
+ * evaluation go to the sampler in one call, or with `progress` in calls of at most a tenth of the
+ * samples each, reported as they finish. Every request carries its seed (derived from the given Rng), so
+ * results are exact functions of (weights, items, seed) either way.
  */
+import { progressCounter, type ProgressUpdate } from '../core/progress-count.js';
 import type { Rng } from '../core/rng.js';
 import type { TaskItem } from '../core/types.js';
-import type { Sampler } from '../engine/types.js';
+import type { SampleRequest, SampleResult, Sampler } from '../engine/types.js';
 import { scoreBatch } from '../filter/reward.js';
 import { isCorrect } from '../filter/constants.js';
 import type { RewardFunction } from '../filter/types.js';
@@ -42,6 +44,8 @@ export interface EvalContext {
   rng: Rng;
   /** The task's step judge (`Task.firstWrongStep`): with it, `eval_flawed_positive_rate` is logged. */
   firstWrongStep?: (item: TaskItem, response: string) => number | null;
+  /** Status lines "evaluating: <done>/<total> samples eta <time>" as samples finish (a milestone every tenth). */
+  progress?: ProgressUpdate;
 }
 
 export async function evaluate(items: TaskItem[], k: number, ctx: EvalContext): Promise<EvalResult> {
@@ -54,7 +58,7 @@ export async function evaluate(items: TaskItem[], k: number, ctx: EvalContext): 
     ...base.map((r) => ({ ...r, temperature: 0, n: 1, seed: 0 })),
     ...(k > 0 ? base.map((r) => ({ ...r, temperature: 1, n: k, seed: ctx.rng.nextU32() })) : []),
   ];
-  const results = await ctx.sampler.sample(requests);
+  const results = await sampleReporting(ctx.sampler, requests, ctx.progress);
   const greedyInputs = items.map((item, i) => ({ item, response: ctx.decode(results[i].completions[0].tokens) }));
   const greedy = await scoreBatch(ctx.reward, greedyInputs, { concurrency: 8 });
   let passAtK: number | null = null;
@@ -105,6 +109,47 @@ export async function evaluate(items: TaskItem[], k: number, ctx: EvalContext): 
       .slice(0, 5)
       .map((g, i) => ({ prompt: g.item.prompt, response: g.response, reward: greedy[i].reward })),
   };
+}
+
+/**
+ * `sampler.sample(requests)`, or with `progress` the same requests in calls of at most a tenth of the
+ * samples (requests × n) each, about ten, each counted as it finishes. The calls start one per macrotask: a sampler
+ * that computes synchronously (the embedded one) runs them one after another with a status line between,
+ * a remote one has them all in flight at once.
+ */
+export async function sampleReporting(
+  sampler: Sampler,
+  requests: SampleRequest[],
+  progress?: ProgressUpdate,
+): Promise<SampleResult[]> {
+  if (!progress || !requests.length) return sampler.sample(requests);
+  const samples_R = requests.map((r) => r.n ?? 1);
+  const total = samples_R.reduce((a, n) => a + n, 0);
+  // calls of at most a tenth of the samples (a request of more samples than that alone)
+  const tenth = Math.ceil(total / 10);
+  const chunks: SampleRequest[][] = [[]];
+  let filled = 0;
+  requests.forEach((r, i) => {
+    if (chunks.at(-1)!.length && filled + samples_R[i] > tenth) {
+      chunks.push([]);
+      filled = 0;
+    }
+    chunks.at(-1)!.push(r);
+    filled += samples_R[i];
+  });
+  // each call is at most a tenth: each is a line of its own where lines are not rewritten
+  const tick = progressCounter((text) => progress(text, true), 'evaluating:', total);
+  let done = 0;
+  const results = await Promise.all(
+    chunks.map(async (chunk) => {
+      await new Promise((resolve) => setImmediate(resolve));
+      const out = await sampler.sample(chunk);
+      done += chunk.reduce((a, r) => a + (r.n ?? 1), 0);
+      tick(done, 'samples');
+      return out;
+    }),
+  );
+  return results.flat();
 }
 
 /**

@@ -146,6 +146,7 @@ async function runOpened(run: OpenRun, opened: OpenResources): Promise<RunSummar
     maxResponseTokens: config.sampling.maxResponseTokens,
     reward: task.reward,
     firstWrongStep: task.firstWrongStep?.bind(task),
+    progress: (text: string, milestone: boolean) => progress.update(text, milestone),
   };
   const evalAt = (step: number): Promise<EvalResult> => {
     const rng = new Rng(config.run.seed).fork(`eval/${step}`);

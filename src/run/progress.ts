@@ -52,11 +52,16 @@ export class Progress {
   /** A permanent line. */
   line(text: string): void {
     if (this.quiet) return;
+    this.clear();
+    this.stream.write(text + '\n');
+  }
+
+  /** Erase the status line on a TTY (before other output, e.g. on stdout). */
+  clear(): void {
     if (this.tty && this.lastLen) {
       this.stream.write(`\r${' '.repeat(this.lastLen)}\r`);
       this.lastLen = 0;
     }
-    this.stream.write(text + '\n');
   }
 
   /** Seconds since start. */

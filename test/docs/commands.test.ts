@@ -111,6 +111,10 @@ const COVERAGE: Record<string, Coverage> = {
   // `npm test` (package.json scripts.test) runs both before the tests
   'npm run format:check': { test: 'package.json', markers: ['&& npm run format:check &&'] },
   'npm run lint': { test: 'package.json', markers: ['&& npm run lint &&'] },
+  'arbor train docs/examples/hf-qwen3-agent.yaml': {
+    test: 'test/run/agent-chat-template.test.ts',
+    markers: ["'docs/examples/hf-qwen3-agent.yaml'", 'train(c'],
+  },
   'arbor train examples/ai-sdk-agent/config.yaml': {
     test: 'test/run/ai-sdk-example.test.ts',
     markers: ["'examples/ai-sdk-agent/config.yaml'"],

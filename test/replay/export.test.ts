@@ -57,8 +57,13 @@ test('exportRun by hand: correct leaves only, duplicates and hinted/error/unfini
   writeFileSync(join(dir, 'trees', 'step-1.jsonl'), step1.map(treeToJSON).join('\n') + '\n');
   writeFileSync(join(dir, 'trees', 'step-5.jsonl'), step5.map(treeToJSON).join('\n') + '\n');
   writeFileSync(join(dir, 'trees', 'notes.txt'), 'not a tree file');
-  const r = exportRun(dir, { decode });
+  const files: Array<[number, number]> = [];
+  const r = exportRun(dir, { decode, onFile: (done, total) => files.push([done, total]) });
   assert.deepEqual(r.rows, [{ prompt: '1+1=', completion: '2', reward: 1, step: 1, item: '1+1=' }]);
+  assert.deepEqual(files, [
+    [1, 2],
+    [2, 2],
+  ]);
   assert.deepEqual(r.counts, { leaves: 8, kept: 1, duplicates: 2, filtered: 2, excluded: 3, files: 2 });
   const loose = exportRun(dir, { decode, minReward: 0.3 });
   assert.deepEqual(
@@ -79,11 +84,17 @@ test(
     const root = mkdtempSync(join(tmpdir(), 'arbor-export-run-'));
     await train(parseConfig(tinyRun(root, 'run', { steps: 4, logTreesEvery: 1 })), { quiet: true });
     const out = join(root, 'sft.jsonl');
+    // stderr a pipe: the progress lines are plain lines (every tenth of the tree files; here each of the 4)
+    const env = { ...process.env, CI: '' };
     const arbor = (args: string[]) =>
-      spawnSync(process.execPath, ['bin/arbor.mjs', ...args], { encoding: 'utf8', timeout: 120_000 });
+      spawnSync(process.execPath, ['bin/arbor.mjs', ...args], { encoding: 'utf8', timeout: 120_000, env });
     const r = arbor(['export', join(root, 'run'), '--to', out]);
     assert.equal(r.status, 0, r.stderr);
     assert.match(r.stdout, /sft\.jsonl: \d+ rows from \d+ leaves in 4 tree files/);
+    assert.match(
+      r.stderr,
+      /^export: 1\/4 tree files eta \d+s\nexport: 2\/4 .*\nexport: 3\/4 .*\nexport: 4\/4 tree files eta 0s\n$/,
+    );
     const rows = readFileSync(out, 'utf8')
       .trim()
       .split('\n')
@@ -102,7 +113,9 @@ test(
     assert.equal(new Set(rows.map((x) => x.prompt + '\u0000' + x.completion)).size, rows.length, 'no duplicates');
     assert.match(arbor(['export', join(root, 'run'), '--to', out]).stderr, /exists; pass --force/);
     const all = join(root, 'all.jsonl');
-    assert.equal(arbor(['export', join(root, 'run'), '--to', all, '--min-reward=-1']).status, 0);
+    const quiet = arbor(['export', join(root, 'run'), '--to', all, '--min-reward=-1', '--quiet']);
+    assert.equal(quiet.status, 0);
+    assert.equal(quiet.stderr, '');
     assert.ok(
       readFileSync(all, 'utf8').trim().split('\n').length > rows.length,
       'without the correctness filter more rows come out',

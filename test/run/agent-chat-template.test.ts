@@ -3,13 +3,15 @@
  * rendered by generate.format, which must render the model's own chat template token for token. The
  * qwen3 format does for Qwen3's template (with enable_thinking either way), so such a run trains; the
  * arbor format is refused naming the format that renders it; a template no format renders (Llama 3.1's)
- * or a run without a Hugging Face tokenizer is refused naming engine.chatTemplate.
+ * or a run without a Hugging Face tokenizer is refused naming engine.chatTemplate. The HF agent config of
+ * docs/agents-and-mcp.md (docs/examples/hf-qwen3-agent.yaml) trains, warm start included, on small overrides.
  */
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import YAML from 'yaml';
 import { ConfigError } from '../../src/core/errors.js';
 import { ROOT_ID, treeFromJSON } from '../../src/core/tree.js';
 import { HFTokenizer } from '../../src/engine/tokenizer/hf.js';
@@ -107,6 +109,49 @@ test('a template no format renders (Llama 3.1), or no Hugging Face tokenizer: re
   assert.equal((await opened(config(LLAMA31_TOKENIZER, 'arbor', {}))).format.name, 'arbor');
 });
 
+/** Each tree's root is the item's prompt as the model's template renders it, with the calculator's tool. */
+async function assertTemplatePrompts(c: ReturnType<typeof parseConfig>, dir: string, runDir: string): Promise<void> {
+  const tokenizer = HFTokenizer.fromDirectory(dir);
+  const env = await opened(c, tokenizer);
+  const trees = readFileSync(join(runDir, 'trees', 'step-1.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => treeFromJSON(l));
+  assert.equal(trees.length, 2);
+  for (const tree of trees) {
+    const rootTokens = tree.nodes[ROOT_ID].tokens;
+    const prompt = tokenizer.decode(rootTokens, true);
+    const question = /<\|im_start\|>user\n([\s\S]*?)<\|im_end\|>/.exec(prompt)![1];
+    assert.deepEqual(rootTokens, templateIds(tokenizer, env, question, { enable_thinking: false }));
+  }
+}
+
+test(
+  'the HF agent config of docs/agents-and-mcp.md trains: model.create, warm start, the template in the trees',
+  { timeout: 300_000 },
+  async () => {
+    const file = 'docs/examples/hf-qwen3-agent.yaml';
+    const raw = YAML.parse(readFileSync(file, 'utf8')) as Record<string, Record<string, Record<string, unknown>>>;
+    const SMALL = { hiddenSize: 32, layers: 1, headDim: 16, intermediateSize: 64 };
+    const run = { outDir: join(root, 'docs-run'), steps: 1, promptsPerStep: 2, evalEvery: 0, evalCount: 2 };
+    const c = parseConfig({
+      ...raw,
+      run: { ...raw.run, ...run, checkpointEvery: 0, logTreesEvery: 1 },
+      // a smaller shape of the same model (the vocabulary, 151,680 ids, is most of it either way)
+      model: { ...raw.model, hf: join(root, 'docs-model'), create: { ...raw.model.create!, ...SMALL } },
+      sft: { ...raw.sft, steps: 4, batchSize: 4, examples: 16, checkpoint: join(root, 'docs-sft') },
+      generate: { ...raw.generate, groupSize: 2 },
+    });
+    assert.equal(c.generate.kind === 'agent' && c.generate.format, 'qwen3');
+    assert.equal(c.engine.chatTemplate, true);
+    const summary = await train(c, { quiet: true });
+    assert.equal(summary.steps, 1);
+    assert.ok(existsSync(join(root, 'docs-model', 'config.json')), 'model.create made the model');
+    assert.ok(existsSync(join(root, 'docs-sft', 'config.json')), 'the warm start trained and was saved');
+    await assertTemplatePrompts(c, join(root, 'docs-model'), join(root, 'docs-run'));
+  },
+);
+
 test(
   'train(): an agent run on a Qwen3 model with engine.chatTemplate and the qwen3 format',
   { timeout: 180_000 },
@@ -115,19 +160,6 @@ test(
     const c = config(dir, 'qwen3', { chatTemplate: true, chatTemplateKwargs: { enable_thinking: false } });
     const summary = await train(c, { quiet: true });
     assert.equal(summary.steps, 1);
-    // each tree's root is the item's prompt as the model's template renders it, with the calculator's tool
-    const tokenizer = HFTokenizer.fromDirectory(dir);
-    const env = await opened(c, tokenizer);
-    const trees = readFileSync(join(root, 'run', 'trees', 'step-1.jsonl'), 'utf8')
-      .trim()
-      .split('\n')
-      .map((l) => treeFromJSON(l));
-    assert.equal(trees.length, 2);
-    for (const tree of trees) {
-      const rootTokens = tree.nodes[ROOT_ID].tokens;
-      const prompt = tokenizer.decode(rootTokens, true);
-      const question = /<\|im_start\|>user\n([\s\S]*?)<\|im_end\|>/.exec(prompt)![1];
-      assert.deepEqual(rootTokens, templateIds(tokenizer, env, question, { enable_thinking: false }));
-    }
+    await assertTemplatePrompts(c, dir, join(root, 'run'));
   },
 );

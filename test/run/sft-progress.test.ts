@@ -1,8 +1,9 @@
 /**
  * The warm-start SFT is visible where output is not a terminal (CI, pipes): `arbor train` prints a line
- * every tenth of the SFT steps, and metrics.jsonl holds one `sft_step` line per SFT step ahead of step
- * 0, which the RL readers (RunDir.readMetrics, resume's truncation, report.html, the dashboard's step
- * charts) keep apart from the step lines. A cached warm start trains nothing and logs no SFT lines.
+ * with the loss and the ETA at least every tenth of the SFT steps, and metrics.jsonl holds one `sft_step`
+ * line per SFT step ahead of step 0, which the RL readers (RunDir.readMetrics, resume's truncation,
+ * report.html, the dashboard's step charts) keep apart from the step lines. The held-out evaluations print
+ * a line as each tenth of their samples is done. A cached warm start trains nothing and logs no SFT lines.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -50,17 +51,28 @@ test('arbor train into a pipe: SFT progress lines every tenth of the steps, SFT 
       env,
     });
     assert.equal(r.status, 0, `${r.stdout}\n${r.stderr}`);
-    // stderr is a pipe: no carriage returns, and a line at steps 2, 4, ..., 20
+    // stderr is a pipe: no carriage returns, and a line with the loss and the ETA at least every tenth of the
+    // steps (2, 4, ..., 20; a slow machine adds one every 10 s between them)
     assert.doesNotMatch(r.stderr, /\r/);
     const lines = r.stderr.split('\n').filter((l) => l.startsWith('warm-start: sft '));
+    const shape = /^warm-start: sft (\d+)\/20 loss \d+\.\d{3}( held-out \d+\.\d{3})? \d+ tok\/s eta (\d+m)?\d+s$/;
+    for (const l of lines) assert.match(l, shape);
+    const steps = lines.map((l) => Number(shape.exec(l)![1]));
+    for (const [i, step] of steps.entries()) assert.ok(step - (steps[i - 1] ?? 0) <= SFT_STEPS / 10, r.stderr);
+    assert.equal(steps.at(-1), SFT_STEPS);
+    assert.match(lines.at(-1)!, / eta 0s$/);
+    // the tenths are where the SFT measures its held-out loss: those lines show it
+    for (const step of [2, 4, 6, 8, 10, 12, 14, 16, 18, 20])
+      assert.match(lines.find((l) => l.startsWith(`warm-start: sft ${step}/`)) ?? '', / held-out /, r.stderr);
+    assert.match(r.stderr, /warm-start: done in .* s, train loss/);
+    // the held-out evaluations (step 0 and the last step) report their 8 samples, a line each
+    const evaluating = r.stderr.split('\n').filter((l) => l.startsWith('evaluating:'));
+    for (const l of evaluating) assert.match(l, /^evaluating: \d\/8 samples eta (\d+m)?\d+s$/);
     assert.deepEqual(
-      lines.map((l) =>
-        Number(/^warm-start: sft (\d+)\/20 loss \d+\.\d{3} held-out \d+\.\d{3} \d+ tok\/s$/.exec(l)?.[1]),
-      ),
-      [2, 4, 6, 8, 10, 12, 14, 16, 18, 20],
+      evaluating.map((l) => Number(/(\d)\/8/.exec(l)![1])),
+      [1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8],
       r.stderr,
     );
-    assert.match(r.stderr, /warm-start: done in .* s, train loss/);
 
     const dir = new RunDir(join(root, 'run'));
     const raw = readFileSync(dir.metricsFile, 'utf8')

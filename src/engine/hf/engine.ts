@@ -9,6 +9,7 @@ import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { ConfigError } from '../../core/errors.js';
 import { fsyncDirectory, writeFileAtomic } from '../../core/files.js';
+import type { ProgressUpdate } from '../../core/progress-count.js';
 import type { HfCreateConfig, LoraConfig, ModelConfig } from '../config.js';
 import type { Kernels } from '../kernels/types.js';
 import { LoraAdapter, type LoraModule, type LoraSettings } from '../nano/lora.js';
@@ -18,12 +19,15 @@ import { arenaTensors } from '../nano/checkpoint.js';
 import { runSft, type SftExample, type SftOptions } from '../nano/sft.js';
 import { HFTokenizer } from '../tokenizer/hf.js';
 import { isHfModelDir, type HfModelInfo } from './config.js';
-import { copyTokenizerFiles, makeHfModel } from './make.js';
+import { copyTokenizerFiles, creationProgress, makeHfModel } from './make.js';
 import { loadHfModel } from './model.js';
 import { isPeftAdapterDir, loadPeftAdapter, readPeftConfig, savePeftAdapter } from './peft.js';
 
-/** The HF model directory a run names (model.checkpoint holding an HF config.json, else model.hf), created from model.create when missing. */
-export function hfModelDir(model: ModelConfig): string | undefined {
+/**
+ * The HF model directory a run names (model.checkpoint holding an HF config.json, else model.hf), created
+ * from model.create when missing (a large one reports its progress to `update`).
+ */
+export function hfModelDir(model: ModelConfig, update?: ProgressUpdate): string | undefined {
   if (model.checkpoint && isHfModelDir(model.checkpoint)) return model.checkpoint;
   if (!model.hf) {
     if (model.create)
@@ -36,13 +40,13 @@ export function hfModelDir(model: ModelConfig): string | undefined {
         `model.hf: ${model.hf} has no config.json (give model.create to make a random model there)`,
         'model.hf',
       );
-    createModel(model.hf, model.create);
+    createModel(model.hf, model.create, update);
   }
   return model.hf;
 }
 
 /** Make the random model into a private directory renamed into place whole (a kill leaves nothing half-made). */
-function createModel(dir: string, c: HfCreateConfig): void {
+function createModel(dir: string, c: HfCreateConfig, update?: ProgressUpdate): void {
   const partial = `${dir}.partial-${process.pid}`;
   rmSync(partial, { recursive: true, force: true });
   try {
@@ -60,6 +64,7 @@ function createModel(dir: string, c: HfCreateConfig): void {
       maxPositionEmbeddings: c.maxPositionEmbeddings,
       dtype: c.dtype,
       seed: c.seed,
+      onProgress: update && creationProgress(update, 'model.create:'),
     });
   } catch (error) {
     rmSync(partial, { recursive: true, force: true });

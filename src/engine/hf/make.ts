@@ -4,12 +4,14 @@
  * 5's), model.safetensors (or shards + model.safetensors.index.json) with HF names and N(0, std)
  * weights in F32/F16/BF16, generated and written tensor by tensor, and the tokenizer files of a given
  * tokenizer directory (tokenizer.json, tokenizer_config.json, chat template, generation_config.json).
- * The result loads in transformers as it loads here (`loadHfModel`).
+ * The result loads in transformers as it loads here (`loadHfModel`). A large shape takes seconds to
+ * minutes (the weights are drawn one by one): `creationProgress` reports the parameters drawn, with an ETA.
  */
 import { cpSync, copyFileSync, existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { ConfigError } from '../../core/errors.js';
 import { writeFileAtomic } from '../../core/files.js';
+import { progressCounter, type ProgressTick, type ProgressUpdate } from '../../core/progress-count.js';
 import { Rng } from '../../core/rng.js';
 import { paramSpecs, type ParamSpec } from '../nano/config.js';
 import { writeSafetensorsFrom, type FloatDtype } from '../nano/safetensors.js';
@@ -44,6 +46,31 @@ export interface MakeHfOptions {
   initStd?: number;
   /** Split the weights into shards of at most this many bytes (with model.safetensors.index.json). */
   shardBytes?: number;
+  /** Called as the weights are generated: parameters done so far, of `total` (every hundredth, or million). */
+  onProgress?: (done: number, total: number) => void;
+}
+
+/** Models of at least this many parameters report their creation (`creationProgress`): 100 MB of F32. */
+export const PROGRESS_PARAMETERS = 25_000_000;
+
+/**
+ * `onProgress` for makeHfModel: "<label> <done>M/<total>M parameters eta <time>" through `update` (a
+ * milestone every tenth and every 10 s), for models of at least `threshold` parameters; smaller ones
+ * are made in a moment and say nothing.
+ */
+export function creationProgress(
+  update: ProgressUpdate,
+  label: string,
+  threshold = PROGRESS_PARAMETERS,
+): (done: number, total: number) => void {
+  const startedAt = Date.now();
+  let tick: ProgressTick | undefined;
+  const millions = (n: number) => `${(n / 1e6).toFixed(1)}M`;
+  return (done, total) => {
+    if (total < threshold) return;
+    tick ??= progressCounter(update, label, total, { startedAt, unit: millions });
+    tick(done, 'parameters');
+  };
 }
 
 const MODEL_TYPE: Record<HfArchitecture, string> = {
@@ -121,11 +148,22 @@ export function makeHfModel(o: MakeHfOptions): { dir: string; parameterCount: nu
   const specs = paramSpecs(config);
   const rng = new Rng(o.seed ?? 0);
   const std = o.initStd ?? 0.02;
+  const total = specs.reduce((n, s) => n + s.shape.reduce((a, b) => a * b, 1), 0);
+  // reported every hundredth of the parameters (at most every million): a tenth is never skipped by far
+  const every = Math.max(1, Math.min(1 << 20, Math.floor(total / 100)));
+  let done = 0;
   const fill = (name: string, out: Float32Array) => {
     const spec = specs.find((s) => s.name === name)!;
     if (spec.init === 'ones') out.fill(1);
     else if (spec.init === 'zeros') out.fill(0);
-    else for (let i = 0; i < out.length; i++) out[i] = rng.normal() * std;
+    else
+      for (let i0 = 0; i0 < out.length; i0 += every) {
+        const end = Math.min(out.length, i0 + every);
+        for (let i = i0; i < end; i++) out[i] = rng.normal() * std;
+        if (end < out.length) o.onProgress?.(done + end, total);
+      }
+    done += out.length;
+    o.onProgress?.(done, total);
   };
   const dtype = o.dtype ?? 'F32';
   writeShards(o.out, shardList(specs, dtype, o.shardBytes), fill, dtype);
@@ -146,7 +184,7 @@ export function makeHfModel(o: MakeHfOptions): { dir: string; parameterCount: nu
       ) + '\n',
     );
   }
-  return { dir: o.out, parameterCount: specs.reduce((n, s) => n + s.shape.reduce((a, b) => a * b, 1), 0), vocabSize };
+  return { dir: o.out, parameterCount: total, vocabSize };
 }
 
 /** Tensors grouped into shards of at most `shardBytes` (one shard without a limit). */

@@ -151,6 +151,7 @@ const COVERAGE: Record<string, Coverage> = {
   'npm run bench -- orchestrator': { bench: 'orchestrator' },
   'npm run bench -- verifiers': { bench: 'verifiers' },
   'npm run bench -- fleet': { bench: 'fleet' },
+  'npm run bench -- packing': { bench: 'packing' },
 };
 
 function allCommands(): DocCommand[] {

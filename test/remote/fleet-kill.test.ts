@@ -1,5 +1,5 @@
 /**
- * Issue 35, on one machine: a remote LoRA run over three `arbor serve --enable-lora` samplers (vLLM's
+ * On one machine: a remote LoRA run over three `arbor serve --enable-lora` samplers (vLLM's
  * protocol) and an `arbor serve` Tinker trainer. One sampler is killed with SIGKILL mid-run and started
  * again, empty, on its port: the run finishes, the requests the kill cut were retried on the others,
  * and the restarted server rejoins with the current adapter: its log-probs for a fixed sequence equal
@@ -47,6 +47,16 @@ test(
       await waitFor(() => stepRows(dir).length >= 2, 60_000, 'step 2');
       await victim.kill9();
       const killedAt = stepRows(dir).length;
+      // restart only once the run has met the dead server (a request to it failed and went elsewhere): on a
+      // busy machine a quick restart could otherwise land before any request reached it
+      await waitFor(
+        () =>
+          stepRows(dir)
+            .slice(killedAt)
+            .some((m) => m.sampler_retries > 0 || m.sampler_servers_healthy === 2),
+        60_000,
+        'the run to notice the killed server',
+      );
       await victim.start();
       const restartedAt = stepRows(dir).length;
       await run;

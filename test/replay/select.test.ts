@@ -98,7 +98,9 @@ test(
   async () => {
     const root = mkdtempSync(join(tmpdir(), 'arbor-select-'));
     for (const kind of ['dots', 'vade']) {
-      await train(parseConfig({ ...tinyRun(root, kind, { steps: 3 }), control: { select: { kind, window: 2 } } }), { quiet: true });
+      await train(parseConfig({ ...tinyRun(root, kind, { steps: 3 }), control: { select: { kind, window: 2 } } }), {
+        quiet: true,
+      });
       const ms = new RunDir(join(root, kind)).readMetrics().filter((m) => m.step > 0);
       assert.deepEqual(
         ms.map((m) => m.prompts_passed_over),

@@ -23,6 +23,9 @@ import {
   waitFor,
 } from '../../testkit/remote/fleet.js';
 
+/** Steps of the run: enough after the restart for the probe (0.1 s doubling to 1.6 s) and the resync. */
+const STEPS = 60;
+
 test(
   'kill -9 one of three samplers mid-run, then restart it: the run finishes and the server rejoins at the current version',
   { timeout: 120_000 },
@@ -38,7 +41,7 @@ test(
         model,
         trainer: trainer.url,
         samplers: samplers.map((s) => s.url),
-        steps: 30,
+        steps: STEPS,
       });
       const dir = join(root, 'run');
       const run = train(parseConfig(config), { quiet: true });
@@ -61,15 +64,15 @@ test(
       const restartedAt = stepRows(dir).length;
       await run;
       const rows = stepRows(dir);
-      assert.equal(rows.length, 30, 'the run finished');
+      assert.equal(rows.length, STEPS, 'the run finished');
       const after = rows.slice(killedAt);
-      assert.ok(
-        after.some((m) => m.sampler_retries > 0),
-        `requests the kill cut were retried elsewhere: ${JSON.stringify(rows.map((m) => m.sampler_retries))}`,
-      );
+      // the dead server is met either by a request (retried on another, same seed) or by the weight sync
+      // after a step (marked down before any request reaches it): which comes first depends on timing; the
+      // retry itself is tested deterministically in fleet.test.ts
       assert.ok(
         after.some((m) => m.sampler_servers_healthy === 2),
-        'the killed server was taken out',
+        `the killed server was taken out: healthy ${JSON.stringify(rows.map((m) => m.sampler_servers_healthy))}, ` +
+          `retries ${JSON.stringify(rows.map((m) => m.sampler_retries))}`,
       );
       assert.equal(rows.at(-1)!.sampler_servers_healthy, 3, `rejoined (restarted during step ${restartedAt})`);
       assert.equal(
@@ -93,7 +96,10 @@ test(
           data: Array<{ id: string; root: string }>;
         };
         const card = cards.data.find((c) => c.id === 'arbor-lora');
-        assert.match(card?.root ?? '', /arbor-v31$/, `${s.url} holds the last version`);
+        assert.ok(
+          (card?.root ?? '').endsWith(`arbor-v${STEPS + 1}`),
+          `${s.url} holds the last version (${card?.root})`,
+        );
       }
     } finally {
       await Promise.all(all.map((p) => p.kill9()));

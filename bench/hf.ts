@@ -31,7 +31,7 @@ import { hfParity } from '../testkit/hf/parity.js';
 import type { ProfileSnapshot } from '../testkit/hf/profile.js';
 import { torchReferenceParity } from '../testkit/hf/torch-reference.js';
 import { openblasDir, runHfTorch, torchEnv } from '../testkit/hf/torch.js';
-import { benchOutDir, printTable, writeBenchJson } from './util.js';
+import { benchOutDir, cpuTicks, printTable, stealSince, writeBenchJson } from './util.js';
 
 type Row = Record<string, string | number | null>;
 type ModelShape = Omit<MakeHfOptions, 'out'>;
@@ -231,23 +231,6 @@ function treeState(): string | null {
     .update(parts.map((r) => r.stdout).join('\0'))
     .digest('hex')
     .slice(0, 16);
-}
-
-function cpuTicks(): number[] | null {
-  try {
-    return readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
-  } catch {
-    return null;
-  }
-}
-
-/** The share of CPU time the hypervisor gave other tenants since `from`; null off Linux. */
-function stealSince(from: number[] | null): number | null {
-  const to = cpuTicks();
-  if (!from || !to || to.length < 8) return null;
-  const d = to.map((x, i) => x - (from[i] ?? 0));
-  const total = d.reduce((a, b) => a + b, 0);
-  return total > 0 ? d[7] / total : null;
 }
 
 // ------------------------------------------------------------------------------------------------

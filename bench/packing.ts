@@ -62,7 +62,7 @@ import { train } from '../src/run/loop.js';
 import { RunDir } from '../src/run/rundir.js';
 import { sftCacheDir } from '../src/run/warm-start.js';
 import { openblasDir, runHfTorch, torchEnv } from '../testkit/hf/torch.js';
-import { benchOutDir, printTable, repoDir, writeBenchJson } from './util.js';
+import { benchOutDir, cpuTicks, printTable, repoDir, stealSince, writeBenchJson } from './util.js';
 
 type Row = Record<string, string | number | null>;
 type Raw = Record<string, unknown>;
@@ -602,23 +602,6 @@ function parseArgs(args: string[]): Options {
     agentSteps: int('--agent-steps', 2),
     threads: [...new Set(threads)].sort((a, b) => a - b),
   };
-}
-
-function cpuTicks(): number[] | null {
-  try {
-    return readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
-  } catch {
-    return null;
-  }
-}
-
-/** The share of CPU time the hypervisor gave other tenants since `from`; null off Linux. */
-function stealSince(from: number[] | null): number | null {
-  const to = cpuTicks();
-  if (!from || !to || to.length < 8) return null;
-  const d = to.map((x, i) => x - (from[i] ?? 0));
-  const total = d.reduce((a, b) => a + b, 0);
-  return total > 0 ? d[7] / total : null;
 }
 
 // ------------------------------------------------------------------------------------------------

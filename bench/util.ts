@@ -9,7 +9,7 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -340,4 +340,22 @@ export function trainInChildAsync(
       }
     });
   });
+}
+
+/** The CPU tick counters of /proc/stat (null off Linux): the start of a stealSince measurement. */
+export function cpuTicks(): number[] | null {
+  try {
+    return readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+  } catch {
+    return null;
+  }
+}
+
+/** The share of CPU time the hypervisor gave other tenants since `from`; null off Linux. */
+export function stealSince(from: number[] | null): number | null {
+  const to = cpuTicks();
+  if (!from || !to || to.length < 8) return null;
+  const d = to.map((x, i) => x - (from[i] ?? 0));
+  const total = d.reduce((a, b) => a + b, 0);
+  return total > 0 ? d[7] / total : null;
 }

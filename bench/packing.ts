@@ -18,8 +18,9 @@
  *   bench/out/models/), a rank-16 LoRA on all seven projections, one group: a 256-token prompt and G = 8
  *   i.i.d. 128-token responses (random ids), PPO with one advantage per response; flat and tree at the
  *   largest --threads, tree alone (once: it only picks the best thread count) at the others, each thread
- *   count in its own child; then, as a detail only, the group in one pass (maxRowsPerPass = its forest's
- *   rows: the trainer's default row budget splits it, recomputing the prompt per pass). The same group
+ *   count in its own child (the trainer's default budget: the group's forest in one pass); then, as a
+ *   detail only, the group split into passes of the prompt and two responses (what the former 768 MiB
+ *   budget held: each pass recomputes the prompt). The same group
  *   with full-weight training on bench/hf.ts's smoke-sized model checks every weight's gradient.
  * - float64: on a slice of the first main-job and agent batch and on the smoke group, both layouts on
  *   float64 reference kernels too: tree vs flat there shows whether the packing is exact, and each float32
@@ -32,8 +33,9 @@
  * - HF example: `arbor train examples/hf-qwen3-lora.yaml --force`, its held-out greedy accuracy from
  *   metrics.jsonl (--skip-example: the latest run's metrics as they are, said so in the output).
  *
- * Headline: packed_grad_max_rel_err (worst gradient entry, tree vs flat on float32 WASM kernels, over every
- * matched pair above; the measure is GradDiff.rel), main_job_train_speedup, grpo_group_train_speedup,
+ * Headline: packed_grad_max_rel_err (the worst parameter's gradient, ‖tree − flat‖ / ‖flat‖ per tensor on
+ * float32 WASM kernels, over every matched pair above: GradDiff.normwise_per_tensor; the worst single entry,
+ * GradDiff.rel, is beside it), main_job_train_speedup, grpo_group_train_speedup,
  * agent_tree_train_speedup (flat ÷ tree trainer time per step; over several steps, ÷ of the sums of the
  * per-step medians), hf_grpo_train_vs_pytorch (trained tokens/s: Arbor tree at its best thread count ÷
  * PyTorch at its best), hf_example_gain_pts (final − initial eval_greedy_acc, points). Beside it in the
@@ -137,7 +139,7 @@ const log = (line: string) => console.error(line);
 /** How far one gradient is from another (`b`, the flat layout's or the float64 one). */
 interface GradDiff {
   /**
-   * The headline's measure: the worst entry's |a − b| / max(|b|, 1e-3 · max|b|), max|b| over the whole
+   * The worst entry's |a − b| / max(|b|, 1e-3 · max|b|), max|b| over the whole
    * gradient: an entry a thousand times below the largest is compared against a thousandth of it, so the
    * rounding of a near-zero entry (a cancellation) is not read as a large relative error.
    */
@@ -148,6 +150,13 @@ interface GradDiff {
   normwise: number;
   /** The tensor holding the worst entry of `rel`. */
   worst_tensor: string;
+  /**
+   * The headline's measure: the worst parameter's gradient, ‖a − b‖₂ / ‖b‖₂ over each tensor (max over
+   * tensors; a tensor whose `b` is all zero counts only if `a` differs from it).
+   */
+  normwise_per_tensor: number;
+  /** The tensor of the worst normwise_per_tensor. */
+  worst_tensor_normwise: string;
 }
 
 function gradDiff(a: ArrayLike<number>, b: ArrayLike<number>, arena: ParamArena): GradDiff {
@@ -163,11 +172,21 @@ function gradDiff(a: ArrayLike<number>, b: ArrayLike<number>, arena: ParamArena)
   let rel = 0;
   let relPerTensor = 0;
   let worstTensor = '';
+  let normwisePerTensor = 0;
+  let worstNormwise = '';
   for (const spec of arena.specs) {
     const o = arena.offsets.get(spec.name)!;
     const n = arena.get(spec.name).length;
     let tensorMax = 0;
-    for (let i = o; i < o + n; i++) tensorMax = Math.max(tensorMax, Math.abs(b[i]));
+    let tDiff2 = 0;
+    let tNorm2 = 0;
+    for (let i = o; i < o + n; i++) {
+      tensorMax = Math.max(tensorMax, Math.abs(b[i]));
+      tDiff2 += (a[i] - b[i]) ** 2;
+      tNorm2 += b[i] ** 2;
+    }
+    const tensorNormwise = tDiff2 === 0 ? 0 : tNorm2 > 0 ? Math.sqrt(tDiff2 / tNorm2) : Infinity;
+    if (tensorNormwise > normwisePerTensor) [normwisePerTensor, worstNormwise] = [tensorNormwise, spec.name];
     for (let i = o; i < o + n; i++) {
       const d = Math.abs(a[i] - b[i]);
       const e = ratio(d, Math.max(Math.abs(b[i]), 1e-3 * globalMax));
@@ -176,7 +195,14 @@ function gradDiff(a: ArrayLike<number>, b: ArrayLike<number>, arena: ParamArena)
     }
   }
   const normwise = norm2 > 0 ? Math.sqrt(diff2 / norm2) : diff2 > 0 ? Infinity : 0;
-  return { rel, rel_per_tensor: relPerTensor, normwise, worst_tensor: worstTensor };
+  return {
+    rel,
+    rel_per_tensor: relPerTensor,
+    normwise,
+    worst_tensor: worstTensor,
+    normwise_per_tensor: normwisePerTensor,
+    worst_tensor_normwise: worstNormwise,
+  };
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -629,7 +655,7 @@ function batchRow(part: string, model: string, threads: number, b: TimedBatch, l
     tree_ms: tree,
     speedup: flat === null ? null : flat / tree,
     cpu_speedup: flat === null ? null : median(b.flat_cpu_ms) / median(b.tree_cpu_ms),
-    grad_rel_err: b.grad?.rel ?? null,
+    grad_rel_err: b.grad?.normwise_per_tensor ?? null,
     load_1min: load,
   };
 }
@@ -722,13 +748,14 @@ function grpoPart(o: Options, c: Collected, details: Details): GrpoOut {
       res.cpuSpeedup = median(r.batch.flat_cpu_ms) / median(r.batch.tree_cpu_ms);
     }
   }
-  // Not a headline figure: the whole group in one pass. The trainer's default row budget (what ~768 MB of
-  // activations hold) splits the group's forest across passes, each recomputing the shared prompt; this
-  // run shows what that costs (tree alone, in its own child: indicative against the matched flat median).
-  const rows = GROUP.prompt + GROUP.group * (GROUP.response - 1);
-  const onePass = inChild<GrpoResult>({
+  // Not a headline figure: the group split across passes. The trainer's default budget (passBytes) holds
+  // the group's forest in one pass at this shape; a smaller budget (768 MiB, the former default, holds two
+  // leaves and the prompt) splits it, and every pass recomputes the shared prompt. This run shows what that
+  // costs (tree alone, in its own child: indicative against the matched flat median).
+  const rows = GROUP.prompt + 2 * GROUP.response;
+  const split = inChild<GrpoResult>({
     kind: 'grpo',
-    label: `grpo 135m lora ${top}t one pass`,
+    label: `grpo 135m lora ${top}t split`,
     dir: res.dir,
     threads: top,
     modes: ['tree'],
@@ -738,14 +765,14 @@ function grpoPart(o: Options, c: Collected, details: Details): GrpoOut {
     float64: false,
     maxRowsPerPass: rows,
   });
-  c.rows.push(batchRow(`grpo group, lora, ${rows}-row pass`, 'hf 135m', top, onePass.batch, onePass.load[1]));
+  c.rows.push(batchRow(`grpo group, lora, ${rows}-row passes`, 'hf 135m', top, split.batch, split.load[1]));
   const matched = runs.find((r) => r.threads === top)!;
-  const indicative = median(matched.batch.flat_ms) / median(onePass.batch.tree_ms);
-  log(`one ${rows}-row pass: ${indicative.toFixed(2)}× the matched flat median (indicative, another process)`);
-  const cpuIndicative = median(matched.batch.flat_cpu_ms) / median(onePass.batch.tree_cpu_ms);
-  const one = {
+  const indicative = median(matched.batch.flat_ms) / median(split.batch.tree_ms);
+  log(`${rows}-row passes: ${indicative.toFixed(2)}× the matched flat median (indicative, another process)`);
+  const cpuIndicative = median(matched.batch.flat_cpu_ms) / median(split.batch.tree_cpu_ms);
+  const splitOut = {
     max_rows_per_pass: rows,
-    ...onePass,
+    ...split,
     speedup_vs_matched_flat_indicative: indicative,
     cpu_speedup_vs_matched_flat_indicative: cpuIndicative,
   };
@@ -759,7 +786,7 @@ function grpoPart(o: Options, c: Collected, details: Details): GrpoOut {
     runs,
     speedup: res.speedup,
     cpu_speedup: res.cpuSpeedup,
-    one_pass: one,
+    split_passes: splitOut,
   };
   return res;
 }
@@ -877,8 +904,10 @@ export async function main(args: string[]): Promise<void> {
     options: { ...o, skip: [...o.skip] },
     goals: GOALS,
     grad_rel_err_definition:
-      'worst entry of |tree − flat| / max(|flat|, 1e-3 · max|flat|), max over the whole gradient (rel); ' +
-      "rel_per_tensor: max over the entry's tensor; normwise: ‖tree − flat‖ / ‖flat‖",
+      "headline: normwise_per_tensor, the worst parameter tensor's ‖tree − flat‖ / ‖flat‖; beside it rel, the " +
+      'worst entry of |tree − flat| / max(|flat|, 1e-3 · max|flat|) over the whole gradient (float32 flat is itself ' +
+      "that far from float64: see float64_checks); rel_per_tensor: max|flat| over the entry's tensor; " +
+      'normwise: ‖tree − flat‖ / ‖flat‖ over the whole gradient',
   };
   const c: Collected = { rows: [], gradErrs: [], float64: [] };
   console.log(`bench packing: threads ${o.threads.join(',')}; load average ${fixed(loadStart, 2)}`);
@@ -919,7 +948,10 @@ export async function main(args: string[]): Promise<void> {
     grpo = grpoPart(o, c, details);
     headline.grpo_group_train_speedup = grpo.speedup;
   }
-  headline.packed_grad_max_rel_err = c.gradErrs.length ? Math.max(...c.gradErrs.map((g) => g.rel)) : null;
+  headline.packed_grad_max_rel_err = c.gradErrs.length
+    ? Math.max(...c.gradErrs.map((g) => g.normwise_per_tensor))
+    : null;
+  details.packed_grad_max_entry_rel_err = c.gradErrs.length ? Math.max(...c.gradErrs.map((g) => g.rel)) : null;
   details.grad_checks = c.gradErrs;
   details.float64_checks = c.float64;
 
@@ -959,23 +991,24 @@ export async function main(args: string[]): Promise<void> {
   printTable(c.rows);
   if (c.gradErrs.length) {
     console.log(
-      '\ngradients, tree vs flat, float32 WASM kernels (rel: the headline measure, see grad_rel_err_definition)',
+      '\ngradients, tree vs flat, float32 WASM kernels (normwise_per_tensor: the headline measure, see grad_rel_err_definition)',
     );
     printTable(
-      c.gradErrs.map(({ where, rel, rel_per_tensor, normwise, worst_tensor }) => ({
+      c.gradErrs.map(({ where, normwise_per_tensor, worst_tensor_normwise, rel, rel_per_tensor, normwise }) => ({
         where,
+        normwise_per_tensor,
+        worst_tensor_normwise,
+        normwise,
         rel,
         rel_per_tensor,
-        normwise,
-        worst_tensor,
       })),
     );
   }
   if (c.float64.length) {
     console.log(
-      '\nthe same against float64 reference kernels (rel; normwise in brackets): is the packing exact, whose rounding is it?',
+      '\nthe same against float64 reference kernels (normwise_per_tensor; worst entry rel in brackets): is the packing exact, whose rounding is it?',
     );
-    const both = (g: GradDiff) => `${g.rel.toExponential(2)} (${g.normwise.toExponential(1)})`;
+    const both = (g: GradDiff) => `${g.normwise_per_tensor.toExponential(2)} (${g.rel.toExponential(1)})`;
     printTable(
       c.float64.map((f) => ({
         where: f.where,

@@ -10,7 +10,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { NanoModel } from '../../src/engine/nano/model.js';
-import { NanoTrainer, type TrainerPacking } from '../../src/engine/nano/trainer.js';
+import { NanoTrainer, passBytes, type TrainerPacking } from '../../src/engine/nano/trainer.js';
 import { LoraAdapter } from '../../src/engine/nano/lora.js';
 import { ForestBuilder, packForest } from '../../src/engine/nano/packing.js';
 import { referenceKernels, referenceKernels64 } from '../../src/engine/kernels/reference.js';
@@ -380,4 +380,19 @@ test('the forest builder counts rows and attention pairs as it grows (what split
   assert.equal(b.rows, pack.N);
   assert.equal(b.visible, treeVisible(pack.layout));
   assert.deepEqual(b.added(data[0].inputTokens), { rows: 0, visible: 0 });
+});
+
+test('the default pass budget is what the 4 GiB kernel memory leaves after weights and optimizer state', () => {
+  const MiB = 2 ** 20;
+  // a model of n float32 parameters (passBytes reads only the arenas' sizes)
+  const model = (n: number) => ({ params: { data: { length: n } } }) as unknown as NanoModel;
+  const adapter = (n: number) => ({ params: { data: { length: n } } }) as unknown as LoraAdapter;
+  // a 135M model with a small LoRA: 4096 − 540 − 3·4 − 1280 MiB leave more than the 2 GiB cap
+  assert.equal(passBytes(model(135e6), adapter(1e6)), 2048 * MiB);
+  // a 0.5B one with LoRA: 4 GiB − 1.98 GB of weights − 1.25 GiB reserve
+  const b05 = passBytes(model(494e6), adapter(2e6));
+  assert.equal(b05, 4 * 2 ** 30 - 4 * 494e6 - 3 * 4 * 2e6 - 1.25 * 2 ** 30);
+  assert.ok(b05 > 800 * MiB && b05 < 1000 * MiB, `${b05 / MiB} MiB`);
+  // full fine-tuning counts gradients and both moments; nothing left: the 256 MiB floor
+  assert.equal(passBytes(model(494e6)), 256 * MiB);
 });

@@ -33,7 +33,10 @@ import type { ParamArena } from './params.js';
 import { ADAPTER_WEIGHTS, loadPeftAdapter, savePeftAdapter } from '../hf/peft.js';
 
 export interface NanoTrainerOptions {
-  /** Maximum rows (tokens) per forward pass; larger batches are split. Default: what ~768 MB of activations hold, at most 4096. */
+  /**
+   * Maximum rows (tokens) per forward pass; larger batches are split. Default: what the activation budget
+   * holds (passBytes: the kernel memory the weights and optimizer leave, 256 MiB to 2 GiB), at most 4096.
+   */
   maxRowsPerPass?: number;
   /** Train only this LoRA adapter; the model's weights are frozen. */
   adapter?: LoraAdapter;
@@ -56,17 +59,35 @@ export interface NanoTrainerOptions {
 
 export type TrainerPacking = 'tree' | 'flat';
 
-/** Activation memory a training pass may use by default (bytes). */
-const PASS_BYTES = 768 << 20;
+/** The most bytes a wasm32 kernel memory holds: weights, optimizer state and a pass's activations share it. */
+const KERNEL_MEMORY = 4 * 2 ** 30;
+/** Kept out of the activation budget: the output head's logit blocks, the tree attention's probabilities, scratch. */
+const PASS_RESERVE = 1.25 * 2 ** 30;
+/** The activation budget's bounds (bytes). */
+const PASS_BYTES_MIN = 256 * 2 ** 20;
+const PASS_BYTES_MAX = 2 * 2 ** 30;
 /** Attention probabilities a tree-packed pass may keep (bytes); a pass whose trees see more is split. */
 const ATTENTION_BYTES = 512 << 20;
 
-/** Rows per forward pass that fit PASS_BYTES of cached activations (at most 4096, the nano models' budget). */
+/**
+ * Activation memory a training pass may use by default: what the kernel memory has left after the
+ * weights and the trained parameters' gradients and moments, less PASS_RESERVE, within 256 MiB–2 GiB.
+ * A larger budget lets a tree-packed pass hold a whole tree (a GRPO group's prompt is then computed
+ * once, not once per pass); a 135M model with LoRA gets 2 GiB, a 0.5B one about 0.9 GiB.
+ */
+export function passBytes(model: NanoModel, adapter?: LoraAdapter): number {
+  const weights = 4 * model.params.data.length;
+  const trained = 4 * (adapter ? adapter.params.data.length : model.params.data.length);
+  const free = KERNEL_MEMORY - weights - 3 * trained - PASS_RESERVE;
+  return Math.max(PASS_BYTES_MIN, Math.min(PASS_BYTES_MAX, free));
+}
+
+/** Rows per forward pass that fit passBytes of cached activations (at most 4096, the nano models' budget). */
 function defaultMaxRows(model: NanoModel, adapter?: LoraAdapter): number {
   const { C, F, L, Cq, Ckv, NH, NKV } = model.dims;
   const perLayer = 4 * C + 3 * Cq + 4 * Ckv + 3 * F + (NKV !== NH ? 2 * Cq : 0) + 7 * (adapter?.rank ?? 0);
   const perRow = 4 * (L * perLayer + 12 * C + 3 * F + 2 * Cq);
-  return Math.max(64, Math.min(4096, Math.floor(PASS_BYTES / perRow)));
+  return Math.max(64, Math.min(4096, Math.floor(passBytes(model, adapter) / perRow)));
 }
 
 export class NanoTrainer implements Trainer {

@@ -59,8 +59,13 @@ export class OutputHead {
       this.rowTargets = new Int32Array(cap);
       this.rowLogprob = new Float64Array(cap);
       const sel = Math.max(1, Math.min(cap, Math.floor(FULL_HEAD_FLOATS / V), this.forcedBlockRows ?? Infinity));
-      this.logprobs = a(Math.min(cap * V, FULL_HEAD_FLOATS));
-      this.dlogits = a(Math.min(cap * V, FULL_HEAD_FLOATS));
+      // the logits are capped at FULL_HEAD_FLOATS (then the head runs in blocks): past the cap a larger N
+      // needs no new buffers (kernel memory is never freed, so reallocating would only leak)
+      const logits = Math.min(cap * V, FULL_HEAD_FLOATS);
+      if (logits > this.logprobs.length) {
+        this.logprobs = a(logits);
+        this.dlogits = a(logits);
+      }
       if (sel > this.capSel) {
         this.capSel = sel;
         this.lnSel = a(sel * C);

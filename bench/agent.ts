@@ -24,7 +24,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig } from '../src/run/config.js';
 import { RunDir } from '../src/run/rundir.js';
-import { lineChart } from '../src/run/report.js';
+import { lineChart } from '../src/ui/report.js';
 import { sftCacheDir } from '../src/run/warm-start.js';
 import { COLORS, mean, meanCurve, metricMean, runOnce, type Raw, type RunOut, type Variant } from './control.js';
 import { benchOutDir, printTable, writeBenchJson } from './util.js';

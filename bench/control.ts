@@ -17,7 +17,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig } from '../src/run/config.js';
-import { lineChart } from '../src/run/report.js';
+import { lineChart } from '../src/ui/report.js';
 import type { StepMetrics } from '../src/run/rundir.js';
 import { RunDir } from '../src/run/rundir.js';
 import { sftCacheDir } from '../src/run/warm-start.js';

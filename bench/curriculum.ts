@@ -25,7 +25,7 @@ import { buildSamplingEngine } from '../src/engine/build.js';
 import { parseConfig } from '../src/run/config.js';
 import { evaluate } from '../src/run/evaluate.js';
 import { promptEncoder } from '../src/run/prompts.js';
-import { lineChart } from '../src/run/report.js';
+import { lineChart } from '../src/ui/report.js';
 import { RunDir } from '../src/run/rundir.js';
 import { sftCacheDir } from '../src/run/warm-start.js';
 import { getTask } from '../src/tasks/index.js';

@@ -12,7 +12,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig, type ArborConfig } from '../src/run/config.js';
 import { sftCacheDir } from '../src/run/warm-start.js';
-import { lineChart } from '../src/run/report.js';
+import { lineChart } from '../src/ui/report.js';
 import { RunDir } from '../src/run/rundir.js';
 import { benchOutDir, printTable, trainInChild, writeBenchJson } from './util.js';
 

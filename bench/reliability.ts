@@ -6,8 +6,8 @@
  * - enospc_trials_recovered: share of ENOSPC faults (state.json, store.jsonl, the checkpoint's
  *   weights and optimizer, trainer.json, summary.json, report.html) after which the run stopped naming
  *   the file and, resumed, ended equal to an uninterrupted run;
- * - fuzz_cases / fuzz_failures: the parser fuzz (test/reliability/parser-fuzz.ts) plus the HTTP fuzz
- *   of `arbor serve` (test/reliability/serve-fuzz.ts); serve_5xx_on_client_input from the latter;
+ * - fuzz_cases / fuzz_failures: the parser fuzz (testkit/reliability/parser-fuzz.ts) plus the HTTP fuzz
+ *   of `arbor serve` (testkit/reliability/serve-fuzz.ts); serve_5xx_on_client_input from the latter;
  * - soak_rss_growth_mb: RSS of a long run of short steps, last sample − first sample after step 100.
  */
 import { spawn } from 'node:child_process';
@@ -16,8 +16,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import YAML from 'yaml';
 import { killResumeTrials, trialConfig } from '../testkit/reliability/kill-resume.js';
-import { runParserFuzz } from '../test/reliability/parser-fuzz.js';
-import { runServeFuzz } from '../test/reliability/serve-fuzz.js';
+import { runParserFuzz } from '../testkit/reliability/parser-fuzz.js';
+import { runServeFuzz } from '../testkit/reliability/serve-fuzz.js';
 import { printTable, writeBenchJson } from './util.js';
 
 function arg(args: string[], name: string, fallback: number): number {

@@ -28,7 +28,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig } from '../src/run/config.js';
-import { lineChart } from '../src/run/report.js';
+import { lineChart } from '../src/ui/report.js';
 import { sftCacheDir } from '../src/run/warm-start.js';
 import {
   COLORS,

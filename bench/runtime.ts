@@ -17,7 +17,7 @@
 import { writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { loadConfig, type ArborConfig } from '../src/run/config.js';
-import { lineChart } from '../src/run/report.js';
+import { lineChart } from '../src/ui/report.js';
 import { RunDir, type StepMetrics } from '../src/run/rundir.js';
 import { sftCacheDir } from '../src/run/warm-start.js';
 import { benchOutDir, printTable, trainInChild, writeBenchJson } from './util.js';

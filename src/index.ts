@@ -22,7 +22,7 @@ export { tool } from './env/tools.js';
 export type { ArborTool, ToolExecutionOptions } from './env/tools.js';
 export { evaluate, resolveConfig, train } from './api/run.js';
 export type { ConfigInput, EvaluateOptions, TrainOptions } from './api/run.js';
-export type { EvalReport } from './cli/eval.js';
+export type { EvalReport } from './run/evaluate-model.js';
 export type { RunSummary } from './run/loop.js';
 export type { ArborConfig } from './run/config.js';
 export type { Split, Task } from './tasks/types.js';

@@ -12,7 +12,7 @@ import type { RewardFunction, ScoreInput } from '../filter/types.js';
 import { toolEnvironmentFactory, type DemoSegment, type EpisodeState } from '../env/tool-env.js';
 import type { ArborTool } from '../env/tools.js';
 import type { TranscriptMessage } from '../env/transcript.js';
-import type { AgentTranscript } from '../run/chat-transcripts.js';
+import type { AgentTranscript } from '../tasks/types.js';
 import type { Environment, EnvironmentFactory } from '../env/types.js';
 import type { AgentDefinition, AgentFunction } from '../env/agent.js';
 

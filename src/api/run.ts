@@ -2,11 +2,11 @@
  * The programmatic entry points: `train` runs a whole run from a config file or object (what
  * `arbor train` does) and returns its summary; `evaluate` scores a checkpoint on a task's held-out
  * split (what `arbor eval` does) and returns the report it would print. Both are thin: the loop is
- * run/loop.ts and the evaluation cli/eval.ts. Config objects resolve module paths against `baseDir`.
+ * run/loop.ts and the evaluation run/evaluate-model.ts. Config objects resolve module paths against `baseDir`.
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { evaluateModel, type EvalReport, type EvalRequest } from '../cli/eval.js';
+import { evaluateModel, type EvalReport, type EvalRequest } from '../run/evaluate-model.js';
 import { deepMerge, loadConfig, parseConfig, type ArborConfig } from '../run/config.js';
 import { train as runTraining, type RunSummary } from '../run/loop.js';
 import { RunDir } from '../run/rundir.js';

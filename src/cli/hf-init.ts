@@ -5,8 +5,7 @@
  * large shape (25M parameters and more) reports the parameters generated, with an ETA, on stderr.
  */
 import { ConfigError } from '../core/errors.js';
-import { creationProgress, makeHfModel } from '../engine/hf/make.js';
-import { HF_ARCHITECTURES, type HfArchitecture } from '../engine/hf/config.js';
+import { creationProgress, HF_ARCHITECTURES, makeHfModel, type HfArchitecture } from '../engine/open.js';
 import { Progress } from '../run/progress.js';
 import { parseCommand, printHelp, type CommandSpec } from './args.js';
 

@@ -1,7 +1,7 @@
 /** `arbor report <run-dir>`: regenerate report.html from metrics.jsonl and trees, decoded with the run's own tokenizer. */
 import { ArborError } from '../core/errors.js';
 import { parseCommand, printHelp, type CommandSpec } from './args.js';
-import { writeReport } from '../run/report.js';
+import { writeReport } from '../ui/report.js';
 import { RunDir } from '../run/rundir.js';
 import { assetsBuilt, ASSET_DIR } from '../ui/server/assets.js';
 import { runTokenizer } from '../ui/server/tokenizer.js';

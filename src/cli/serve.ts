@@ -13,11 +13,11 @@ import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { loadServeEngine } from '../serve/engine.js';
 import { DEFAULT_LIMITS } from '../serve/limits.js';
-import { parseLoraModules } from '../serve/lora.js';
+import { parseLoraModules } from '../serve/vllm/lora.js';
 import { CODEC_INLINE, PARSE_INLINE_BYTES } from '../serve/request-worker.js';
 import { ArborServer } from '../serve/server.js';
 import { TOOL_CALL_PARSERS, type ToolCallParserName } from '../serve/tool-calls.js';
-import type { ToolCallSettings } from '../serve/vllm-chat.js';
+import type { ToolCallSettings } from '../serve/vllm/chat.js';
 import { helpText, parseCommand, type CommandSpec } from './args.js';
 
 /** A flag with a value. */

@@ -4,8 +4,12 @@
  * PEFT adapter directory over its base (`base`, else the adapter's base_model_name_or_path), with the
  * kernel options (backend, threads) every path honours. The result holds the model, its tokenizer and
  * adapter, and makes samplers and trainers over them. `buildEngine`, the rollout worker, `arbor eval`
- * and `arbor serve` open models here.
+ * and `arbor serve` open models here. Code outside the engine (`arbor serve`, the CLI) reaches the
+ * engine through this module: it also opens a served tokenizer again from its source, reads a
+ * safetensors file, makes a random Hugging Face model directory (`arbor hf-init`), and (open-adapter.ts)
+ * loads, trains and saves LoRA adapters over an opened model.
  */
+import { readFile } from 'node:fs/promises';
 import { loadKernels } from './kernels/index.js';
 import type { Kernels } from './kernels/types.js';
 import type { EngineConfig } from './config.js';
@@ -14,12 +18,38 @@ import { adapterBase } from './hf/engine.js';
 import { loadHfModel } from './hf/model.js';
 import { isPeftAdapterDir, loadPeftAdapter } from './hf/peft.js';
 import { loadCheckpoint } from './nano/checkpoint.js';
+import { decodeSafetensors, type Tensor } from './nano/safetensors.js';
 import type { LoraAdapter } from './nano/lora.js';
 import type { NanoModel } from './nano/model.js';
 import { NanoSampler, type NanoSamplerOptions } from './nano/sampler.js';
-import type { CharTokenizer } from './nano/tokenizer.js';
+import { CharTokenizer, type TokenizerJSON } from './nano/tokenizer.js';
 import { NanoTrainer, type NanoTrainerOptions } from './nano/trainer.js';
 import { HFTokenizer } from './tokenizer/hf.js';
+
+// What `arbor serve` and the CLI use of the engine besides openModel: LoRA adapters over an opened
+// model (open-adapter.ts), request batching, the random HF model maker, and the types they name.
+export {
+  adapterSampler,
+  adapterTrainers,
+  collectableView,
+  ADAPTER_CONFIG,
+  ADAPTER_WEIGHTS,
+  isPeftAdapterDir,
+  savePeftAdapter,
+  type AdapterTrainers,
+} from './open-adapter.js';
+/** A sampler that gathers requests arriving together into one batch (the agent gateway). */
+export { BatchingSampler, type GatherOptions } from './batch-sampler.js';
+export { creationProgress, makeHfModel, type MakeHfOptions } from './hf/make.js';
+export { HF_ARCHITECTURES, type HfArchitecture, type HfModelInfo } from './hf/config.js';
+export type { LoraAdapter, LoraModule, LoraSettings } from './nano/lora.js';
+export type { NanoModel } from './nano/model.js';
+export type { ParamArena } from './nano/params.js';
+export type { NanoSampler, NanoSamplerOptions } from './nano/sampler.js';
+export type { Tensor } from './nano/safetensors.js';
+export type { CharTokenizer, TokenizerJSON } from './nano/tokenizer.js';
+export type { NanoTrainer, NanoTrainerOptions } from './nano/trainer.js';
+export type { GenerationDefaults, HFTokenizer } from './tokenizer/hf.js';
 
 /** Which kernels run the model: an instance, or the engine config's backend and thread count. */
 export type KernelChoice = Kernels | { backend?: EngineConfig['kernels']; threads?: number };
@@ -82,4 +112,20 @@ export async function openModel(dir: string, options: OpenOptions = {}): Promise
   // loading refuses NaN or infinite weights, naming the tensors (nano/checkpoint.ts)
   const { model, tokenizer } = await loadCheckpoint(dir, { kernels });
   return made({ kind: 'nano', dir, baseDir: dir, model, tokenizer, origin: dir });
+}
+
+/** How to open a tokenizer again: a Hugging Face model directory's files, or the char tokenizer's JSON. */
+export type TokenizerSource = { kind: 'hf'; dir: string } | { kind: 'char'; json: TokenizerJSON };
+
+/** The tokenizer a source describes, built again from its files or data. */
+export function openTokenizer(source: { kind: 'hf'; dir: string }): HFTokenizer;
+export function openTokenizer(source: { kind: 'char'; json: TokenizerJSON }): CharTokenizer;
+export function openTokenizer(source: TokenizerSource): HFTokenizer | CharTokenizer {
+  if (source.kind === 'hf') return HFTokenizer.fromDirectory(source.dir);
+  return CharTokenizer.fromJSON(source.json, 'the served char tokenizer');
+}
+
+/** The tensors of a safetensors file (errors name the file as `shown`, and the tensor). */
+export async function readSafetensorsFile(file: string, shown: string): Promise<Record<string, Tensor>> {
+  return decodeSafetensors(await readFile(file), shown).tensors;
 }

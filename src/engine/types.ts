@@ -5,6 +5,11 @@
  * vLLM/SGLang/Tinker over HTTP. Stages depend on these types only, never on a concrete engine.
  */
 
+import type { LossSpec, SampleUsage } from '../wire/types.js';
+
+// the shapes that also cross the wire (Tinker's loss, the servers' usage) are defined in wire/
+export type { LossSpec, SampleUsage };
+
 /** One sampling request: continue `tokens` with `n` independent continuations. */
 export interface SampleRequest {
   /** Full context token ids (prompt + response so far). */
@@ -79,16 +84,6 @@ export interface SampleCompletion {
   cacheHandle?: string;
 }
 
-/** Compute accounting for one request. */
-export interface SampleUsage {
-  /** Context tokens the engine had to compute (prefill). */
-  promptTokensComputed: number;
-  /** Context tokens served from shared pages / prefix cache instead of recomputed. */
-  prefixTokensReused: number;
-  /** New tokens decoded. */
-  tokensDecoded: number;
-}
-
 export interface SampleResult {
   completions: SampleCompletion[];
   usage: SampleUsage;
@@ -157,20 +152,6 @@ export interface Datum {
   /** Reference-policy log-probs for the KL penalty (optional). */
   referenceLogprobs?: number[];
 }
-
-/** Loss functions the trainer computes per token (then weights and sums). */
-export type LossSpec =
-  /** -logp(target). */
-  | { kind: 'cross_entropy' }
-  /**
-   * -rho * A with rho = exp(logp - samplingLogp); `truncateAt` C: times min(rho, C)/rho (detached);
-   * `maskAbove` M: tokens with rho > M get no loss (decoupled PPO's filter, proximal = current policy).
-   */
-  | { kind: 'importance_sampling'; truncateAt?: number; maskAbove?: number }
-  /** -min(rho*A, clip(rho, 1-clipLow, 1+clipHigh)*A), optional dual clip (for A<0) at `dualClip`. */
-  | { kind: 'ppo'; clipLow: number; clipHigh: number; dualClip?: number; truncateAt?: number }
-  /** Sequence-level ratio s = exp(weighted-mean_t(logp - samplingLogp)), clipped like ppo. */
-  | { kind: 'gspo'; clipLow: number; clipHigh: number };
 
 /** Extra terms added to every policy loss. */
 export interface LossExtras {

@@ -11,13 +11,11 @@
 import { DataError } from '../core/errors.js';
 import type { SftExample } from '../engine/build.js';
 import type { ChatMessage, ChatTool, TextTokenizer } from '../engine/types.js';
-import { chatMessages, chatTools } from '../serve/vllm-params.js';
+import { chatMessages, chatTools } from '../serve/vllm/params.js';
 
-/** A conversation for the warm start: the messages and tools the agent sends (OpenAI chat format). */
-export interface AgentTranscript {
-  messages: Array<Record<string, unknown>>;
-  tools?: Array<Record<string, unknown>>;
-}
+import type { AgentTranscript } from '../tasks/types.js';
+
+export type { AgentTranscript };
 
 /** One conversation as an SFT example in token ids (mask 1 on each assistant turn and its end token). */
 export function chatTranscriptExample(

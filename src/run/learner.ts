@@ -53,6 +53,31 @@ export class Learner {
     ({ loss: this.loss, extras: this.extras, correction: this.correction } = lossFromConfig(config.optimize.loss));
   }
 
+  /** The schedule's learning rate at optimizer step `step`. */
+  private learningRate(step: number): number {
+    const { trainer, run } = this.config;
+    return learningRateAt(step, {
+      kind: trainer.schedule,
+      learningRate: trainer.learningRate,
+      warmupSteps: trainer.warmupSteps,
+      totalSteps: run.steps * trainer.updatesPerStep,
+      minRatio: trainer.minLearningRateRatio,
+    });
+  }
+
+  /** One AdamW step at `learningRate` with the config's other optimizer settings. */
+  private optimStep(learningRate: number): ReturnType<Trainer['optimStep']> {
+    const { trainer } = this.config;
+    return this.engine.trainer.optimStep({
+      learningRate,
+      beta1: trainer.beta1,
+      beta2: trainer.beta2,
+      eps: trainer.eps,
+      weightDecay: trainer.weightDecay,
+      gradClipNorm: trainer.gradClipNorm,
+    });
+  }
+
   /** Train on `trees` (error trees dropped) at learner weight version `version`; `optimizerStep` drives the schedule; `replay` corrects replayed trees. */
   async train(
     trees: RolloutTree[],
@@ -137,21 +162,8 @@ export class Learner {
       }
       loss += out.loss;
       for (const [k, v] of Object.entries(out.metrics)) add(k, v);
-      lr = learningRateAt(optimizerStep + updates, {
-        kind: config.trainer.schedule,
-        learningRate: config.trainer.learningRate,
-        warmupSteps: config.trainer.warmupSteps,
-        totalSteps: config.run.steps * config.trainer.updatesPerStep,
-        minRatio: config.trainer.minLearningRateRatio,
-      });
-      const r = await this.engine.trainer.optimStep({
-        learningRate: lr,
-        beta1: config.trainer.beta1,
-        beta2: config.trainer.beta2,
-        eps: config.trainer.eps,
-        weightDecay: config.trainer.weightDecay,
-        gradClipNorm: config.trainer.gradClipNorm,
-      });
+      lr = this.learningRate(optimizerStep + updates);
+      const r = await this.optimStep(lr);
       if (r.skipped || !Number.isFinite(r.gradNorm)) {
         nonFinite++;
         continue;

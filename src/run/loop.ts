@@ -34,7 +34,7 @@ import { RolloutPipeline, type ProducerHost } from './pipeline.js';
 import { Producer } from './producer.js';
 import { Progress, formatSeconds } from './progress.js';
 import { fitPrompts, promptEncoder, skippedLine, stopTokens, toolOffer } from './prompts.js';
-import { writeReport } from './report.js';
+import { writeReport } from '../ui/report.js';
 import { RUN_DIR_ENTRIES, RunDir, sftMetrics } from './rundir.js';
 import { loadRunState, saveRunState, type LoopState } from './run-state.js';
 import { stepLine, stepMetrics } from './step-log.js';
@@ -109,7 +109,7 @@ interface OpenRun {
 
 /** The run after `openRun`: every resource it opens is registered in `opened` as soon as it exists. */
 async function runOpened(run: OpenRun, opened: OpenResources): Promise<RunSummary> {
-  const { config, dir, resumeSteps, task, progress, started } = run;
+  const { config, dir, resumeSteps, task, progress } = run;
   // env.kind agent: a config it cannot run is refused before the warm start
   if (isGatewayAgent(config.env)) checkGatewayConfig(config);
   const agentEnv = await openAgentEnv(config);
@@ -164,41 +164,8 @@ async function runOpened(run: OpenRun, opened: OpenResources): Promise<RunSummar
     dir.truncateMetrics(state.step);
     progress.line(`resuming ${dir.path} from step ${state.step} (${store.count()} trees in the store)`);
   } else {
-    progress.line(
-      `run ${dir.path}: ${task.name}, ${config.generate.kind} (G=${config.generate.groupSize}), ` +
-        `${config.run.promptsPerStep} prompts/step, ${config.run.steps} steps, ${config.run.mode}` +
-        `${config.run.mode === 'async' ? ` (max staleness ${config.run.maxStaleness})` : ''}, ` +
-        `control ${config.control.kind}, ${engine.description}`,
-    );
-    progress.update('evaluating the starting policy...');
-    const e0 = await evalAt(0);
-    const baseVersion = (await engine.trainer.saveForSampler()).weightVersion;
-    state = {
-      step: 0,
-      optimizerSteps: 0,
-      baseVersion,
-      tokensDecoded: 0,
-      prefixTokensReused: 0,
-      promptTokensComputed: 0,
-      wallSeconds: 0,
-      setupSeconds: (Date.now() - started) / 1000,
-      failedSteps: 0,
-      evalStart: { greedy: e0.greedyAccuracy, passAtK: e0.passAtK, sample: e0.sampleAccuracy },
-      pipeline: { nextStep: 1, data: { epoch: 0, cursor: 0 }, control: {}, produced: [] },
-    };
+    state = await startFresh(run, engine, evalAt);
     store = new RolloutStore(storeOptions);
-    dir.appendMetrics({
-      step: 0,
-      eval_greedy_acc: e0.greedyAccuracy,
-      eval_pass_at_k: e0.passAtK,
-      eval_sample_acc: e0.sampleAccuracy,
-      ...(e0.extra ?? {}),
-      tokens_decoded_total: 0,
-      wall_s: 0,
-    });
-    progress.line(
-      `step 0: held-out greedy accuracy ${pct(e0.greedyAccuracy)}${e0.passAtK !== null ? `, pass@${e0.k} ${pct(e0.passAtK)}` : ''}`,
-    );
   }
   // rollout replay buffers (src/replay/replay.ts), restored from the checkpoint resumed from
   const replay = Replay.open(
@@ -250,6 +217,50 @@ async function runOpened(run: OpenRun, opened: OpenResources): Promise<RunSummar
       `report ${join(dir.path, 'report.html')}`,
   );
   return summary;
+}
+
+/** A run's step 0: its description, the starting policy's evaluation (metrics row 0) and the initial state. */
+async function startFresh(
+  run: OpenRun,
+  engine: Engine,
+  evalAt: (step: number) => Promise<EvalResult>,
+): Promise<LoopState> {
+  const { config, dir, task, progress, started } = run;
+  progress.line(
+    `run ${dir.path}: ${task.name}, ${config.generate.kind} (G=${config.generate.groupSize}), ` +
+      `${config.run.promptsPerStep} prompts/step, ${config.run.steps} steps, ${config.run.mode}` +
+      `${config.run.mode === 'async' ? ` (max staleness ${config.run.maxStaleness})` : ''}, ` +
+      `control ${config.control.kind}, ${engine.description}`,
+  );
+  progress.update('evaluating the starting policy...');
+  const e0 = await evalAt(0);
+  const baseVersion = (await engine.trainer.saveForSampler()).weightVersion;
+  const state: LoopState = {
+    step: 0,
+    optimizerSteps: 0,
+    baseVersion,
+    tokensDecoded: 0,
+    prefixTokensReused: 0,
+    promptTokensComputed: 0,
+    wallSeconds: 0,
+    setupSeconds: (Date.now() - started) / 1000,
+    failedSteps: 0,
+    evalStart: { greedy: e0.greedyAccuracy, passAtK: e0.passAtK, sample: e0.sampleAccuracy },
+    pipeline: { nextStep: 1, data: { epoch: 0, cursor: 0 }, control: {}, produced: [] },
+  };
+  dir.appendMetrics({
+    step: 0,
+    eval_greedy_acc: e0.greedyAccuracy,
+    eval_pass_at_k: e0.passAtK,
+    eval_sample_acc: e0.sampleAccuracy,
+    ...(e0.extra ?? {}),
+    tokens_decoded_total: 0,
+    wall_s: 0,
+  });
+  progress.line(
+    `step 0: held-out greedy accuracy ${pct(e0.greedyAccuracy)}${e0.passAtK !== null ? `, pass@${e0.k} ${pct(e0.passAtK)}` : ''}`,
+  );
+  return state;
 }
 
 interface StepContext {

@@ -8,17 +8,19 @@
  */
 import { dirname, resolve } from 'node:path';
 import { ConfigError } from '../core/errors.js';
-import { openModel, type OpenedModel } from '../engine/open.js';
-import { LoraAdapter } from '../engine/nano/lora.js';
-import type { NanoModel } from '../engine/nano/model.js';
-import { NanoSampler } from '../engine/nano/sampler.js';
-import { NanoTrainer } from '../engine/nano/trainer.js';
-import type { HFTokenizer } from '../engine/tokenizer/hf.js';
-import type { CharTokenizer } from '../engine/nano/tokenizer.js';
-import { adapterSampler, LoraRegistry, type LoraModulePath } from './lora.js';
+import {
+  adapterSampler,
+  adapterTrainers,
+  openModel,
+  type CharTokenizer,
+  type HFTokenizer,
+  type NanoModel,
+  type OpenedModel,
+} from '../engine/open.js';
+import { LoraRegistry, type LoraModulePath } from './vllm/lora.js';
 import type { ServeOptions } from './server.js';
 import { charServeTokenizer, hfServeTokenizer } from './tokenizers.js';
-import type { TinkerModels } from './tinker.js';
+import type { TinkerModels } from './tinker/service.js';
 import { nanoWeightLoader } from './weights.js';
 
 export { charServeTokenizer, hfServeTokenizer } from './tokenizers.js';
@@ -81,8 +83,8 @@ function loadNano(o: ServeEngineOptions, opened: OpenedModel): ServeEngine {
   const tokenizer = opened.tokenizer as CharTokenizer;
   const name = o.name ?? 'arbor-nano';
   const options: ServeOptions = {
-    sampler: new NanoSampler(model, { pageSize: o.pageSize }),
-    trainer: new NanoTrainer(model),
+    sampler: opened.sampler({ pageSize: o.pageSize }),
+    trainer: opened.trainer(),
     modelName: name,
     modelRoot: o.checkpoint,
     tokenizer: o.skipTokenizerInit ? undefined : charServeTokenizer(tokenizer),
@@ -113,7 +115,7 @@ function loadHf(o: ServeEngineOptions, opened: OpenedModel): ServeEngine {
   ].filter(Boolean);
   const tinkerModels = hfTinkerModels(model, resolve(o.checkpoint), o);
   const options: ServeOptions = {
-    sampler: new NanoSampler(model, { pageSize: o.pageSize }),
+    sampler: opened.sampler({ pageSize: o.pageSize }),
     tinkerModels,
     modelName: name,
     modelRoot: o.checkpoint,
@@ -148,34 +150,15 @@ function loraRegistry(o: ServeEngineOptions, model: NanoModel, baseName: string)
 /**
  * Tinker training of an HF model: LoRA adapters (PEFT init) over the frozen base, or the whole model.
  * Trainers live in the kernels' arena (never freed), so one is made per LoRA shape and reused, reset,
- * by a later create_model of that shape.
+ * by a later create_model of that shape (engine/open-adapter.ts).
  */
 function hfTinkerModels(model: NanoModel, baseModel: string, o: ServeEngineOptions): TinkerModels {
-  let full: NanoTrainer | undefined;
-  const made = new Map<string, { trainer: NanoTrainer; adapter: LoraAdapter }>();
+  const trainers = adapterTrainers(model, baseModel);
   return {
     baseModel,
     maxRank: Math.max(o.maxLoraRank ?? 64, 64),
-    loraTrainer(settings, seed) {
-      const key = JSON.stringify(settings);
-      let t = made.get(key);
-      if (!t) {
-        const adapter = new LoraAdapter(model, settings);
-        t = { trainer: new NanoTrainer(model, { adapter, baseModelName: baseModel }), adapter };
-        made.set(key, t);
-      }
-      // a new model: PEFT init, no moments, no gradients, the base frozen again
-      model.frozen = true;
-      t.adapter.initialise(seed);
-      t.trainer.reset();
-      return t;
-    },
-    fullTrainer() {
-      // the whole model trains (a LoRA trainer made it frozen before)
-      model.frozen = false;
-      full ??= new NanoTrainer(model);
-      return full;
-    },
+    loraTrainer: (settings, seed) => trainers.lora(settings, seed),
+    fullTrainer: () => trainers.full(),
     adapterSampler: (dir) => adapterSampler(model, dir, { pageSize: o.pageSize }),
   };
 }

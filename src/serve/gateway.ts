@@ -1,8 +1,8 @@
 /**
  * The agent gateway: during a run, an OpenAI-compatible endpoint on 127.0.0.1 (a free port) that the
  * user's unchanged agent calls — `/v1/chat/completions` (streamed and not, tools and tool calls),
- * `/v1/completions` and `/v1/models` — answered by `arbor serve`'s own routes (serve/vllm.ts,
- * serve/vllm-chat.ts) over the run's sampler, with the model's chat template and tool-call format.
+ * `/v1/completions` and `/v1/models` — answered by `arbor serve`'s own routes (serve/vllm/routes.ts,
+ * serve/vllm/chat.ts) over the run's sampler, with the model's chat template and tool-call format.
  *
  * Every episode gets its own API key (`ctx.apiKey`); a call is attributed to the episode of its key,
  * and a call with no key, an unknown one or the key of a finished episode is answered 401. The
@@ -18,7 +18,7 @@ import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { ArborError } from '../core/errors.js';
 import type { EpisodeCall } from '../core/episode.js';
-import { BatchingSampler } from '../engine/batch-sampler.js';
+import { BatchingSampler } from '../engine/open.js';
 import type { Sampler } from '../engine/types.js';
 import type { AnsweredCall, CallHooks } from './hooks.js';
 import { disconnectSignal, readBody, send } from './http.js';
@@ -27,8 +27,8 @@ import { RequestWorker } from './request-worker.js';
 import type { ServeTokenizer } from './text.js';
 import type { ToolCallParserName } from './tool-calls.js';
 import { BadRequest, errorReply, NotFound, type ServeReply } from './validate.js';
-import { VllmRoutes } from './vllm.js';
-import type { SamplingFields } from './vllm-params.js';
+import { VllmRoutes } from './vllm/routes.js';
+import type { SamplingFields } from './vllm/params.js';
 
 export interface GatewayOptions {
   /** The run's sampler (embedded or remote). */

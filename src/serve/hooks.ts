@@ -6,7 +6,7 @@
  */
 import type { EpisodeChoice } from '../core/episode.js';
 import type { ChatMessage, SampleUsage } from '../engine/types.js';
-import type { SamplingFields } from './vllm-params.js';
+import type { SamplingFields } from './vllm/params.js';
 
 /** One answered call, as the gateway records it (core/episode.ts EpisodeCall without the episode's bookkeeping). */
 export interface AnsweredCall {

@@ -1,10 +1,10 @@
 /**
  * `arbor serve`: an HTTP server exposing a local Sampler/Trainer through the APIs the remote clients
- * speak — vLLM's OpenAI-compatible routes (serve/vllm.ts: `/v1/completions`, `/v1/chat/completions`,
+ * speak — vLLM's OpenAI-compatible routes (serve/vllm/: `/v1/completions`, `/v1/chat/completions`,
  * SSE streaming, `/v1/models`, `/tokenize`, `/detokenize`, runtime LoRA adapters), SGLang-style
  * `/generate` + `/abort_request` + `/update_weights_from_disk`, the Tinker-compatible API under
- * `/api/v1/*` (serve/tinker.ts: SDK 0.3–0.24.1 bodies, checkpoint archives), and `/health`. Usage is
- * reported with the one accounting of engine/remote/usage.ts. Every request body is validated: 400/404/
+ * `/api/v1/*` (serve/tinker/: SDK 0.3–0.24.1 bodies, checkpoint archives), and `/health`. Usage is
+ * reported with the one accounting of wire/usage.ts. Every request body is validated: 400/404/
  * 409 name the offending field (in vLLM's error envelope on its routes), 413 for a request over
  * `--max-batch-tokens`, 429 when `--max-concurrent` sampling requests are running; 5xx only for server
  * faults; it never crashes on input. Sampling is sliced (serve/limits.ts) so `/health` stays
@@ -18,15 +18,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { SampleRequest, Sampler, Trainer } from '../engine/types.js';
 import { ArborError } from '../core/errors.js';
-import { usageToWire } from '../engine/remote/usage.js';
-import { TinkerService, type TinkerModels } from './tinker.js';
+import { usageToWire } from '../wire/usage.js';
+import { TinkerService, type TinkerModels } from './tinker/service.js';
 import { SampleGuard, servedLimits, type ServeLimits } from './limits.js';
 import { RequestWorker } from './request-worker.js';
-import type { LoraRegistry } from './lora.js';
+import type { LoraRegistry } from './vllm/lora.js';
 import type { ModelDefaults, ServeTokenizer } from './text.js';
-import { VllmRoutes } from './vllm.js';
-import type { ToolCallSettings } from './vllm-chat.js';
-import { stopList, topP } from './vllm-params.js';
+import { VllmRoutes } from './vllm/routes.js';
+import type { ToolCallSettings } from './vllm/chat.js';
+import { stopList, topP } from './vllm/params.js';
 import { resolveWeightsPath } from './weights.js';
 import { BadRequest, boundedInt, boundedNum, errorReply, NotFound, optBool, tokenList } from './validate.js';
 import type { ServeReply } from './validate.js';
@@ -92,9 +92,9 @@ const VLLM_ROUTES = new Set([
 export class ArborServer {
   private server: Server | undefined;
   private futureCounter = 0;
-  /** The Tinker-compatible API under /api/v1/* (serve/tinker.ts). */
+  /** The Tinker-compatible API under /api/v1/* (serve/tinker/service.ts). */
   readonly tinker: TinkerService;
-  /** The vLLM routes (serve/vllm.ts). */
+  /** The vLLM routes (serve/vllm/routes.ts). */
   readonly vllm: VllmRoutes;
   private readonly running = new Map<string, AbortController>();
   /** Requests answered, by route (for tests and /health). */

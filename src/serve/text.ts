@@ -7,11 +7,10 @@
  * decoded one id at a time (vLLM uses the incremental detokenizer's piece, equal for whole tokens).
  */
 import type { ChatMessage, ChatTemplateOptions } from '../engine/types.js';
-import type { GenerationDefaults } from '../engine/tokenizer/hf.js';
-import type { TokenizerJSON } from '../engine/nano/tokenizer.js';
+import type { GenerationDefaults, TokenizerSource } from '../engine/open.js';
 
 /** How to build a served tokenizer again from its files or data (in serve/request-worker.ts's thread). */
-export type TokenizerSource = { kind: 'hf'; dir: string } | { kind: 'char'; json: TokenizerJSON };
+export type { TokenizerSource };
 
 /** What the vLLM routes need of a tokenizer. */
 export interface ServeTokenizer {
@@ -108,13 +107,13 @@ export class StopText {
   }
 }
 
-/** vLLM's CompletionLogProbs. */
-export interface CompletionLogprobs {
+/** vLLM's CompletionLogProbs (wire/openai-completions.ts), every list present. */
+export type CompletionLogprobs = {
   text_offset: number[];
   token_logprobs: Array<number | null>;
   tokens: string[];
   top_logprobs: Array<Record<string, number> | null>;
-}
+};
 
 /** One position of a logprobs object: the token, its log-prob (null for the first prompt token) and the top-k. */
 export interface LogprobEntry {

@@ -1,11 +1,10 @@
 /**
  * The vLLM routes' view of the two tokenizers `arbor serve` and the agent gateway serve (ServeTokenizer,
  * serve/text.ts): a Hugging Face tokenizer or the nano char tokenizer, each with the `source` that
- * builds it again in serve/request-worker.ts's thread. Kept apart from serve/engine.ts so that thread
- * loads the tokenizers only, not the engine.
+ * builds it again in serve/request-worker.ts's thread (engine/open.ts's openTokenizer). Kept apart
+ * from serve/engine.ts so that thread opens a tokenizer only: no model, no weights.
  */
-import { CharTokenizer } from '../engine/nano/tokenizer.js';
-import { HFTokenizer } from '../engine/tokenizer/hf.js';
+import { openTokenizer, type CharTokenizer, type HFTokenizer } from '../engine/open.js';
 import type { ServeTokenizer, TokenizerSource } from './text.js';
 
 /** The vLLM routes' view of an HF tokenizer. */
@@ -30,6 +29,6 @@ export function charServeTokenizer(t: CharTokenizer): ServeTokenizer {
 
 /** The served tokenizer a `source` describes, built again from its files or data. */
 export function serveTokenizerOf(source: TokenizerSource): ServeTokenizer {
-  if (source.kind === 'hf') return hfServeTokenizer(HFTokenizer.fromDirectory(source.dir));
-  return charServeTokenizer(CharTokenizer.fromJSON(source.json, 'the served char tokenizer'));
+  if (source.kind === 'hf') return hfServeTokenizer(openTokenizer(source));
+  return charServeTokenizer(openTokenizer(source));
 }

@@ -12,7 +12,7 @@
  * exact recursion limit on deeply nested JSON (a JS stack overflow counts as the RecursionError).
  */
 import { BadRequest } from './validate.js';
-import { chatTools } from './vllm-params.js';
+import { chatTools } from './vllm/params.js';
 
 export const TOOL_CALL_PARSERS = ['hermes', 'llama3_json'] as const;
 export type ToolCallParserName = (typeof TOOL_CALL_PARSERS)[number];

@@ -1,10 +1,19 @@
 /**
- * Request validation for `arbor serve`: 400/404/409/413/429 errors that name the field, field readers,
- * and the reply an error becomes: `{"error": "<message>"}` on the SGLang and Tinker routes, vLLM's
+ * Request validation for `arbor serve`: 400/404/409/413/429 errors that name the field, field readers
+ * over the wire schemas (wire/fields.ts: a bad field is a 400 naming it), and the reply an error becomes: `{"error": "<message>"}` on the SGLang and Tinker routes, vLLM's
  * envelope `{"error": {"message", "type", "param", "code"}}` on the vLLM routes (vllm-project/vllm@
  * 00fc880 vllm/entrypoints/utils.py create_error_response: BadRequestError 400, NotFoundError 404, ...).
  */
+import type { z } from 'zod';
 import { ArborError } from '../core/errors.js';
+import {
+  booleanField,
+  integerField,
+  nonEmptyStringField,
+  numberField,
+  readField,
+  tokenIdsField,
+} from '../wire/fields.js';
 
 /** A 400 error naming the bad field. */
 export class BadRequest extends ArborError {
@@ -21,33 +30,36 @@ export class Conflict extends ArborError {
   override name = 'Conflict';
 }
 
-export function tokenList(value: unknown, field: string): number[] {
-  if (!Array.isArray(value) || !value.every((t) => Number.isInteger(t) && t >= 0))
-    throw new BadRequest(`field "${field}" must be an array of token ids (non-negative integers)`);
-  return value as number[];
+const invalid = (message: string): BadRequest => new BadRequest(message);
+
+/** One field read with its wire schema (wire/fields.ts), or a 400 naming it. */
+export function field<S extends z.ZodTypeAny>(schema: S, value: unknown, name: string): z.output<S> {
+  return readField(schema, value, name, invalid);
 }
 
-export function optNum(value: unknown, field: string, fallback: number): number {
-  if (value === undefined || value === null) return fallback;
-  if (typeof value !== 'number' || !Number.isFinite(value)) throw new BadRequest(`field "${field}" must be a number`);
-  return value;
+/** A field read with its schema; absent or null is `fallback`. */
+function optional<S extends z.ZodTypeAny, F>(schema: S, value: unknown, name: string, fallback: F): z.output<S> | F {
+  return value === undefined || value === null ? fallback : field(schema, value, name);
 }
 
-export function optInt(value: unknown, field: string, fallback: number): number {
-  const v = optNum(value, field, fallback);
-  if (!Number.isInteger(v)) throw new BadRequest(`field "${field}" must be an integer`);
-  return v;
+export function tokenList(value: unknown, name: string): number[] {
+  return field(tokenIdsField, value, name);
 }
 
-export function optBool(value: unknown, field: string, fallback: boolean): boolean {
-  if (value === undefined || value === null) return fallback;
-  if (typeof value !== 'boolean') throw new BadRequest(`field "${field}" must be a boolean`);
-  return value;
+export function optNum(value: unknown, name: string, fallback: number): number {
+  return optional(numberField, value, name, fallback);
 }
 
-export function requiredString(value: unknown, field: string): string {
-  if (typeof value !== 'string' || !value) throw new BadRequest(`field "${field}" must be a non-empty string`);
-  return value;
+export function optInt(value: unknown, name: string, fallback: number): number {
+  return optional(integerField, value, name, fallback);
+}
+
+export function optBool(value: unknown, name: string, fallback: boolean): boolean {
+  return optional(booleanField, value, name, fallback);
+}
+
+export function requiredString(value: unknown, name: string): string {
+  return field(nonEmptyStringField, value, name);
 }
 
 /** A 413: the request asks for more work than the server's limits allow (`--max-batch-tokens`). */

@@ -8,11 +8,9 @@
  *   synchronous step under the server's exclusive weight lock, and the weight version bumped. A
  *   failed load leaves the served model and its version untouched.
  */
-import { readFile } from 'node:fs/promises';
 import { realpathSync, statSync } from 'node:fs';
 import { isAbsolute, join, relative, resolve } from 'node:path';
-import { decodeSafetensors, type Tensor } from '../engine/nano/safetensors.js';
-import type { ParamArena } from '../engine/nano/params.js';
+import { readSafetensorsFile, type ParamArena, type Tensor } from '../engine/open.js';
 import { BadRequest } from './validate.js';
 
 /** The one message for a path that is outside the roots, missing, or not a checkpoint directory. */
@@ -90,7 +88,7 @@ export function nanoWeightLoader(model: {
     const shown = (asGiven ?? dir).replace(/\/+$/, '');
     let tensors: Record<string, Tensor>;
     try {
-      tensors = decodeSafetensors(await readFile(file), `${shown}/model.safetensors`).tensors;
+      tensors = await readSafetensorsFile(file, `${shown}/model.safetensors`);
     } catch (error) {
       throw new BadRequest(`field "model_path": ${(error as Error)?.message ?? 'cannot read the checkpoint'}`);
     }

@@ -6,9 +6,14 @@
 import type { TaskItem } from '../core/types.js';
 import type { RewardFunction } from '../filter/types.js';
 import type { TranscriptMessage } from '../env/transcript.js';
-import type { AgentTranscript } from '../run/chat-transcripts.js';
 
 export type Split = 'train' | 'test';
+
+/** A conversation for the warm start: the messages and tools the agent sends (OpenAI chat format). */
+export interface AgentTranscript {
+  messages: Array<Record<string, unknown>>;
+  tools?: Array<Record<string, unknown>>;
+}
 
 export interface Task {
   readonly name: string;

@@ -1,14 +1,14 @@
 /**
  * Tinker's built-in losses on the wire, in both directions, defined once: the Tinker client
  * (engine/remote/tinker.ts) sends an Arbor LossSpec as `loss_fn` + `loss_fn_config`, and `arbor serve`'s
- * Tinker routes (serve/tinker.ts) read them back. Tinker's ppo names the clip bounds as ratio thresholds
+ * Tinker routes (serve/tinker/service.ts) read them back. Tinker's ppo names the clip bounds as ratio thresholds
  * (`clip_low_threshold` = 1 − clipLow, `clip_high_threshold` = 1 + clipHigh; thinking-machines-lab/tinker
  * types LossFnType and loss_fn_config). Arbor losses Tinker has no built-in for (gspo, dual clip,
  * truncated importance sampling) are refused when sending.
  */
 import { z } from 'zod';
 import { ArborError } from '../core/errors.js';
-import type { LossSpec } from '../engine/types.js';
+import type { LossSpec } from './types.js';
 
 /** The built-in `loss_fn` names both sides speak. */
 export const TINKER_LOSS_FNS = ['cross_entropy', 'importance_sampling', 'ppo'] as const;

@@ -152,6 +152,7 @@ const COVERAGE: Record<string, Coverage> = {
   'npm run bench -- verifiers': { bench: 'verifiers' },
   'npm run bench -- fleet': { bench: 'fleet' },
   'npm run bench -- packing': { bench: 'packing' },
+  'npm run bench -- layout': { bench: 'layout' },
 };
 
 function allCommands(): DocCommand[] {

@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { DataError } from '../../src/core/errors.js';
 import { decodeSafetensors } from '../../src/engine/nano/safetensors.js';
-import { runParserFuzz } from './parser-fuzz.js';
+import { runParserFuzz } from '../../testkit/reliability/parser-fuzz.js';
 
 test(
   'every parser answers 1,700 generated inputs with a value or an ArborError (10,200 cases)',

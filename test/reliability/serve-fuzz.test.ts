@@ -1,11 +1,11 @@
 /**
  * Issue 17, fuzzing: property-based bodies (fast-check) for every HTTP body `arbor serve` accepts; no
- * crash, no hang, no 5xx for client input. The harness is test/reliability/serve-fuzz.ts (also used by
+ * crash, no hang, no 5xx for client input. The harness is testkit/reliability/serve-fuzz.ts (also used by
  * benches). A sabotaged server (request checks switched off, as before the fix) must be caught.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { runServeFuzz } from './serve-fuzz.js';
+import { runServeFuzz } from '../../testkit/reliability/serve-fuzz.js';
 
 test(
   'serve fuzz: >= 10,000 cases over every body, one after another and 8 at a time: no 5xx, no crash, no hang',

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import YAML from 'yaml';
 import { defaultsYaml, loadConfig, parseConfig } from '../../src/run/config.js';
 import { ConfigError } from '../../src/core/errors.js';
-import { buildReport, lineChart } from '../../src/run/report.js';
+import { buildReport, lineChart } from '../../src/ui/report.js';
 import { addNode, createTree } from '../../src/core/tree.js';
 import { CharTokenizer } from '../../src/engine/nano/tokenizer.js';
 

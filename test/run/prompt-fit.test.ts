@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { evaluateModel } from '../../src/cli/eval.js';
+import { evaluateModel } from '../../src/run/evaluate-model.js';
 import { ConfigError, DataError } from '../../src/core/errors.js';
 import type { TaskItem } from '../../src/core/types.js';
 import { saveCheckpoint } from '../../src/engine/nano/checkpoint.js';
@@ -139,14 +139,17 @@ test(
       assert.equal(evalError!.line, 18);
 
       const lines: string[] = [];
+      const printed: unknown[] = [];
       const stderr = console.error;
-      console.error = (...a: unknown[]) => void lines.push(a.join(' '));
+      console.error = (...a: unknown[]) => void printed.push(a);
       let report: Record<string, unknown>;
       try {
-        report = await evaluateModel({ config: config('lenient', 'skip'), count: 30, k: 0 });
+        const notice = (line: string) => void lines.push(line);
+        report = await evaluateModel({ config: config('lenient', 'skip'), count: 30, k: 0, notice });
       } finally {
         console.error = stderr;
       }
+      assert.deepEqual(printed, [], 'the library prints nothing: the skipped prompts come through notice');
       const heldOut = (await taskFromConfig(strict.task)).makeItems('test', 30, strict.run.seed);
       assert.equal(heldOut.length, 30);
       assert.equal(report.skipped, 1);

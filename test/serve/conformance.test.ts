@@ -8,10 +8,10 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { NanoSampler } from '../../src/engine/nano/sampler.js';
-import { usageFromWire } from '../../src/engine/remote/usage.js';
+import { usageFromWire } from '../../src/wire/usage.js';
 import { HFTokenizer } from '../../src/engine/tokenizer/hf.js';
 import type { SampleRequest, SampleResult, Sampler, SamplerCapabilities } from '../../src/engine/types.js';
-import { generate, generateStream, type Generation } from '../../src/serve/generation.js';
+import { generate, generateStream, type Generation } from '../../src/serve/vllm/generation.js';
 import { DEFAULT_LIMITS, SampleGuard } from '../../src/serve/limits.js';
 import { ArborServer } from '../../src/serve/server.js';
 import { post, serveHf, tinyQwen3 } from '../../testkit/serve/hf-fixture.js';

@@ -24,7 +24,7 @@ import { NanoSampler } from '../../src/engine/nano/sampler.js';
 import { readSafetensors, writeSafetensors } from '../../src/engine/nano/safetensors.js';
 import { HFTokenizer } from '../../src/engine/tokenizer/hf.js';
 import { loadServeEngine } from '../../src/serve/engine.js';
-import { parseLoraModules } from '../../src/serve/lora.js';
+import { parseLoraModules } from '../../src/serve/vllm/lora.js';
 import { takeLoraModules } from '../../src/cli/serve.js';
 import { post, serveHf, spawnServe, tinyQwen3 } from '../../testkit/serve/hf-fixture.js';
 

@@ -25,7 +25,7 @@ import { fetchTinkerAdapter, untar } from '../../src/engine/remote/tinker-archiv
 import { TinkerSampler } from '../../src/engine/remote/tinker-sampler.js';
 import { TinkerSession } from '../../src/engine/remote/tinker-session.js';
 import { TinkerTrainer } from '../../src/engine/remote/tinker.js';
-import { TINKER_LORA_ALPHA } from '../../src/serve/tinker.js';
+import { TINKER_LORA_ALPHA } from '../../src/serve/tinker/service.js';
 import { post, serveHf, tinyQwen3 } from '../../testkit/serve/hf-fixture.js';
 
 let root: string;

@@ -1,6 +1,6 @@
 /**
  * Fuzzing the vLLM routes `arbor serve` gained for Hugging Face models (the older routes have
- * test/reliability/serve-fuzz.ts): property-based bodies for /v1/completions (text prompts, stop
+ * testkit/reliability/serve-fuzz.ts): property-based bodies for /v1/completions (text prompts, stop
  * strings, echo, stream), /v1/chat/completions and /tokenize (hostile messages, tools, tool_choice and
  * template kwargs through the real Qwen3 chat template; replies parsed by the hermes tool-call parser),
  * /detokenize and the LoRA routes, answered in process.

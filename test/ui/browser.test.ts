@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { defaultTokenizer } from '../../src/engine/build.js';
-import { writeReport } from '../../src/run/report.js';
+import { writeReport } from '../../src/ui/report.js';
 import { RunDir } from '../../src/run/rundir.js';
 import { startUiServer, type UiServer } from '../../src/ui/server/server.js';
 import { appendMetrics, ARTIFACTS, tempRuns, tok, writeBigRun, writeLiveRun } from '../../testkit/ui/helpers.js';

@@ -9,7 +9,7 @@ import { request } from 'node:http';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { defaultTokenizer } from '../../src/engine/build.js';
-import { buildReport } from '../../src/run/report.js';
+import { buildReport } from '../../src/ui/report.js';
 import { RunDir } from '../../src/run/rundir.js';
 import { CHARTS, compareCharts, rewardComponentKeys, runCharts, X_AXES } from '../../src/ui/client/chart-defs.js';
 import { metricSeries } from '../../src/ui/client/charts-panel.js';

@@ -211,7 +211,6 @@ export interface WasmKernelOptions {
   /** Spin before sleeping, ms (default: defaultSpinMs of the machine's load, looked at every second). */
   spinMs?: number;
 }
-
 export async function createWasmKernels(options: WasmKernelOptions = {}): Promise<Kernels> {
   const threads = options.threads ?? 1;
   if (!Number.isInteger(threads) || threads < 1 || threads > MAX_KERNEL_THREADS) {
@@ -230,133 +229,53 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
       },
     },
   });
-  const ex = instance.exports as unknown as Exports;
-  const fns = instance.exports as unknown as Record<string, (...args: number[]) => void>;
-  const split = new AdaptiveSplit(threads);
-  const here = (share: Share) => fns[share.op](...share.args);
-  /** Run shares on the pool (one of them here), or the only one here. */
-  const runShares = (shares: Share[]) => (shares.length > 1 ? pool!.run(shares, here) : (here(shares[0]), [0]));
+  const c = new KernelContext(instance, mem, threads, pool);
+  const kernels: Kernels = {
+    ...referenceKernels,
+    ...normKernels(c),
+    ...lossKernels(c),
+    ...optimizerKernels(c),
+    ...ropeKernels(c),
+    ...attentionKernels(c),
+    ...mlpKernels(c),
+    name: (variant === 'fma' ? 'wasm-simd-fma' : 'wasm-simd') + (threads > 1 ? `-${threads}t` : ''),
+    alloc: (n: number) => mem.alloc(n),
+    ...matmulKernels(c),
+  };
+  if (pool) pools.set(kernels, pool);
+  return kernels;
+}
+
+/**
+ * What the kernels of one backend share: the module's exports and memory, the thread pool, and the
+ * split of a large call across the threads (at their measured speeds).
+ */
+class KernelContext {
+  readonly mem: WasmKernelMemory;
+  readonly ex: Exports;
+  readonly split: AdaptiveSplit;
+  private readonly threads: number;
+  private readonly pool: KernelPool | undefined;
+  private readonly here: (share: Share) => void;
+
+  constructor(instance: WebAssembly.Instance, mem: WasmKernelMemory, threads: number, pool: KernelPool | undefined) {
+    this.mem = mem;
+    this.ex = instance.exports as unknown as Exports;
+    this.threads = threads;
+    this.pool = pool;
+    this.split = new AdaptiveSplit(threads);
+    const fns = instance.exports as unknown as Record<string, (...args: number[]) => void>;
+    this.here = (share: Share) => fns[share.op](...share.args);
+  }
+
+  /** Run shares on the pool (one of them here), or the only one here; returns each share's time. */
+  runShares(shares: Share[]): number[] {
+    return shares.length > 1 ? this.pool!.run(shares, this.here) : (this.here(shares[0]), [0]);
+  }
+
   /** How many threads a call of `work` takes: at most `units`, and each share at least minWork / 2. */
-  const sharesFor = (units: number, work: number, minWork: number) =>
-    pool ? Math.max(1, Math.min(threads, units, Math.floor((2 * work) / minWork))) : 1;
-
-  /**
-   * out[M,N] (+)= A·B with A(i,k)=a[i*sai+k*sak], B(k,j)=b[k*sbk+j*sbj]. A large call is cut along
-   * the longer of M (in 4-row tiles) and N (in 8-column panels): each thread packs the whole of the
-   * operand that is not cut, so cutting the longer side repeats the least packing. Shares follow the
-   * threads' measured speeds (AdaptiveSplit).
-   */
-  function gemm(
-    out: Float32Array,
-    a: Float32Array,
-    aFloats: number,
-    sai: number,
-    sak: number,
-    b: Float32Array,
-    bFloats: number,
-    sbk: number,
-    sbj: number,
-    M: number,
-    K: number,
-    N: number,
-    accumulate: boolean,
-  ): void {
-    mem.beginScratch();
-    const pa = mem.pointer(a, aFloats);
-    const pb = mem.pointer(b, bFloats);
-    const outOwned = mem.owns(out);
-    const pc = outOwned ? out.byteOffset : mem.pointer(out, M * N);
-    const kc = Math.min(KC, Math.max(K, 1));
-    const packB = (cols: number) => mem.scratch(kc * Math.ceil(Math.min(cols, NC) / NR) * NR * 4);
-    const packA = () => mem.scratch((kc * MR + MR * NR) * 4); // packed A panel + the 4×8 ragged-edge tile
-    const acc = accumulate ? 1 : 0;
-    const byRows = M >= N;
-    const units = byRows ? Math.ceil(M / MR) : Math.ceil(N / NR);
-    const S = sharesFor(units, M * N * K, GEMM_THREAD_MIN_WORK);
-    const bounds = S > 1 ? partitionByShares(units, split.shares(S)) : [0, units];
-    const shares: Share[] = [];
-    for (let s = 0; s < S; s++) {
-      if (byRows) {
-        const i0 = bounds[s] * MR;
-        const rows = Math.min(M, bounds[s + 1] * MR) - i0;
-        const [a0, c0] = [pa + i0 * sai * 4, pc + i0 * N * 4];
-        const args = [rows, N, K, a0, sai, sak, pb, sbk, sbj, c0, N, acc, packB(N), packA()];
-        shares.push({ op: 'gemm', args });
-      } else {
-        const j0 = bounds[s] * NR;
-        const cols = Math.min(N, bounds[s + 1] * NR) - j0;
-        const args = [M, cols, K, pa, sai, sak, pb + j0 * sbj * 4, sbk, sbj, pc + j0 * 4, N, acc, packB(cols), packA()];
-        shares.push({ op: 'gemm', args });
-      }
-    }
-    const times = runShares(shares);
-    if (S > 1)
-      split.observe(
-        shares.map((_, s) => bounds[s + 1] - bounds[s]),
-        times,
-      );
-    if (!outOwned) out.set(mem.view(pc, M * N));
-  }
-
-  /**
-   * An attention kernel over pointers `p` for a packed batch of `lengths`: the (sequence, head) items,
-   * sequence-major, cut into contiguous ranges of equal work (T² per item) for a large call.
-   */
-  function attention(
-    op: 'attentionForward' | 'attentionBackward',
-    p: number[],
-    lengths: readonly number[],
-    layout: AttentionLayout,
-    C: number,
-    NH: number,
-  ): void {
-    const B = lengths.length;
-    const seqs = mem.scratch(Math.max(1, B) * 12);
-    const table = new Int32Array(mem.memory.buffer, seqs, B * 3);
-    let maxT = 0;
-    let work = 0;
-    lengths.forEach((T, b) => {
-      table[b * 3] = layout.rowOffset[b];
-      table[b * 3 + 1] = layout.attOffset[b];
-      table[b * 3 + 2] = T;
-      maxT = Math.max(maxT, T);
-      work += T * T * C;
-    });
-    const bytes = ex.attentionScratchBytes(maxT, Math.floor(C / NH));
-    const items = B * NH;
-    const S = work >= ATTENTION_THREAD_MIN_WORK ? sharesFor(items, work, ATTENTION_THREAD_MIN_WORK) : 1;
-    const bounds = S > 1 ? partitionByCost(items, S, (i) => lengths[Math.floor(i / NH)] ** 2) : [0, items];
-    const share = (s: number): Share => ({
-      op,
-      args: [...p, seqs, bounds[s], bounds[s + 1], C, NH, mem.scratch(bytes)],
-    });
-    runShares(bounds.slice(0, S).map((_, s) => share(s)));
-  }
-
-  /**
-   * A tree attention kernel over pointers `p` (kernels/tree.ts): the layout is copied into scratch and the
-   * heads are cut into equal ranges for a large call (a head's work is the same for every head).
-   */
-  function treeAttention(
-    op: 'treeAttentionForward' | 'treeAttentionBackward',
-    p: number[],
-    layout: Int32Array,
-    C: number,
-    NH: number,
-  ): void {
-    const pl = ints(layout, layout.length);
-    const work = treeVisible(layout) * C;
-    const S = work >= ATTENTION_THREAD_MIN_WORK ? sharesFor(NH, work, ATTENTION_THREAD_MIN_WORK) : 1;
-    const bounds = partitionByCost(NH, S, () => 1);
-    const bytes = op === 'treeAttentionBackward' ? ex.treeAttentionScratchBytes(treeMaxKeys(layout)) : 0;
-    const share = (s: number): Share => ({
-      op,
-      args:
-        op === 'treeAttentionBackward'
-          ? [...p, pl, bounds[s], bounds[s + 1], C, NH, mem.scratch(bytes)]
-          : [...p, pl, bounds[s], bounds[s + 1], C, NH],
-    });
-    runShares(bounds.slice(0, S).map((_, s) => share(s)));
+  sharesFor(units: number, work: number, minWork: number): number {
+    return this.pool ? Math.max(1, Math.min(this.threads, units, Math.floor((2 * work) / minWork))) : 1;
   }
 
   /**
@@ -364,247 +283,381 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
    * the share for items [i0, i0+n). A large call is cut into equal ranges on multiples of `granule`
    * (4 keeps element ranges on 16-byte boundaries).
    */
-  function splitRange(count: number, work: number, granule: number, job: (i0: number, n: number) => Share): void {
-    const S = work >= ELEMENTWISE_THREAD_MIN ? sharesFor(Math.floor(count / granule), work, ELEMENTWISE_THREAD_MIN) : 1;
+  splitRange(count: number, work: number, granule: number, job: (i0: number, n: number) => Share): void {
+    const S =
+      work >= ELEMENTWISE_THREAD_MIN ? this.sharesFor(Math.floor(count / granule), work, ELEMENTWISE_THREAD_MIN) : 1;
     const bound = (s: number) => (s === S ? count : Math.floor((count * s) / S / granule) * granule);
     const shares: Share[] = [];
     for (let s = 0; s < S; s++) shares.push(job(bound(s), bound(s + 1) - bound(s)));
-    runShares(shares);
+    this.runShares(shares);
   }
 
   /** An elementwise kernel over n elements (see splitRange). */
-  const byElements = (n: number, job: (i0: number, n: number) => Share) => splitRange(n, n, 4, job);
+  byElements(n: number, job: (i0: number, n: number) => Share): void {
+    this.splitRange(n, n, 4, job);
+  }
+
   /** A row-wise kernel over N rows of C (see splitRange). */
-  const byRows = (N: number, C: number, job: (n0: number, rows: number) => Share) => splitRange(N, N * C, 1, job);
+  byRows(N: number, C: number, job: (n0: number, rows: number) => Share): void {
+    this.splitRange(N, N * C, 1, job);
+  }
 
   /** The first n entries of an Int32Array, copied into scratch; returns their byte offset. */
-  function ints(a: Int32Array, n: number): number {
-    const p = mem.scratch(n * 4);
-    new Int32Array(mem.memory.buffer, p, n).set(a.subarray(0, n));
+  ints(a: Int32Array, n: number): number {
+    const p = this.mem.scratch(n * 4);
+    new Int32Array(this.mem.memory.buffer, p, n).set(a.subarray(0, n));
     return p;
   }
 
-  /** Softmax / log-softmax forward by rows; `out` may alias `x`. */
-  function softmaxFwd(out: Float32Array, x: Float32Array, N: number, C: number, log: number): void {
-    const rows = (po: number, px: number) =>
-      byRows(N, C, (n0, n) => ({ op: 'softmaxForward', args: [po + n0 * C * 4, px + n0 * C * 4, n, C, log] }));
-    if (out === x || (out.buffer === x.buffer && out.byteOffset === x.byteOffset)) {
-      withPointers([], [[out, N * C]], ([po]) => rows(po, po));
-    } else {
-      withPointers([[x, N * C]], [[out, N * C]], ([po, px]) => rows(po, px));
-    }
-  }
-
-  /** Softmax (log = 0) or log-softmax (log = 1) backward by rows. */
-  function softmaxBwd(dx: Float32Array, dout: Float32Array, y: Float32Array, N: number, C: number, log: number): void {
-    withPointers(
-      [
-        [dout, N * C],
-        [y, N * C],
-      ],
-      [[dx, N * C]],
-      ([pdx, pdo, py]) =>
-        byRows(N, C, (n0, n) => {
-          const o = n0 * C * 4;
-          return { op: 'softmaxBackward', args: [pdx + o, pdo + o, py + o, n, C, log] };
-        }),
-    );
-  }
-
-  /**
-   * rmsnormBackward: below the threshold one call adds every row into dweight; above it, fixed row
-   * groups (RMSNORM_GROUPS) sum into partials, threads take contiguous runs of groups, and the partials
-   * are added into dweight in group order.
-   */
-  function rmsnormBwd(
-    pdx: number,
-    pdw: number,
-    pdo: number,
-    px: number,
-    pw: number,
-    pr: number,
-    N: number,
-    C: number,
-  ): void {
-    if (N * C < ELEMENTWISE_THREAD_MIN || N < 2) {
-      ex.rmsnormBackward(pdx, pdw, pdo, px, pw, pr, N, C);
-      return;
-    }
-    const groupRows = Math.max(RMSNORM_GROUP_MIN_ROWS, Math.ceil(N / RMSNORM_GROUPS));
-    const G = Math.ceil(N / groupRows);
-    const partials = mem.scratch(G * C * 4);
-    const S = sharesFor(G, N * C, ELEMENTWISE_THREAD_MIN);
-    const bounds = partitionByShares(G, new Array(S).fill(1 / S));
-    const args = (s: number) => [pdx, partials, pdo, px, pw, pr, N, C, groupRows, bounds[s], bounds[s + 1]];
-    runShares(bounds.slice(0, S).map((_, s) => ({ op: 'rmsnormBackwardGroups', args: args(s) })));
-    ex.addRows(pdw, partials, G, C);
-  }
-
-  /**
-   * decodeAttention: a long enough context splits the query heads across threads (kv-head groups
-   * kept whole when there are at least as many as threads), each with its own scores.
-   */
-  function decodeAttn(
-    out: Float32Array,
-    q: Float32Array,
-    k: Float32Array,
-    v: Float32Array,
-    T: number,
-    NH: number,
-    NKV: number,
-    hd: number,
-  ): void {
-    if (!(Number.isInteger(NKV) && NKV >= 1 && NH % NKV === 0)) {
-      throw new ArborError(`decodeAttention: ${NH} query heads are not a multiple of ${NKV} key/value heads`);
-    }
-    const C = NH * hd;
-    const kvFloats = T * NKV * hd;
-    withPointers(
-      [
-        [q, C],
-        [k, kvFloats],
-        [v, kvFloats],
-      ],
-      [[out, C]],
-      ([po, pq, pk, pv]) => {
-        const work = 2 * T * NH * hd;
-        const S = work >= ATTENTION_THREAD_MIN_WORK ? sharesFor(NH, work, ATTENTION_THREAD_MIN_WORK) : 1;
-        const group = NH / NKV;
-        const equal = new Array(S).fill(1 / S);
-        const bounds = S <= NKV ? partitionByShares(NKV, equal).map((b) => b * group) : partitionByShares(NH, equal);
-        const share = (s: number): Share => ({
-          op: 'decodeAttention',
-          args: [po, pq, pk, pv, T, NH, NKV, hd, bounds[s], bounds[s + 1], mem.scratch(T * 4)],
-        });
-        runShares(bounds.slice(0, S).map((_, s) => share(s)));
-      },
-    );
-  }
-
-  /**
-   * pagedDecodeAttention: i32 tables of every row's page addresses at `layer` (a page outside kernel memory
-   * is copied into scratch, once per call), then (row, kv head) items cut into ranges of equal Σ T.
-   */
-  function pagedDecodeAttn(
-    out: Float32Array,
-    q: Float32Array,
-    kPages: readonly Float32Array[],
-    vPages: readonly Float32Array[],
-    pages: Int32Array,
-    W: number,
-    lengths: Int32Array,
-    R: number,
-    layer: number,
-    P: number,
-    NH: number,
-    NKV: number,
-    hd: number,
-  ): void {
-    if (!(Number.isInteger(NKV) && NKV >= 1 && NH % NKV === 0)) {
-      throw new ArborError(`pagedDecodeAttention: ${NH} query heads are not a multiple of ${NKV} key/value heads`);
-    }
-    const Cq = NH * hd;
-    const layerFloats = P * NKV * hd;
-    const at = layer * layerFloats;
-    withPointers([[q, R * Cq]], [[out, R * Cq]], ([po, pq]) => {
-      const copied = new Map<Float32Array, number>();
-      const address = (a: Float32Array) => {
-        if (mem.owns(a)) return a.byteOffset + at * 4;
-        let p = copied.get(a);
-        if (p === undefined) {
-          p = mem.scratch(layerFloats * 4);
-          mem.view(p, layerFloats).set(a.subarray(at, at + layerFloats));
-          copied.set(a, p);
-        }
-        return p;
-      };
-      const kTable = new Int32Array(R * W);
-      const vTable = new Int32Array(R * W);
-      let maxT = 0;
-      let positions = 0;
-      for (let r = 0; r < R; r++) {
-        const T = lengths[r];
-        maxT = Math.max(maxT, T);
-        positions += T;
-        for (let i = 0; i < Math.ceil(T / P); i++) {
-          const page = pages[r * W + i];
-          kTable[r * W + i] = address(kPages[page]);
-          vTable[r * W + i] = address(vPages[page]);
-        }
-      }
-      const [pk, pv, pl] = [ints(kTable, R * W), ints(vTable, R * W), ints(lengths, R)];
-      const items = R * NKV;
-      const work = 2 * positions * Cq;
-      const S = work >= ATTENTION_THREAD_MIN_WORK ? sharesFor(items, work, ATTENTION_THREAD_MIN_WORK) : 1;
-      const bounds = S > 1 ? partitionByCost(items, S, (i) => lengths[Math.floor(i / NKV)] + 1) : [0, items];
-      // per thread: the scores and the 16-byte read-ahead sink after them (the kernel sizes both)
-      const scratchBytes = ex.pagedAttentionScratchBytes(NH / NKV, maxT);
-      const share = (s: number): Share => ({
-        op: 'pagedAttention',
-        args: [po, pq, pk, pv, pl, W, P, NH, NKV, hd, bounds[s], bounds[s + 1], mem.scratch(scratchBytes)],
-      });
-      runShares(bounds.slice(0, S).map((_, s) => share(s)));
-    });
-  }
-
-  /**
-   * C[M,N] (+)= A[M,K]·B[N,K]ᵀ for M ≤ DECODE_MAX_ROWS (decode steps): gemmDecodeBT, nothing packed; a
-   * large call is cut into column ranges (any cut gives the same bits) at the threads' measured speeds.
-   */
-  function decodeBT(
-    out: Float32Array,
-    a: Float32Array,
-    b: Float32Array,
-    M: number,
-    K: number,
-    N: number,
-    accumulate: boolean,
-  ): void {
-    withPointers(
-      [
-        [a, M * K],
-        [b, N * K],
-      ],
-      [[out, M * N]],
-      ([pc, pa, pb]) => {
-        const units = Math.ceil(N / 2);
-        const S = sharesFor(units, M * N * K, GEMM_THREAD_MIN_WORK);
-        const bounds = S > 1 ? partitionByShares(units, split.shares(S)) : [0, units];
-        const share = (s: number): Share => {
-          const j0 = bounds[s] * 2;
-          const cols = Math.min(N, bounds[s + 1] * 2) - j0;
-          const args = [M, cols, K, pa, pb + j0 * K * 4, pc + j0 * 4, N, accumulate ? 1 : 0, mem.scratch(16)];
-          return { op: 'gemmDecodeBT', args };
-        };
-        const shares = bounds.slice(0, S).map((_, s) => share(s));
-        const times = runShares(shares);
-        if (S > 1)
-          split.observe(
-            shares.map((_, s) => bounds[s + 1] - bounds[s]),
-            times,
-          );
-      },
-    );
-  }
-
   /** Run `fn` with WASM pointers for `inputs` (copied in if foreign) and `outputs` (copied back). */
-  function withPointers(
+  withPointers(
     inputs: Array<[Float32Array, number]>,
     outputs: Array<[Float32Array, number]>,
     fn: (pointers: number[]) => void,
   ): void {
-    mem.beginScratch();
-    const pointers = [...outputs, ...inputs].map(([a, n]) => mem.pointer(a, n));
+    this.mem.beginScratch();
+    const pointers = [...outputs, ...inputs].map(([a, n]) => this.mem.pointer(a, n));
     fn(pointers);
     outputs.forEach(([a, n], i) => {
-      if (!mem.owns(a)) a.set(mem.view(pointers[i], n));
+      if (!this.mem.owns(a)) a.set(this.mem.view(pointers[i], n));
     });
   }
+}
 
-  const kernels: Kernels = {
-    ...referenceKernels,
+/**
+ * out[M,N] (+)= A·B with A(i,k)=a[i*sai+k*sak], B(k,j)=b[k*sbk+j*sbj]. A large call is cut along
+ * the longer of M (in 4-row tiles) and N (in 8-column panels): each thread packs the whole of the
+ * operand that is not cut, so cutting the longer side repeats the least packing. Shares follow the
+ * threads' measured speeds (AdaptiveSplit).
+ */
+function gemm(
+  c: KernelContext,
+  out: Float32Array,
+  a: Float32Array,
+  aFloats: number,
+  sai: number,
+  sak: number,
+  b: Float32Array,
+  bFloats: number,
+  sbk: number,
+  sbj: number,
+  M: number,
+  K: number,
+  N: number,
+  accumulate: boolean,
+): void {
+  c.mem.beginScratch();
+  const pa = c.mem.pointer(a, aFloats);
+  const pb = c.mem.pointer(b, bFloats);
+  const outOwned = c.mem.owns(out);
+  const pc = outOwned ? out.byteOffset : c.mem.pointer(out, M * N);
+  const kc = Math.min(KC, Math.max(K, 1));
+  const packB = (cols: number) => c.mem.scratch(kc * Math.ceil(Math.min(cols, NC) / NR) * NR * 4);
+  const packA = () => c.mem.scratch((kc * MR + MR * NR) * 4); // packed A panel + the 4×8 ragged-edge tile
+  const acc = accumulate ? 1 : 0;
+  const byRows = M >= N;
+  const units = byRows ? Math.ceil(M / MR) : Math.ceil(N / NR);
+  const S = c.sharesFor(units, M * N * K, GEMM_THREAD_MIN_WORK);
+  const bounds = S > 1 ? partitionByShares(units, c.split.shares(S)) : [0, units];
+  const shares: Share[] = [];
+  for (let s = 0; s < S; s++) {
+    if (byRows) {
+      const i0 = bounds[s] * MR;
+      const rows = Math.min(M, bounds[s + 1] * MR) - i0;
+      const [a0, c0] = [pa + i0 * sai * 4, pc + i0 * N * 4];
+      const args = [rows, N, K, a0, sai, sak, pb, sbk, sbj, c0, N, acc, packB(N), packA()];
+      shares.push({ op: 'gemm', args });
+    } else {
+      const j0 = bounds[s] * NR;
+      const cols = Math.min(N, bounds[s + 1] * NR) - j0;
+      const args = [M, cols, K, pa, sai, sak, pb + j0 * sbj * 4, sbk, sbj, pc + j0 * 4, N, acc, packB(cols), packA()];
+      shares.push({ op: 'gemm', args });
+    }
+  }
+  const times = c.runShares(shares);
+  if (S > 1)
+    c.split.observe(
+      shares.map((_, s) => bounds[s + 1] - bounds[s]),
+      times,
+    );
+  if (!outOwned) out.set(c.mem.view(pc, M * N));
+}
+/**
+ * C[M,N] (+)= A[M,K]·B[N,K]ᵀ for M ≤ DECODE_MAX_ROWS (decode steps): gemmDecodeBT, nothing packed; a
+ * large call is cut into column ranges (any cut gives the same bits) at the threads' measured speeds.
+ */
+function decodeBT(
+  c: KernelContext,
+  out: Float32Array,
+  a: Float32Array,
+  b: Float32Array,
+  M: number,
+  K: number,
+  N: number,
+  accumulate: boolean,
+): void {
+  c.withPointers(
+    [
+      [a, M * K],
+      [b, N * K],
+    ],
+    [[out, M * N]],
+    ([pc, pa, pb]) => {
+      const units = Math.ceil(N / 2);
+      const S = c.sharesFor(units, M * N * K, GEMM_THREAD_MIN_WORK);
+      const bounds = S > 1 ? partitionByShares(units, c.split.shares(S)) : [0, units];
+      const share = (s: number): Share => {
+        const j0 = bounds[s] * 2;
+        const cols = Math.min(N, bounds[s + 1] * 2) - j0;
+        const args = [M, cols, K, pa, pb + j0 * K * 4, pc + j0 * 4, N, accumulate ? 1 : 0, c.mem.scratch(16)];
+        return { op: 'gemmDecodeBT', args };
+      };
+      const shares = bounds.slice(0, S).map((_, s) => share(s));
+      const times = c.runShares(shares);
+      if (S > 1)
+        c.split.observe(
+          shares.map((_, s) => bounds[s + 1] - bounds[s]),
+          times,
+        );
+    },
+  );
+}
+/**
+ * An attention kernel over pointers `p` for a packed batch of `lengths`: the (sequence, head) items,
+ * sequence-major, cut into contiguous ranges of equal work (T² per item) for a large call.
+ */
+function attention(
+  c: KernelContext,
+  op: 'attentionForward' | 'attentionBackward',
+  p: number[],
+  lengths: readonly number[],
+  layout: AttentionLayout,
+  C: number,
+  NH: number,
+): void {
+  const B = lengths.length;
+  const seqs = c.mem.scratch(Math.max(1, B) * 12);
+  const table = new Int32Array(c.mem.memory.buffer, seqs, B * 3);
+  let maxT = 0;
+  let work = 0;
+  lengths.forEach((T, b) => {
+    table[b * 3] = layout.rowOffset[b];
+    table[b * 3 + 1] = layout.attOffset[b];
+    table[b * 3 + 2] = T;
+    maxT = Math.max(maxT, T);
+    work += T * T * C;
+  });
+  const bytes = c.ex.attentionScratchBytes(maxT, Math.floor(C / NH));
+  const items = B * NH;
+  const S = work >= ATTENTION_THREAD_MIN_WORK ? c.sharesFor(items, work, ATTENTION_THREAD_MIN_WORK) : 1;
+  const bounds = S > 1 ? partitionByCost(items, S, (i) => lengths[Math.floor(i / NH)] ** 2) : [0, items];
+  const share = (s: number): Share => ({
+    op,
+    args: [...p, seqs, bounds[s], bounds[s + 1], C, NH, c.mem.scratch(bytes)],
+  });
+  c.runShares(bounds.slice(0, S).map((_, s) => share(s)));
+}
+/**
+ * A tree attention kernel over pointers `p` (kernels/tree.ts): the layout is copied into scratch and the
+ * heads are cut into equal ranges for a large call (a head's work is the same for every head).
+ */
+function treeAttention(
+  c: KernelContext,
+  op: 'treeAttentionForward' | 'treeAttentionBackward',
+  p: number[],
+  layout: Int32Array,
+  C: number,
+  NH: number,
+): void {
+  const pl = c.ints(layout, layout.length);
+  const work = treeVisible(layout) * C;
+  const S = work >= ATTENTION_THREAD_MIN_WORK ? c.sharesFor(NH, work, ATTENTION_THREAD_MIN_WORK) : 1;
+  const bounds = partitionByCost(NH, S, () => 1);
+  const bytes = op === 'treeAttentionBackward' ? c.ex.treeAttentionScratchBytes(treeMaxKeys(layout)) : 0;
+  const share = (s: number): Share => ({
+    op,
+    args:
+      op === 'treeAttentionBackward'
+        ? [...p, pl, bounds[s], bounds[s + 1], C, NH, c.mem.scratch(bytes)]
+        : [...p, pl, bounds[s], bounds[s + 1], C, NH],
+  });
+  c.runShares(bounds.slice(0, S).map((_, s) => share(s)));
+}
+/** Softmax / log-softmax forward by rows; `out` may alias `x`. */
+function softmaxFwd(c: KernelContext, out: Float32Array, x: Float32Array, N: number, C: number, log: number): void {
+  const rows = (po: number, px: number) =>
+    c.byRows(N, C, (n0, n) => ({ op: 'softmaxForward', args: [po + n0 * C * 4, px + n0 * C * 4, n, C, log] }));
+  if (out === x || (out.buffer === x.buffer && out.byteOffset === x.byteOffset)) {
+    c.withPointers([], [[out, N * C]], ([po]) => rows(po, po));
+  } else {
+    c.withPointers([[x, N * C]], [[out, N * C]], ([po, px]) => rows(po, px));
+  }
+}
+/** Softmax (log = 0) or log-softmax (log = 1) backward by rows. */
+function softmaxBwd(
+  c: KernelContext,
+  dx: Float32Array,
+  dout: Float32Array,
+  y: Float32Array,
+  N: number,
+  C: number,
+  log: number,
+): void {
+  c.withPointers(
+    [
+      [dout, N * C],
+      [y, N * C],
+    ],
+    [[dx, N * C]],
+    ([pdx, pdo, py]) =>
+      c.byRows(N, C, (n0, n) => {
+        const o = n0 * C * 4;
+        return { op: 'softmaxBackward', args: [pdx + o, pdo + o, py + o, n, C, log] };
+      }),
+  );
+}
+/**
+ * rmsnormBackward: below the threshold one call adds every row into dweight; above it, fixed row
+ * groups (RMSNORM_GROUPS) sum into partials, threads take contiguous runs of groups, and the partials
+ * are added into dweight in group order.
+ */
+function rmsnormBwd(
+  c: KernelContext,
+  pdx: number,
+  pdw: number,
+  pdo: number,
+  px: number,
+  pw: number,
+  pr: number,
+  N: number,
+  C: number,
+): void {
+  if (N * C < ELEMENTWISE_THREAD_MIN || N < 2) {
+    c.ex.rmsnormBackward(pdx, pdw, pdo, px, pw, pr, N, C);
+    return;
+  }
+  const groupRows = Math.max(RMSNORM_GROUP_MIN_ROWS, Math.ceil(N / RMSNORM_GROUPS));
+  const G = Math.ceil(N / groupRows);
+  const partials = c.mem.scratch(G * C * 4);
+  const S = c.sharesFor(G, N * C, ELEMENTWISE_THREAD_MIN);
+  const bounds = partitionByShares(G, new Array(S).fill(1 / S));
+  const args = (s: number) => [pdx, partials, pdo, px, pw, pr, N, C, groupRows, bounds[s], bounds[s + 1]];
+  c.runShares(bounds.slice(0, S).map((_, s) => ({ op: 'rmsnormBackwardGroups', args: args(s) })));
+  c.ex.addRows(pdw, partials, G, C);
+}
+/**
+ * decodeAttention: a long enough context splits the query heads across threads (kv-head groups
+ * kept whole when there are at least as many as threads), each with its own scores.
+ */
+function decodeAttn(
+  c: KernelContext,
+  out: Float32Array,
+  q: Float32Array,
+  k: Float32Array,
+  v: Float32Array,
+  T: number,
+  NH: number,
+  NKV: number,
+  hd: number,
+): void {
+  if (!(Number.isInteger(NKV) && NKV >= 1 && NH % NKV === 0)) {
+    throw new ArborError(`decodeAttention: ${NH} query heads are not a multiple of ${NKV} key/value heads`);
+  }
+  const C = NH * hd;
+  const kvFloats = T * NKV * hd;
+  c.withPointers(
+    [
+      [q, C],
+      [k, kvFloats],
+      [v, kvFloats],
+    ],
+    [[out, C]],
+    ([po, pq, pk, pv]) => {
+      const work = 2 * T * NH * hd;
+      const S = work >= ATTENTION_THREAD_MIN_WORK ? c.sharesFor(NH, work, ATTENTION_THREAD_MIN_WORK) : 1;
+      const group = NH / NKV;
+      const equal = new Array(S).fill(1 / S);
+      const bounds = S <= NKV ? partitionByShares(NKV, equal).map((b) => b * group) : partitionByShares(NH, equal);
+      const share = (s: number): Share => ({
+        op: 'decodeAttention',
+        args: [po, pq, pk, pv, T, NH, NKV, hd, bounds[s], bounds[s + 1], c.mem.scratch(T * 4)],
+      });
+      c.runShares(bounds.slice(0, S).map((_, s) => share(s)));
+    },
+  );
+}
+/**
+ * pagedDecodeAttention: i32 tables of every row's page addresses at `layer` (a page outside kernel memory
+ * is copied into scratch, once per call), then (row, kv head) items cut into ranges of equal Σ T.
+ */
+function pagedDecodeAttn(
+  c: KernelContext,
+  out: Float32Array,
+  q: Float32Array,
+  kPages: readonly Float32Array[],
+  vPages: readonly Float32Array[],
+  pages: Int32Array,
+  W: number,
+  lengths: Int32Array,
+  R: number,
+  layer: number,
+  P: number,
+  NH: number,
+  NKV: number,
+  hd: number,
+): void {
+  if (!(Number.isInteger(NKV) && NKV >= 1 && NH % NKV === 0)) {
+    throw new ArborError(`pagedDecodeAttention: ${NH} query heads are not a multiple of ${NKV} key/value heads`);
+  }
+  const Cq = NH * hd;
+  const layerFloats = P * NKV * hd;
+  const at = layer * layerFloats;
+  c.withPointers([[q, R * Cq]], [[out, R * Cq]], ([po, pq]) => {
+    const copied = new Map<Float32Array, number>();
+    const address = (a: Float32Array) => {
+      if (c.mem.owns(a)) return a.byteOffset + at * 4;
+      let p = copied.get(a);
+      if (p === undefined) {
+        p = c.mem.scratch(layerFloats * 4);
+        c.mem.view(p, layerFloats).set(a.subarray(at, at + layerFloats));
+        copied.set(a, p);
+      }
+      return p;
+    };
+    const kTable = new Int32Array(R * W);
+    const vTable = new Int32Array(R * W);
+    let maxT = 0;
+    let positions = 0;
+    for (let r = 0; r < R; r++) {
+      const T = lengths[r];
+      maxT = Math.max(maxT, T);
+      positions += T;
+      for (let i = 0; i < Math.ceil(T / P); i++) {
+        const page = pages[r * W + i];
+        kTable[r * W + i] = address(kPages[page]);
+        vTable[r * W + i] = address(vPages[page]);
+      }
+    }
+    const [pk, pv, pl] = [c.ints(kTable, R * W), c.ints(vTable, R * W), c.ints(lengths, R)];
+    const items = R * NKV;
+    const work = 2 * positions * Cq;
+    const S = work >= ATTENTION_THREAD_MIN_WORK ? c.sharesFor(items, work, ATTENTION_THREAD_MIN_WORK) : 1;
+    const bounds = S > 1 ? partitionByCost(items, S, (i) => lengths[Math.floor(i / NKV)] + 1) : [0, items];
+    // per thread: the scores and the 16-byte read-ahead sink after them (the kernel sizes both)
+    const scratchBytes = c.ex.pagedAttentionScratchBytes(NH / NKV, maxT);
+    const share = (s: number): Share => ({
+      op: 'pagedAttention',
+      args: [po, pq, pk, pv, pl, W, P, NH, NKV, hd, bounds[s], bounds[s + 1], c.mem.scratch(scratchBytes)],
+    });
+    c.runShares(bounds.slice(0, S).map((_, s) => share(s)));
+  });
+}
+
+/** RMSNorm forward and backward. */
+function normKernels(c: KernelContext): Pick<Kernels, 'rmsnormForward' | 'rmsnormBackward'> {
+  return {
     rmsnormForward: (out, rstd, x, weight, N, C, eps) =>
-      withPointers(
+      c.withPointers(
         [
           [x, N * C],
           [weight, C],
@@ -614,13 +667,13 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
           [rstd, N],
         ],
         ([po, pr, px, pw]) =>
-          byRows(N, C, (n0, rows) => {
+          c.byRows(N, C, (n0, rows) => {
             const o = n0 * C * 4;
             return { op: 'rmsnormForward', args: [po + o, pr + n0 * 4, px + o, pw, rows, C, eps] };
           }),
       ),
     rmsnormBackward: (dx, dweight, dout, x, weight, rstd, N, C) =>
-      withPointers(
+      c.withPointers(
         [
           [dout, N * C],
           [x, N * C],
@@ -631,10 +684,21 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
           [dx, N * C],
           [dweight, C],
         ],
-        ([pdx, pdw, pdo, px, pw, pr]) => rmsnormBwd(pdx, pdw, pdo, px, pw, pr, N, C),
+        ([pdx, pdw, pdo, px, pw, pr]) => rmsnormBwd(c, pdx, pdw, pdo, px, pw, pr, N, C),
       ),
+  };
+}
+
+/** The output head: the loss gradient over the logits, softmax and log-softmax, sampling statistics. */
+function lossKernels(
+  c: KernelContext,
+): Pick<
+  Kernels,
+  'logitGrad' | 'softmaxForward' | 'logSoftmaxForward' | 'softmaxBackward' | 'logSoftmaxBackward' | 'samplingStats'
+> {
+  return {
     logitGrad: (dlogits, entropy, lsm, coef, bonus, targets, N, V) =>
-      withPointers(
+      c.withPointers(
         [
           [lsm, N * V],
           [coef, N],
@@ -645,15 +709,41 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
           [entropy, N],
         ],
         ([pd, pe, pl, pc, pb]) => {
-          const pt = ints(targets, N);
-          byRows(N, V, (n0, rows) => {
+          const pt = c.ints(targets, N);
+          c.byRows(N, V, (n0, rows) => {
             const [o, r] = [n0 * V * 4, n0 * 4];
             return { op: 'logitGrad', args: [pd + o, pe + r, pl + o, pc + r, pb + r, pt + r, rows, V] };
           });
         },
       ),
+    softmaxForward: (out, x, N, C) => softmaxFwd(c, out, x, N, C, 0),
+    logSoftmaxForward: (out, x, N, C) => softmaxFwd(c, out, x, N, C, 1),
+    softmaxBackward: (dx, dout, y, N, C) => softmaxBwd(c, dx, dout, y, N, C, 0),
+    logSoftmaxBackward: (dx, dout, y, N, C) => softmaxBwd(c, dx, dout, y, N, C, 1),
+    samplingStats: (out, stats, x, invT, N, V) =>
+      c.withPointers(
+        [
+          [x, N * V],
+          [invT, N],
+        ],
+        [[out, N * V]],
+        ([po, px, pt]) => {
+          const ps = c.mem.scratch(N * 24);
+          c.byRows(N, V, (n0, rows) => {
+            const o = n0 * V * 4;
+            return { op: 'samplingStats', args: [po + o, ps + n0 * 24, px + o, pt + n0 * 4, rows, V] };
+          });
+          stats.set(new Float64Array(c.mem.memory.buffer, ps, N * 3));
+        },
+      ),
+  };
+}
+
+/** The AdamW step. */
+function optimizerKernels(c: KernelContext): Pick<Kernels, 'adamw'> {
+  return {
     adamw: (x, g, m, v, n, h: AdamWStep) =>
-      withPointers(
+      c.withPointers(
         [[g, n]],
         [
           [x, n],
@@ -661,7 +751,7 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
           [v, n],
         ],
         ([px, pm, pv, pg]) =>
-          byElements(n, (i0, len) => ({
+          c.byElements(n, (i0, len) => ({
             op: 'adamw',
             args: [
               px + i0 * 4,
@@ -680,26 +770,44 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
             ],
           })),
       ),
+  };
+}
+
+/** Rotary position embeddings. */
+function ropeKernels(c: KernelContext): Pick<Kernels, 'rope'> {
+  return {
     rope: (x, positions, N, C, NH, cos, sin, inverse) =>
-      withPointers(
+      c.withPointers(
         [
           [cos, cos.length],
           [sin, sin.length],
         ],
         [[x, N * C]],
         ([px, pc, ps]) => {
-          const pp = ints(positions, N);
+          const pp = c.ints(positions, N);
           const half = C / NH / 2;
-          byRows(N, C, (n0, rows) => ({
+          c.byRows(N, C, (n0, rows) => ({
             op: 'rope',
             args: [px + n0 * C * 4, pp + n0 * 4, rows, C, NH, pc, ps, half, inverse ? 1 : 0],
           }));
         },
       ),
-    softmaxForward: (out, x, N, C) => softmaxFwd(out, x, N, C, 0),
-    logSoftmaxForward: (out, x, N, C) => softmaxFwd(out, x, N, C, 1),
-    softmaxBackward: (dx, dout, y, N, C) => softmaxBwd(dx, dout, y, N, C, 0),
-    logSoftmaxBackward: (dx, dout, y, N, C) => softmaxBwd(dx, dout, y, N, C, 1),
+  };
+}
+
+/** Attention over a packed batch, over a tree, and at decode (contiguous and paged key/value cache). */
+function attentionKernels(
+  c: KernelContext,
+): Pick<
+  Kernels,
+  | 'attentionForward'
+  | 'attentionBackward'
+  | 'treeAttentionForward'
+  | 'treeAttentionBackward'
+  | 'decodeAttention'
+  | 'pagedDecodeAttention'
+> {
+  return {
     attentionForward: (out, att, q, k, v, lengths, C, NH) => {
       const layout = attentionLayout(lengths, NH);
       const n = layout.rows * C;
@@ -707,14 +815,14 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
         [out, n],
         [att, layout.attSize],
       ];
-      withPointers(
+      c.withPointers(
         [
           [q, n],
           [k, n],
           [v, n],
         ],
         outputs,
-        (p) => attention('attentionForward', p, lengths, layout, C, NH),
+        (p) => attention(c, 'attentionForward', p, lengths, layout, C, NH),
       );
     },
     attentionBackward: (dq, dk, dv, dout, att, q, k, v, lengths, C, NH) => {
@@ -732,11 +840,11 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
         [dk, n],
         [dv, n],
       ];
-      withPointers(inputs, outputs, (p) => attention('attentionBackward', p, lengths, layout, C, NH));
+      c.withPointers(inputs, outputs, (p) => attention(c, 'attentionBackward', p, lengths, layout, C, NH));
     },
     treeAttentionForward: (out, att, q, k, v, layout, C, NH) => {
       const n = treeRows(layout) * C;
-      withPointers(
+      c.withPointers(
         [
           [q, n],
           [k, n],
@@ -746,7 +854,7 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
           [out, n],
           [att, NH * treeVisible(layout)],
         ],
-        (p) => treeAttention('treeAttentionForward', p, layout, C, NH),
+        (p) => treeAttention(c, 'treeAttentionForward', p, layout, C, NH),
       );
     },
     treeAttentionBackward: (dq, dk, dv, dout, att, q, k, v, layout, C, NH) => {
@@ -763,20 +871,29 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
         [dk, n],
         [dv, n],
       ];
-      withPointers(inputs, outputs, (p) => treeAttention('treeAttentionBackward', p, layout, C, NH));
+      c.withPointers(inputs, outputs, (p) => treeAttention(c, 'treeAttentionBackward', p, layout, C, NH));
     },
+    decodeAttention: (out, q, k, v, T, NH, NKV, hd) => decodeAttn(c, out, q, k, v, T, NH, NKV, hd),
+    pagedDecodeAttention: (out, q, kPages, vPages, pages, W, lengths, R, layer, P, NH, NKV, hd) =>
+      pagedDecodeAttn(c, out, q, kPages, vPages, pages, W, lengths, R, layer, P, NH, NKV, hd),
+  };
+}
+
+/** The SwiGLU gate. */
+function mlpKernels(c: KernelContext): Pick<Kernels, 'swigluForward' | 'swigluBackward'> {
+  return {
     swigluForward: (out, gate, up, n) =>
-      withPointers(
+      c.withPointers(
         [
           [gate, n],
           [up, n],
         ],
         [[out, n]],
         ([po, pg, pu]) =>
-          byElements(n, (i0, len) => ({ op: 'swigluForward', args: [po + i0 * 4, pg + i0 * 4, pu + i0 * 4, len] })),
+          c.byElements(n, (i0, len) => ({ op: 'swigluForward', args: [po + i0 * 4, pg + i0 * 4, pu + i0 * 4, len] })),
       ),
     swigluBackward: (dgate, dup, dout, gate, up, n) =>
-      withPointers(
+      c.withPointers(
         [
           [dout, n],
           [gate, n],
@@ -787,36 +904,22 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
           [dup, n],
         ],
         ([pdg, pdu, pdo, pg, pu]) =>
-          byElements(n, (i0, len) => {
+          c.byElements(n, (i0, len) => {
             const o = i0 * 4;
             return { op: 'swigluBackward', args: [pdg + o, pdu + o, pdo + o, pg + o, pu + o, len] };
           }),
       ),
-    decodeAttention: decodeAttn,
-    pagedDecodeAttention: pagedDecodeAttn,
-    samplingStats: (out, stats, x, invT, N, V) =>
-      withPointers(
-        [
-          [x, N * V],
-          [invT, N],
-        ],
-        [[out, N * V]],
-        ([po, px, pt]) => {
-          const ps = mem.scratch(N * 24);
-          byRows(N, V, (n0, rows) => {
-            const o = n0 * V * 4;
-            return { op: 'samplingStats', args: [po + o, ps + n0 * 24, px + o, pt + n0 * 4, rows, V] };
-          });
-          stats.set(new Float64Array(mem.memory.buffer, ps, N * 3));
-        },
-      ),
-    name: (variant === 'fma' ? 'wasm-simd-fma' : 'wasm-simd') + (threads > 1 ? `-${threads}t` : ''),
-    alloc: (n: number) => mem.alloc(n),
-    matmul: (out, a, b, M, K, N, acc) => gemm(out, a, M * K, K, 1, b, K * N, N, 1, M, K, N, acc),
-    matmulBT: (out, a, b, M, K, N, acc) =>
-      M > DECODE_MAX_ROWS ? gemm(out, a, M * K, K, 1, b, N * K, 1, K, M, K, N, acc) : decodeBT(out, a, b, M, K, N, acc),
-    matmulAT: (out, a, b, M, K, N, acc) => gemm(out, a, K * M, 1, M, b, K * N, N, 1, M, K, N, acc),
   };
-  if (pool) pools.set(kernels, pool);
-  return kernels;
+}
+
+/** Matrix products (decode-sized A·Bᵀ without packing). */
+function matmulKernels(c: KernelContext): Pick<Kernels, 'matmul' | 'matmulBT' | 'matmulAT'> {
+  return {
+    matmul: (out, a, b, M, K, N, acc) => gemm(c, out, a, M * K, K, 1, b, K * N, N, 1, M, K, N, acc),
+    matmulBT: (out, a, b, M, K, N, acc) =>
+      M > DECODE_MAX_ROWS
+        ? gemm(c, out, a, M * K, K, 1, b, N * K, 1, K, M, K, N, acc)
+        : decodeBT(c, out, a, b, M, K, N, acc),
+    matmulAT: (out, a, b, M, K, N, acc) => gemm(c, out, a, K * M, 1, M, b, K * N, N, 1, M, K, N, acc),
+  };
 }

@@ -14,8 +14,9 @@
  * (fleet.ts): failed attempts go to another server, a server that answers 404 for the adapter it
  * should hold (restarted empty) is loaded again, and a reply whose `metadata.weight_version` (SGLang's
  * OpenAI server) changed behind Arbor's back is not used.
- * Wire format: vllm-project/vllm@002032ee vllm/entrypoints/openai/completion/protocol.py
- * (CompletionRequest, CompletionResponseChoice.token_ids), serving.py@cc139d8e.
+ * Wire format: the request and reply schemas of wire/openai-completions.ts (shared with `arbor serve`),
+ * after vllm-project/vllm@002032ee vllm/entrypoints/openai/completion/protocol.py (CompletionRequest,
+ * CompletionResponseChoice.token_ids), serving.py@cc139d8e.
  */
 import { EngineCallError } from '../../core/errors.js';
 import { sampleWithStopRule } from './stop-rule.js';
@@ -29,7 +30,8 @@ import type {
 } from '../types.js';
 import { HttpCallError, malformedReply, type JsonClientOptions } from './http.js';
 import { SamplerFleet, StaleServerError, type FleetOptions } from './fleet.js';
-import { usageFromWire } from './usage.js';
+import type { CompletionChoice, CompletionRequest, CompletionUsage } from '../../wire/openai-completions.js';
+import { usageFromWire } from '../../wire/usage.js';
 
 export interface OpenAICompletionsOptions {
   /** One or more servers (base URLs without /v1). Requests with the same affinityKey stick to one. */
@@ -44,19 +46,6 @@ export interface OpenAICompletionsOptions {
   cacheSalt?: string | null;
   /** Retries, timeouts, health probes and the wait with every server down (fleet.ts). */
   fleet?: Omit<FleetOptions, 'servers' | 'concurrencyPerServer'>;
-}
-
-/** The subset of a vLLM completion choice we read. */
-interface CompletionChoice {
-  index: number;
-  text?: string;
-  token_ids?: number[] | null;
-  finish_reason: string | null;
-  logprobs?: {
-    tokens?: string[];
-    token_logprobs?: Array<number | null>;
-    top_logprobs?: Array<Record<string, number> | null> | null;
-  } | null;
 }
 
 export class OpenAICompletionsSampler implements Sampler {
@@ -109,7 +98,7 @@ export class OpenAICompletionsSampler implements Sampler {
   }
 
   /** The request body sent for one SampleRequest (exported for tests and docs). */
-  requestBody(request: SampleRequest, version = this.fleet.version): Record<string, unknown> {
+  requestBody(request: SampleRequest, version = this.fleet.version): CompletionRequest {
     if (request.forcedTokens?.length) {
       throw new EngineCallError(
         'openai-completions sampler: forcedTokens is not supported by /v1/completions; use the embedded engine or SGLang',
@@ -117,7 +106,7 @@ export class OpenAICompletionsSampler implements Sampler {
       );
     }
     const k = Math.max(request.topLogprobs ?? 0, request.returnEntropy ? (this.options.logprobs ?? 5) : 1);
-    const body: Record<string, unknown> = {
+    const body: CompletionRequest = {
       model: this.fleet.adapter ?? this.model,
       prompt: request.tokens,
       n: request.n ?? 1,
@@ -204,14 +193,12 @@ export function parseCompletionsReply(
   const malformed = malformedReply(url, reply);
   if (!reply || !Array.isArray(reply.choices)) throw malformed('missing "choices" array');
   const n = request.n ?? 1;
+  // the reply is read as the wire schema's shape; its fields are checked one by one below
   const choices = (reply.choices as CompletionChoice[]).slice().sort((a, b) => a.index - b.index);
   if (choices.length !== n) throw malformed(`expected ${n} choices, got ${choices.length}`);
   const completions: SampleCompletion[] = choices.map((choice, i) => parseChoice(choice, i, request, malformed));
   // cached_tokens is reported only by servers started with --enable-prompt-tokens-details
-  const usage = (reply.usage ?? {}) as {
-    prompt_tokens?: number;
-    prompt_tokens_details?: { cached_tokens?: number } | null;
-  };
+  const usage = (reply.usage ?? {}) as Partial<CompletionUsage>;
   const decoded = completions.reduce((s, c) => s + c.tokens.length, 0);
   return {
     completions,

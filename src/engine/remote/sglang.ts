@@ -28,7 +28,7 @@ import { HttpCallError, malformedReply, type JsonClientOptions } from './http.js
 import { SamplerFleet, StaleServerError, type FleetOptions } from './fleet.js';
 import { checkReportedVersion, entropyFromTopK } from './openai-completions.js';
 import { sampleWithStopRule } from './stop-rule.js';
-import { usageFromWire } from './usage.js';
+import { usageFromWire } from '../../wire/usage.js';
 
 export interface SGLangOptions {
   servers: Array<string | JsonClientOptions>;

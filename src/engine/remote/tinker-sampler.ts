@@ -19,47 +19,24 @@ import type {
 import { malformedReply } from './http.js';
 import { sampleWithStopRule } from './stop-rule.js';
 import type { TinkerSession } from './tinker-session.js';
+import type {
+  CreateSamplingSessionRequest,
+  TinkerSampleRequest,
+  TinkerSampleResponse,
+  TinkerSamplingParams,
+} from '../../wire/tinker.js';
 
 /**
- * Wire types from thinking-machines-lab/tinker@d595dc2 (v0.25.0) src/tinker/types/
- * (create_sampling_session_request.py, sample_request.py, sampling_params.py, model_input.py,
- * sample_response.py, sampled_sequence.py) and lib/public_interfaces/sampling_client.py
- * (`seq_id` = the sampling client's request counter from 0); SkyRL@a956457 skyrl/tinker/api.py
- * (CreateSamplingSessionRequest, SampleRequest: max_tokens required).
+ * Wire types (wire/tinker.ts, shared with `arbor serve`) from thinking-machines-lab/tinker@d595dc2
+ * (v0.25.0) src/tinker/types/ and lib/public_interfaces/sampling_client.py (`seq_id` = the sampling
+ * client's request counter from 0); SkyRL@a956457 skyrl/tinker/api.py (SampleRequest: max_tokens required).
  */
-export interface CreateSamplingSessionRequest {
-  session_id: string;
-  sampling_session_seq_id: number;
-  model_path?: string;
-  base_model?: string;
-  type: 'create_sampling_session';
-}
-export interface TinkerSamplingParams {
-  max_tokens: number;
-  temperature: number;
-  top_p: number;
-  top_k: number;
-  stop?: number[];
-  seed?: number;
-}
-export interface TinkerSampleRequest {
-  sampling_session_id: string;
-  seq_id: number;
-  num_samples: number;
-  prompt: { chunks: Array<{ type: 'encoded_text'; tokens: number[] }> };
-  sampling_params: TinkerSamplingParams;
-  prompt_logprobs: boolean;
-  topk_prompt_logprobs: number;
-  type: 'sample';
-}
-export interface TinkerSampleResponse {
-  sequences: Array<{
-    tokens: number[];
-    logprobs?: number[] | null;
-    /** 'stop', 'length', or another reason passed through */ stop_reason: string;
-  }>;
-  prompt_logprobs?: Array<number | null> | null;
-}
+export type {
+  CreateSamplingSessionRequest,
+  TinkerSampleRequest,
+  TinkerSampleResponse,
+  TinkerSamplingParams,
+} from '../../wire/tinker.js';
 
 export interface TinkerSamplerOptions {
   session: TinkerSession;

@@ -22,6 +22,7 @@ import { readFile } from 'node:fs/promises';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { lossToTinker } from '../../wire/tinker-loss.js';
+import type { TensorData, TinkerDatum } from '../../wire/tinker.js';
 import { ArborError, DataError } from '../../core/errors.js';
 import { writeFileAtomic } from '../../core/files.js';
 import type {
@@ -79,19 +80,11 @@ export interface TinkerState {
   trainerStep?: number;
 }
 
-type TensorJSON = { data: number[]; dtype: 'int64' | 'float32'; shape: number[] };
-
-/** The Tinker wire form of one datum. */
-export function datumToTinker(
-  datum: Datum,
-  loss: LossSpec,
-): {
-  model_input: { chunks: Array<{ type: 'encoded_text'; tokens: number[] }> };
-  loss_fn_inputs: Record<string, TensorJSON>;
-} {
+/** The Tinker wire form of one datum (wire/tinker.ts). */
+export function datumToTinker(datum: Datum, loss: LossSpec): TinkerDatum {
   const T = datum.inputTokens.length;
-  const tensor = (data: number[], dtype: TensorJSON['dtype']): TensorJSON => ({ data, dtype, shape: [data.length] });
-  const inputs: Record<string, TensorJSON> = { target_tokens: tensor(datum.targetTokens, 'int64') };
+  const tensor = (data: number[], dtype: TensorData['dtype']): TensorData => ({ data, dtype, shape: [data.length] });
+  const inputs: Record<string, TensorData> = { target_tokens: tensor(datum.targetTokens, 'int64') };
   if (loss.kind === 'cross_entropy') {
     inputs.weights = tensor(datum.weights, 'float32');
   } else {

@@ -363,17 +363,9 @@ async function prepare(
   return [...(caps.netns ?? []), ...rl, ...drop, ...program];
 }
 
-function execute(
-  argv: string[],
-  request: SandboxRequest,
-  limits: SandboxLimits,
-  dir: string,
-  uid: number | null,
-  setpriv: string | null,
-  isolation: IsolationReport,
-): Promise<SandboxResult> {
-  const marker = `run-${process.pid}-${randomBytes(8).toString('hex')}`;
-  const env: Record<string, string> = {
+/** The program's whole environment: a fixed PATH, its directory as home and temp, UTF-8, the run's marker. */
+function sandboxEnv(dir: string, marker: string): Record<string, string> {
+  return {
     PATH: '/usr/local/bin:/usr/bin:/bin',
     HOME: dir,
     TMPDIR: dir,
@@ -385,6 +377,29 @@ function execute(
     UV_THREADPOOL_SIZE: '2',
     ARBOR_SANDBOX_RUN: marker,
   };
+}
+
+/** Which limit ended a program that we did not kill, from its exit status and stderr (undefined: none). */
+function exitReason(code: number | null, sig: NodeJS.Signals | null, stderr: string): KilledReason | undefined {
+  if (sig === 'SIGXCPU') return 'cpu';
+  if (sig === 'SIGXFSZ') return 'file_size';
+  if ((code !== 0 || sig) && MEMORY_MARKERS.some((m) => m.test(stderr))) return 'memory';
+  if (sig === 'SIGKILL') return 'cpu'; // hard RLIMIT_CPU (or the OOM killer)
+  if (sig) return 'signal';
+  return undefined;
+}
+
+function execute(
+  argv: string[],
+  request: SandboxRequest,
+  limits: SandboxLimits,
+  dir: string,
+  uid: number | null,
+  setpriv: string | null,
+  isolation: IsolationReport,
+): Promise<SandboxResult> {
+  const marker = `run-${process.pid}-${randomBytes(8).toString('hex')}`;
+  const env = sandboxEnv(dir, marker);
   const started = performance.now();
   return new Promise<SandboxResult>((resolve, reject) => {
     const child = spawn(argv[0], argv.slice(1), { cwd: dir, env, detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
@@ -460,16 +475,9 @@ function execute(
       }
       const stdout = Buffer.concat(out).toString('utf8');
       const stderr = Buffer.concat(err).toString('utf8');
-      let killedReason: KilledReason | undefined = killedByUs;
-      if (!killedReason) {
-        if (sig === 'SIGXCPU') killedReason = 'cpu';
-        else if (sig === 'SIGXFSZ') killedReason = 'file_size';
-        else if ((code !== 0 || sig) && MEMORY_MARKERS.some((m) => m.test(stderr))) killedReason = 'memory';
-        else if (sig === 'SIGKILL')
-          killedReason = 'cpu'; // hard RLIMIT_CPU (or the OOM killer)
-        else if (sig) killedReason = 'signal';
-      }
-      if (aborted) killedReason = 'aborted';
+      const killedReason: KilledReason | undefined = aborted
+        ? 'aborted'
+        : (killedByUs ?? exitReason(code, sig, stderr));
       resolve({
         exitCode: code,
         signal: sig,

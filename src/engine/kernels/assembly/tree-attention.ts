@@ -146,6 +146,47 @@ function row4(d0: v128, d1: v128, d2: v128, d3: v128, r: i32): v128 {
   return (r & 1) == 0 ? v128.shuffle<f32>(a, b, 0, 1, 4, 5) : v128.shuffle<f32>(a, b, 2, 3, 6, 7);
 }
 
+/** One row's backward (the rows a segment has past its blocks of four): dv, dk of its keys, dq of the row. */
+// @ts-ignore: decorator
+@inline
+function backwardRow(
+  dq: usize, dkh: usize, dvh: usize, dout: usize, att: usize, qh: usize, kh: usize, vh: usize, layout: usize, h: i32,
+  visible: i32, visOff: i32, A: i32, start: i32, t: i32, chainAt: i32, pairs: i32, stride: usize, ho: usize, hs: i32,
+  scale: f32, scratch: usize,
+): void {
+  const i = start + t;
+  const P = rowProbs(att, h, visible, visOff, A, t);
+  const doi = dout + <usize>i * stride + ho;
+  const qi = qh + <usize>i * stride;
+  const dqi = dq + <usize>i * stride + ho;
+  // dP_j = dO_i·v_j; dv_j += P_ij·dO_i; rowdot = Σ_j P_ij·dP_j
+  let m = 0;
+  let rowdot: f32 = 0;
+  for (let c = 0; c <= pairs; c++) {
+    const to = rangeTo(layout, chainAt, c, pairs, i);
+    for (let j = rangeFrom(layout, chainAt, c, pairs, start); j < to; j++) {
+      const d = dot(doi, vh + <usize>j * stride, hs);
+      store<f32>(scratch + (<usize>m << 2), d);
+      const p = load<f32>(P + (<usize>m << 2));
+      rowdot += p * d;
+      axpy(dvh + <usize>j * stride, p, doi, hs);
+      m++;
+    }
+  }
+  // dS_j = P_ij·(dP_j − rowdot)/√hs; dq_i += dS_j·k_j; dk_j += dS_j·q_i
+  m = 0;
+  for (let c = 0; c <= pairs; c++) {
+    const to = rangeTo(layout, chainAt, c, pairs, i);
+    for (let j = rangeFrom(layout, chainAt, c, pairs, start); j < to; j++) {
+      const mo = <usize>m << 2;
+      const ds = load<f32>(P + mo) * (load<f32>(scratch + mo) - rowdot) * scale;
+      axpy(dqi, ds, kh + <usize>j * stride, hs);
+      axpy(dkh + <usize>j * stride, ds, qi, hs);
+      m++;
+    }
+  }
+}
+
 /**
  * Heads h0..h1 of the backward: writes dq, dk, dv (their columns of rows 0..N−1 are zeroed first) from
  * dout and att: dP = dO·vᵀ, dv += Pᵀ·dO, dS = P ⊙ (dP − rowsum(P ⊙ dP))/√hs, dq += dS·k, dk += dSᵀ·q.
@@ -243,39 +284,8 @@ export function treeAttentionBackward(
           }
         }
       }
-      for (; t < len; t++) {
-        const i = start + t;
-        const P = rowProbs(att, h, visible, visOff, A, t);
-        const doi = dout + <usize>i * stride + ho;
-        const qi = qh + <usize>i * stride;
-        const dqi = dq + <usize>i * stride + ho;
-        // dP_j = dO_i·v_j; dv_j += P_ij·dO_i; rowdot = Σ_j P_ij·dP_j
-        let m = 0;
-        let rowdot: f32 = 0;
-        for (let c = 0; c <= pairs; c++) {
-          const to = rangeTo(layout, chainAt, c, pairs, i);
-          for (let j = rangeFrom(layout, chainAt, c, pairs, start); j < to; j++) {
-            const d = dot(doi, vh + <usize>j * stride, hs);
-            store<f32>(scratch + (<usize>m << 2), d);
-            const p = load<f32>(P + (<usize>m << 2));
-            rowdot += p * d;
-            axpy(dvh + <usize>j * stride, p, doi, hs);
-            m++;
-          }
-        }
-        // dS_j = P_ij·(dP_j − rowdot)/√hs; dq_i += dS_j·k_j; dk_j += dS_j·q_i
-        m = 0;
-        for (let c = 0; c <= pairs; c++) {
-          const to = rangeTo(layout, chainAt, c, pairs, i);
-          for (let j = rangeFrom(layout, chainAt, c, pairs, start); j < to; j++) {
-            const mo = <usize>m << 2;
-            const ds = load<f32>(P + mo) * (load<f32>(scratch + mo) - rowdot) * scale;
-            axpy(dqi, ds, kh + <usize>j * stride, hs);
-            axpy(dkh + <usize>j * stride, ds, qi, hs);
-            m++;
-          }
-        }
-      }
+      for (; t < len; t++)
+        backwardRow(dq, dkh, dvh, dout, att, qh, kh, vh, layout, h, visible, visOff, A, start, t, chainAt, pairs, stride, ho, hs, scale, scratch);
     }
   }
 }

@@ -6,9 +6,9 @@
  * `usage.prompt_tokens_details.cached_tokens`, SGLang `meta_info.cached_tokens`), `completion_tokens` =
  * tokens decoded. In-process, the n − 1 forks of a prompt count as reused prefix tokens: a reader of a
  * reply with n continuations adds them back (`usageFromWire`'s n), a writer counts them out first
- * (serve/generation.ts).
+ * (serve/vllm/generation.ts).
  */
-import type { SampleUsage } from '../types.js';
+import type { SampleUsage } from './types.js';
 
 export interface WireUsage {
   prompt_tokens: number;

@@ -1,13 +1,14 @@
 /**
  * Small pieces of vLLM's reply bodies shared by `arbor serve`'s completions and chat routes: the SSE
- * event line, ids and timestamps, the usage object (engine/remote/usage.ts's accounting over usage
+ * event line, ids and timestamps, the usage object (wire/usage.ts's accounting over usage
  * that generation.ts counts as vLLM does: each prompt once, however many continuations) and the model
  * card of /v1/models.
  */
 import { randomUUID } from 'node:crypto';
-import { usageToWire } from '../engine/remote/usage.js';
-import type { SampleUsage } from '../engine/types.js';
-import { vllmError } from './validate.js';
+import { usageToWire } from '../../wire/usage.js';
+import type { SampleUsage } from '../../engine/types.js';
+import type { CompletionUsage } from '../../wire/openai-completions.js';
+import { vllmError } from '../validate.js';
 
 /** One server-sent event as vLLM writes it. */
 export const sse = (value: unknown): string => `data: ${JSON.stringify(value)}\n\n`;
@@ -59,10 +60,10 @@ export function addUsage(into: SampleUsage, u: SampleUsage): void {
  * `{cached_tokens}` when some prompt tokens came from cache, else null (vLLM sets it only when
  * num_cached_tokens is nonzero; the final usage chunk of a stream drops the null).
  */
-export function wireUsage(u: SampleUsage, details: boolean): Record<string, unknown> {
+export function wireUsage(u: SampleUsage, details: boolean): CompletionUsage {
   const w = usageToWire(u);
   const total = w.prompt_tokens + w.completion_tokens;
-  const usage: Record<string, unknown> = {
+  const usage: CompletionUsage = {
     prompt_tokens: w.prompt_tokens,
     total_tokens: total,
     completion_tokens: w.completion_tokens,

@@ -9,14 +9,9 @@
  * kernels' arena (which never frees), so loading and unloading repeatedly does not grow memory.
  */
 import { existsSync, statSync } from 'node:fs';
-import { join } from 'node:path';
-import { ArborError } from '../core/errors.js';
-import { referenceKernels } from '../engine/kernels/reference.js';
-import type { Kernels } from '../engine/kernels/types.js';
-import { ADAPTER_CONFIG, ADAPTER_WEIGHTS, loadPeftAdapter } from '../engine/hf/peft.js';
-import type { NanoModel } from '../engine/nano/model.js';
-import { NanoSampler } from '../engine/nano/sampler.js';
-import { BadRequest, NotFound } from './validate.js';
+import { ArborError } from '../../core/errors.js';
+import { adapterSampler, isPeftAdapterDir, type NanoModel, type NanoSampler } from '../../engine/open.js';
+import { BadRequest, NotFound } from '../validate.js';
 
 /** One `--lora-modules` entry (vLLM's LoRAModulePath). */
 export interface LoraModulePath {
@@ -54,22 +49,6 @@ export function parseLoraModules(items: readonly string[]): LoraModulePath[] {
     }
     return { name: o.name, path: o.path, baseModelName: (o.base_model_name as string | null) ?? undefined };
   });
-}
-
-/**
- * The model as an adapter's sampler sees it: the same weights and kernels, except that scratch arrays
- * the sampler allocates (its decode workspace) are ordinary arrays, freed with the sampler. Kernels
- * copy such arrays through their scratch region (kernels/wasm.ts), bit for bit the same results.
- */
-export function collectableView(model: NanoModel): NanoModel {
-  const kernels: Kernels = Object.create(model.kernels, { alloc: { value: (n: number) => new Float32Array(n) } });
-  return Object.create(model, { kernels: { value: kernels } }) as NanoModel;
-}
-
-/** A PEFT adapter loaded over `model` with its sampler; the arrays are garbage-collected with it. */
-export function adapterSampler(model: NanoModel, dir: string, options: { pageSize?: number } = {}): NanoSampler {
-  const adapter = loadPeftAdapter(dir, model, { kernels: referenceKernels });
-  return new NanoSampler(collectableView(model), { adapter, pageSize: options.pageSize });
 }
 
 export interface LoraRegistryOptions {
@@ -162,7 +141,7 @@ export class LoraRegistry {
   private open(name: string, path: string): NanoSampler {
     // vLLM: LoRAAdapterNotFoundError → 404; anything else about the adapter → 400
     const isDir = existsSync(path) && statSync(path).isDirectory();
-    if (!isDir || !existsSync(join(path, ADAPTER_CONFIG)) || !existsSync(join(path, ADAPTER_WEIGHTS))) {
+    if (!isDir || !isPeftAdapterDir(path)) {
       throw new NotFound(`Loading lora ${name} failed: No adapter found for ${path}`);
     }
     let sampler: NanoSampler;

@@ -5,11 +5,14 @@
  * `--generation-config auto`, then temperature 1, top_p 1, top_k off), `stop` strings,
  * `stop_token_ids`, `max_tokens`, prompts in their four shapes, chat messages and tools. A field the
  * embedded sampler cannot honour (min_p, penalties, logit_bias, beam search, structured output, ...)
- * is a 400 naming it, never silently ignored. Every error names the field.
+ * is a 400 naming it, never silently ignored. Every error names the field. The JSON types and the
+ * protocol's rules of a completions request are its wire schemas (wire/openai-completions.ts), read
+ * field by field (in the order vLLM checks them) with the bounds this server sets.
  */
-import type { ChatMessage, ChatTool, ChatToolCall } from '../engine/types.js';
-import type { GenerationDefaults } from '../engine/tokenizer/hf.js';
-import { BadRequest, boundedInt, boundedNum, optBool, tokenList } from './validate.js';
+import type { ChatMessage, ChatTool, ChatToolCall } from '../../engine/types.js';
+import type { GenerationDefaults } from '../../engine/open.js';
+import { completionFields, promptField, promptShapes } from '../../wire/openai-completions.js';
+import { BadRequest, boundedInt, boundedNum, field, optBool, tokenList } from '../validate.js';
 
 /** The sampling part of a completions or chat request. */
 export interface SamplingFields {
@@ -76,16 +79,9 @@ export function stopList(value: unknown, field: string): number[] {
   return list;
 }
 
-/** `stop`: a string or a list of non-empty strings (vLLM refuses an empty one). */
+/** `stop`: a string or a list of at most 64 non-empty strings (vLLM refuses an empty one). */
 function stopStrings(value: unknown): string[] {
-  if (value === undefined || value === null) return [];
-  const list = typeof value === 'string' ? [value] : value;
-  if (!Array.isArray(list) || !list.every((s) => typeof s === 'string')) {
-    throw new BadRequest('field "stop" must be a string or a list of strings');
-  }
-  if (list.length > 64) throw new BadRequest(`field "stop": ${list.length} stop strings, at most 64`);
-  if (list.some((s) => s === '')) throw new BadRequest('field "stop": stop cannot contain an empty string.');
-  return list as string[];
+  return field(completionFields.stop, value, 'stop') ?? [];
 }
 
 /** The sampling fields of a request; fields left out take the model's generation defaults. */
@@ -149,20 +145,20 @@ export async function promptInputs(
     if (t === '') throw new BadRequest(`field "${field}" must not be empty (give at least one token)`);
     return { ids: await encode(t, field), text: t };
   };
+  const texts = promptShapes.texts.safeParse(value);
   if (typeof value === 'string') return [await text(value, 'prompt')];
-  if (Array.isArray(value) && value.length > 0 && value.every((p) => typeof p === 'string')) {
+  if (texts.success) {
     // in order, one at a time: a list of long prompts never holds more than one encoding in flight
     const out: PromptInput[] = [];
-    for (const [i, p] of value.entries()) out.push(await text(p as string, `prompt[${i}]`));
+    for (const [i, p] of texts.data.entries()) out.push(await text(p, `prompt[${i}]`));
     return out;
   }
+  // a list of lists: each list's ids are checked under its own name (prompt[i])
   if (Array.isArray(value) && value.length > 0 && value.every((p) => Array.isArray(p))) {
     return value.map((p, i) => ({ ids: ids(p, `prompt[${i}]`) }));
   }
-  if (!Array.isArray(value) && value !== undefined && value !== null) {
-    const shapes = 'a string, a list of strings, a list of token ids or a list of token-id lists';
-    throw new BadRequest(`field "prompt" must be ${shapes}`);
-  }
+  // anything else that is not a list is none of the four shapes: the schema's 400
+  if (!Array.isArray(value) && value !== undefined && value !== null) field(promptField, value, 'prompt');
   return [{ ids: ids(value, 'prompt') }];
 }
 

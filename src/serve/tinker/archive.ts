@@ -4,7 +4,7 @@
  * thinking-machines-lab/tinker@d595dc2 cli/commands/checkpoint.py opens it with tarfile). Names are
  * plain file names (at most 100 bytes); no directories, links or compression.
  */
-import { ArborError } from '../core/errors.js';
+import { ArborError } from '../../core/errors.js';
 
 const BLOCK = 512;
 

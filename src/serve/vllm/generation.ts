@@ -14,9 +14,9 @@
  * the request named it (an end id reports null), as vLLM does.
  */
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
-import type { SampleCompletion, SampleRequest, SampleUsage, Sampler } from '../engine/types.js';
-import type { SampleGuard } from './limits.js';
-import { StopText } from './text.js';
+import type { SampleCompletion, SampleRequest, SampleUsage, Sampler } from '../../engine/types.js';
+import type { SampleGuard } from '../limits.js';
+import { StopText } from '../text.js';
 
 /** One prompt's generation. */
 export interface Generation {

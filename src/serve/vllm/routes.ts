@@ -1,26 +1,27 @@
 /**
  * The vLLM routes of `arbor serve`: `/v1/completions` (here) and
- * `/v1/chat/completions` (vllm-chat.ts), non-streamed and SSE-streamed, `/v1/models`, `/tokenize`,
+ * `/v1/chat/completions` (chat.ts), non-streamed and SSE-streamed, `/v1/models`, `/tokenize`,
  * `/detokenize`, and with `--enable-lora` `/v1/load_lora_adapter` / `/v1/unload_lora_adapter`
  * (plain-text replies). Bodies follow vllm-project/vllm@cc139d8 openai/completion/serving.py, @343baca
  * serve/tokenize/protocol.py, @4fe4500 openai/models/serving.py. A request's `model` is the served name
  * or an adapter's (the reply names it); any other is 404. Not served: prompt_logprobs without echo,
  * beam search, penalties, structured output (each a 400 naming the field).
  */
-import { DataError } from '../core/errors.js';
-import type { ChatMessage, SampleRequest, SampleUsage, Sampler } from '../engine/types.js';
-import type { GenerationDefaults } from '../engine/tokenizer/hf.js';
+import { DataError } from '../../core/errors.js';
+import type { ChatMessage, SampleRequest, SampleUsage, Sampler } from '../../engine/types.js';
+import type { GenerationDefaults } from '../../engine/open.js';
 import { generate, generateStream, type ChoiceDelta, type ChoiceOutput, type Generation } from './generation.js';
-import type { SampleGuard } from './limits.js';
+import type { SampleGuard } from '../limits.js';
 import type { LoraRegistry } from './lora.js';
-import type { RequestWorker } from './request-worker.js';
-import { completionLogprobs, type LogprobEntry, type ModelDefaults, type ServeTokenizer } from './text.js';
-import { BadRequest, boundedInt, NotFound, optBool, tokenList, type ServeReply } from './validate.js';
-import type { AnsweredCall, CallHooks } from './hooks.js';
-import { chatCompletion, type ChatHost, type ToolCallSettings } from './vllm-chat.js';
-import { chatMessages, chatTools, maxTokensField, promptInputs, samplingFields } from './vllm-params.js';
-import { templateFields, type PromptInput, type SamplingFields } from './vllm-params.js';
-import { addUsage, emptyUsage, modelCard, now, sse, sseStream, uid, wireUsage } from './vllm-wire.js';
+import type { RequestWorker } from '../request-worker.js';
+import { completionLogprobs, type LogprobEntry, type ModelDefaults, type ServeTokenizer } from '../text.js';
+import { BadRequest, boundedInt, NotFound, optBool, tokenList, type ServeReply } from '../validate.js';
+import type { AnsweredCall, CallHooks } from '../hooks.js';
+import { chatCompletion, type ChatHost, type ToolCallSettings } from './chat.js';
+import { chatMessages, chatTools, maxTokensField, promptInputs, samplingFields } from './params.js';
+import { templateFields, type PromptInput, type SamplingFields } from './params.js';
+import type { CompletionChoice, CompletionResponse } from '../../wire/openai-completions.js';
+import { addUsage, emptyUsage, modelCard, now, sse, sseStream, uid, wireUsage } from './wire.js';
 
 /** vLLM's text when the server runs without a tokenizer (`--skip-tokenizer-init`). */
 const NO_TOKENIZER = 'Tokenizer not available when `skip_tokenizer_init=True`';
@@ -223,7 +224,7 @@ export class VllmRoutes implements ChatHost {
       return { status: 200, body: null, events };
     }
     try {
-      const choices: unknown[] = [];
+      const choices: CompletionChoice[] = [];
       const usage = emptyUsage();
       for (let i = 0; i < gens.length; i++) {
         const out = await generate(target.sampler, this.o.guard, gens[i], signal);
@@ -244,7 +245,7 @@ export class VllmRoutes implements ChatHost {
         system_fingerprint: null,
         usage: wireUsage(usage, true),
         kv_transfer_params: null,
-      };
+      } satisfies CompletionResponse;
       return { status: 200, body };
     } finally {
       release();

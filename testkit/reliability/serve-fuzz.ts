@@ -1,5 +1,5 @@
 /**
- * Property-based fuzzing of every HTTP body `arbor serve` accepts (issue 17): OpenAI /v1/completions,
+ * Property-based fuzzing of every HTTP body `arbor serve` accepts: OpenAI /v1/completions,
  * SGLang /generate, /abort_request, /update_weights_from_disk, and the Tinker API under /api/v1/*
  * (sessions, sampling sessions, asample, create_model, forward_backward, forward, optim_step,
  * save/load weights, retrieve_future), plus raw bodies that are not JSON objects. Bodies come from

@@ -16,10 +16,16 @@
 import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { DataError, NumericsError } from '../core/errors.js';
-import type { Datum, LossSpec, SampleRequest, Sampler, Trainer } from '../engine/types.js';
-import { ADAPTER_CONFIG, ADAPTER_WEIGHTS, savePeftAdapter } from '../engine/hf/peft.js';
-import type { LoraAdapter, LoraModule, LoraSettings } from '../engine/nano/lora.js';
+import { DataError, NumericsError } from '../../core/errors.js';
+import type { Datum, LossSpec, SampleRequest, Sampler, Trainer } from '../../engine/types.js';
+import {
+  ADAPTER_CONFIG,
+  ADAPTER_WEIGHTS,
+  savePeftAdapter,
+  type LoraAdapter,
+  type LoraModule,
+  type LoraSettings,
+} from '../../engine/open.js';
 import {
   BadRequest,
   TooLarge,
@@ -30,10 +36,11 @@ import {
   optBool,
   optInt,
   requiredString,
-} from './validate.js';
-import { tokenList, type ServeReply } from './validate.js';
-import { lossFromTinker } from '../wire/tinker-loss.js';
-import { DEFAULT_LIMITS, SampleGuard } from './limits.js';
+} from '../validate.js';
+import { field, tokenList, type ServeReply } from '../validate.js';
+import { chunksField, samplingParamsField, tokenStopsField } from '../../wire/tinker.js';
+import { lossFromTinker } from '../../wire/tinker-loss.js';
+import { DEFAULT_LIMITS, SampleGuard } from '../limits.js';
 import { tarFiles } from './archive.js';
 
 /** What a Hugging Face model's Tinker training needs from the engine (serve/engine.ts builds it). */
@@ -615,26 +622,18 @@ function checkpointName(value: unknown, field: string): string {
   return m[1];
 }
 
+/** An asample body read with the wire schemas (wire/tinker.ts) and this server's bounds. */
 function sampleRequestFromTinker(b: Record<string, unknown>, maxN: number): SampleRequest {
-  const chunks = (b.prompt as { chunks?: unknown } | undefined)?.chunks;
-  if (!Array.isArray(chunks) || !chunks.length) throw new BadRequest('field "prompt.chunks" must be a non-empty array');
-  const tokens = chunks.flatMap((c, j) => {
-    const chunk = (c ?? {}) as { type?: unknown; tokens?: unknown };
-    if (chunk.type !== undefined && chunk.type !== 'encoded_text')
-      throw new BadRequest(`field "prompt.chunks[${j}].type": only encoded_text chunks are supported`);
-    return tokenList(chunk.tokens, `prompt.chunks[${j}].tokens`);
-  });
-  if (
-    b.sampling_params !== undefined &&
-    b.sampling_params !== null &&
-    (typeof b.sampling_params !== 'object' || Array.isArray(b.sampling_params))
-  )
-    throw new BadRequest('field "sampling_params" must be an object');
-  const p = (b.sampling_params ?? {}) as Record<string, unknown>;
+  const chunks = field(chunksField, (b.prompt as { chunks?: unknown } | undefined)?.chunks, 'prompt.chunks');
+  const tokens = chunks.flatMap((c) => c.tokens);
+  const p = (
+    b.sampling_params === undefined || b.sampling_params === null
+      ? {}
+      : field(samplingParamsField, b.sampling_params, 'sampling_params')
+  ) as Record<string, unknown>;
   const maxTokens = optInt(p.max_tokens, 'sampling_params.max_tokens', -1);
   if (maxTokens < 1) throw new BadRequest('field "sampling_params.max_tokens" is required (a positive integer)');
-  if (p.stop !== undefined && p.stop !== null && !(Array.isArray(p.stop) && p.stop.every((t) => Number.isInteger(t))))
-    throw new BadRequest('field "sampling_params.stop": only token-id stops are supported');
+  if (p.stop !== undefined && p.stop !== null) field(tokenStopsField, p.stop, 'sampling_params.stop');
   return {
     tokens,
     n: boundedInt(b.num_samples, 'num_samples', 1, 1, maxN, ' (--max-n)'),

@@ -15,13 +15,13 @@
  * sends its content as it is sampled until call markup begins, then buffers, and sends each call as
  * one complete delta at the end: streamed and unstreamed replies are the same by construction.
  */
-import type { EpisodeChoice } from '../core/episode.js';
-import type { ChatMessage, Sampler } from '../engine/types.js';
-import type { GenerationDefaults } from '../engine/tokenizer/hf.js';
+import type { EpisodeChoice } from '../../core/episode.js';
+import type { ChatMessage, Sampler } from '../../engine/types.js';
+import type { GenerationDefaults } from '../../engine/open.js';
 import { generate, generateStream, type ChoiceDelta, type ChoiceOutput, type Generation } from './generation.js';
-import type { CallHooks } from './hooks.js';
-import type { SampleGuard } from './limits.js';
-import { chatLogprobs } from './text.js';
+import type { CallHooks } from '../hooks.js';
+import type { SampleGuard } from '../limits.js';
+import { chatLogprobs } from '../text.js';
 import {
   parseToolCalls,
   resolveToolChoice,
@@ -30,10 +30,10 @@ import {
   type ParsedToolCall,
   type ToolCallParserName,
   type ToolChoice,
-} from './tool-calls.js';
-import { BadRequest, boundedInt, optBool, type ServeReply } from './validate.js';
-import { chatMessages, maxTokensField, samplingFields, templateFields, type SamplingFields } from './vllm-params.js';
-import { addUsage, now, sse, sseStream, uid, wireUsage } from './vllm-wire.js';
+} from '../tool-calls.js';
+import { BadRequest, boundedInt, optBool, type ServeReply } from '../validate.js';
+import { chatMessages, maxTokensField, samplingFields, templateFields, type SamplingFields } from './params.js';
+import { addUsage, now, sse, sseStream, uid, wireUsage } from './wire.js';
 
 /** The server's tool-call settings (vLLM's --enable-auto-tool-choice and --tool-call-parser). */
 export interface ToolCallSettings {
@@ -41,7 +41,7 @@ export interface ToolCallSettings {
   parser?: ToolCallParserName;
 }
 
-/** What the chat route needs of the vLLM routes (serve/vllm.ts). */
+/** What the chat route needs of the vLLM routes (serve/vllm/routes.ts). */
 export interface ChatHost {
   readonly guard: SampleGuard;
   readonly generationDefaults: GenerationDefaults;

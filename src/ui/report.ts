@@ -8,11 +8,21 @@
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { treeFromJSON, type RolloutTree } from '../core/tree.js';
-import { formatTicks, niceTicks } from '../ui/client/ticks.js';
-import { assetsBuilt, readAsset } from '../ui/server/assets.js';
-import { treeView, type Decoder } from '../ui/server/tree-model.js';
-import type { MetricsRow, ReportData } from '../ui/types.js';
-import type { RunDir, SftMetrics, StepMetrics } from './rundir.js';
+import { formatTicks, niceTicks } from './client/ticks.js';
+import { assetsBuilt, readAsset } from './server/assets.js';
+import { treeView, type Decoder } from './server/tree-model.js';
+import type { MetricsRow, ReportData } from './types.js';
+
+/**
+ * What the report reads of a run directory and writes into it (run/rundir.ts's `RunDir` is one): the
+ * report knows run directories by their files, not by the code that writes them.
+ */
+export interface ReportRunDir {
+  path: string;
+  /** metrics.jsonl's lines: the RL steps' (they have `step`) and the warm-start SFT's. */
+  readLines(): object[];
+  writeText(name: string, text: string): void;
+}
 
 interface Series {
   name: string;
@@ -83,7 +93,7 @@ export function lineChart(title: string, xLabel: string, series: Series[], width
   return parts.join('');
 }
 
-function numericRows(metrics: Array<StepMetrics | SftMetrics>): MetricsRow[] {
+function numericRows(metrics: object[]): MetricsRow[] {
   return metrics.map((m) =>
     Object.fromEntries(
       Object.entries(m).filter((e): e is [string, number] => typeof e[1] === 'number' && Number.isFinite(e[1])),
@@ -111,13 +121,13 @@ export interface ReportTrees {
  * trained it). Throws when the ui assets are not built (`npm run build:ui`).
  */
 export function buildReport(
-  metrics: Array<StepMetrics | SftMetrics>,
+  metrics: object[],
   treesIn: ReportTrees | RolloutTree[] | null,
   decoder: Decoder,
   summary: Record<string, unknown> | undefined,
   title: string,
 ): string {
-  const steps = metrics.map((m) => ('step' in m ? m.step : 0));
+  const steps = metrics.map((m) => ('step' in m ? (m.step as number) : 0));
   const trees = Array.isArray(treesIn) ? { step: Math.max(0, ...steps), trees: treesIn } : treesIn;
   const data: ReportData = {
     title,
@@ -144,7 +154,7 @@ export function buildReport(
 }
 
 /** The latest step's trees (at most `maxTrees`), or null when none were logged. */
-export function latestTrees(dir: RunDir, maxTrees: number): ReportTrees | null {
+export function latestTrees(dir: Pick<ReportRunDir, 'path'>, maxTrees: number): ReportTrees | null {
   const treesDir = join(dir.path, 'trees');
   if (!existsSync(treesDir)) return null;
   const files = readdirSync(treesDir)
@@ -164,7 +174,7 @@ export function latestTrees(dir: RunDir, maxTrees: number): ReportTrees | null {
 
 /** Regenerate report.html of a run directory; skipped with a note when the ui assets are missing. */
 export function writeReport(
-  dir: RunDir,
+  dir: ReportRunDir,
   decoder: Decoder,
   options: { maxTrees?: number; tokenizer?: string } = {},
 ): string {

@@ -1,5 +1,5 @@
 /**
- * Property-based fuzzing of Arbor's input parsers with fast-check (issue 17): configs (JSON values and
+ * Property-based fuzzing of Arbor's input parsers with fast-check: configs (JSON values and
  * YAML text), dataset JSONL rows, safetensors files (random bytes and mutations of valid files),
  * tokenizer files and tree files. The property: a parser returns a value or throws one of Arbor's
  * own errors (ArborError: ConfigError, DataError, ...) promptly — never a TypeError, a RangeError, a

@@ -7,7 +7,8 @@
  * - import_cycles: cycles between the top-level folders of src/ (the floors): strongly connected
  *   components of more than one folder in the folder import graph (goal 0);
  * - arrows_back_up: folder pairs (a, b) where a imports b and b sits on a higher floor than a, in the floor
- *   order of docs/layout.md's "Floors" list (goal 0);
+ *   order of docs/layout.md's "Floors" list, and the same between engine/'s sub-floors ("Engine floors":
+ *   types.ts, config.ts, its folders, `assembly` for its other files) (goal 0); import_cycles counts engine/'s too;
  * - longest_function_lines: the longest function in src/, in lines from its declaration to its closing
  *   brace (goal <= 120);
  * - npm_test_seconds: the test runner's wall time in the last full `npm test` (scripts/run-tests.mjs
@@ -283,9 +284,33 @@ export function folderCycles(graph: Map<string, Map<string, ImportEdge[]>>): str
   return components.sort((a, b) => a[0].localeCompare(b[0]));
 }
 
-/** The floor order of docs/layout.md: the numbered list under its "Floors" heading, bottom floor first. */
-export function floorOrder(layoutMarkdown: string): string[] {
-  const section = /^#+\s*Floors\s*$([\s\S]*?)(?=^#+\s|(?![\s\S]))/m.exec(layoutMarkdown);
+/** The engine sub-floor of a path relative to src/: `types`, `config`, its folder under engine/, or `assembly` ('' outside). */
+export function engineFloorOf(path: string): string {
+  const parts = path.split('/');
+  if (parts[0] !== 'engine' || parts.length < 2) return '';
+  if (parts.length === 2) return parts[1] === 'types.ts' ? 'types' : parts[1] === 'config.ts' ? 'config' : 'assembly';
+  return parts[1];
+}
+
+/** Like folderGraph, between the engine's sub-floors (imports inside engine/ only). */
+export function engineGraph(edges: ImportEdge[]): Map<string, Map<string, ImportEdge[]>> {
+  const graph = new Map<string, Map<string, ImportEdge[]>>();
+  for (const e of edges) {
+    const [a, b] = [engineFloorOf(e.from), engineFloorOf(e.to)];
+    if (!a || !b || a === b) continue;
+    if (!graph.has(a)) graph.set(a, new Map());
+    const arrows = graph.get(a)!;
+    arrows.set(b, [...(arrows.get(b) ?? []), e]);
+  }
+  return graph;
+}
+
+/**
+ * A floor order of docs/layout.md: the numbered list under the heading `heading` ("Floors": src/'s
+ * folders; "Engine floors": engine/'s), bottom floor first.
+ */
+export function floorOrder(layoutMarkdown: string, heading = 'Floors'): string[] {
+  const section = new RegExp(`^#+\\s*${heading}\\s*$([\\s\\S]*?)(?=^#+\\s|(?![\\s\\S]))`, 'm').exec(layoutMarkdown);
   if (!section) return [];
   return [...section[1].matchAll(/^\s*\d+\.\s+`(?:src\/)?([\w-]+)\/?`/gm)].map((m) => m[1]);
 }
@@ -480,18 +505,30 @@ export function testTiming(
 }
 
 /** The five figures of a source tree `srcDir` under the floor order `floors`, with what is behind each. */
-export function layoutFigures(srcDir: string, floors: string[]) {
+export function layoutFigures(srcDir: string, floors: string[], engineFloors: string[] = []) {
   const edges = importEdges(srcDir);
   const graph = folderGraph(edges);
   const cycles = folderCycles(graph);
-  const backUp = arrowsBackUp(graph, floors);
+  const inEngine = engineGraph(edges);
+  const engineBackUp = arrowsBackUp(inEngine, engineFloors).map((a) => ({
+    ...a,
+    from: `engine:${a.from}`,
+    to: `engine:${a.to}`,
+  }));
+  // arrows back up between src/'s folders and between engine/'s sub-floors; cycles inside engine/ too
+  const backUp = [...arrowsBackUp(graph, floors), ...engineBackUp];
+  cycles.push(...folderCycles(inEngine).map((c) => c.map((f) => `engine:${f}`)));
+  // src/'s folder arrows and engine/'s (as engine:<floor>), for the listings
+  const arrows = new Map(graph);
+  for (const [a, m] of inEngine)
+    arrows.set(`engine:${a}`, new Map([...m].map(([b, imports]) => [`engine:${b}`, imports])));
   const internal = serveEngineInternal(edges);
   const functions = sourceFiles(srcDir).flatMap((f) => functionSpans(readFileSync(join(srcDir, f), 'utf8'), f));
   const longest = [...functions].sort((a, b) => b.lines - a.lines || a.file.localeCompare(b.file));
   const folders = [...new Set([...graph.keys(), ...sourceFiles(srcDir).map(folderOf)])].filter(Boolean).sort();
   return {
     edges,
-    graph,
+    graph: arrows,
     cycles,
     backUp,
     internal,
@@ -517,9 +554,12 @@ export async function main(args: string[]): Promise<void> {
   const srcDir = join(repoDir, arg(args, 'src', 'src'));
   const layoutFile = join(repoDir, arg(args, 'layout', 'docs/layout.md'));
   const timingFile = join(repoDir, arg(args, 'timing', 'test-artifacts/test-timing.json'));
-  const floors = floorOrder(readFileSync(layoutFile, 'utf8'));
+  const markdown = readFileSync(layoutFile, 'utf8');
+  const floors = floorOrder(markdown);
   if (!floors.length) throw new Error(`${layoutFile}: no numbered list under a "Floors" heading`);
-  const figures = layoutFigures(srcDir, floors);
+  const engineFloors = floorOrder(markdown, 'Engine floors');
+  if (!engineFloors.length) throw new Error(`${layoutFile}: no numbered list under an "Engine floors" heading`);
+  const figures = layoutFigures(srcDir, floors, engineFloors);
   const head = spawnSync('git', ['rev-parse', '--verify', 'HEAD'], { cwd: repoDir, encoding: 'utf8' });
   const commit = head.status === 0 ? head.stdout.trim() : null;
   const timing = testTiming(timingFile, commit);

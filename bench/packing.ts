@@ -1,7 +1,7 @@
 /**
  * `npm run bench -- packing [--skip-example] [--skip main,agent,grpo,torch] [--repeats N] [--grpo-repeats N]
  * [--main-steps N] [--agent-steps N] [--threads 1,2]`: tree packing of training batches (NanoTrainer's
- * `packing: 'tree' | 'flat'`, src/engine/nano/packing.ts) against the flat layout, on the same datums.
+ * `packing: 'tree' | 'flat'`, src/engine/model/packing.ts) against the flat layout, on the same datums.
  *
  * Matched control everywhere: ONE NanoTrainer on ONE set of weights, its `packing` switched between runs,
  * the weights restored before every run, the two layouts alternating (flat first on even repetitions,
@@ -53,11 +53,11 @@ import { makeHfModel, type MakeHfOptions } from '../src/engine/hf/make.js';
 import { loadHfModel } from '../src/engine/hf/model.js';
 import { loadKernels, type Kernels } from '../src/engine/kernels/index.js';
 import { referenceKernels64 } from '../src/engine/kernels/reference.js';
-import { ALL_LORA_MODULES, LoraAdapter } from '../src/engine/nano/lora.js';
-import { NanoModel } from '../src/engine/nano/model.js';
-import type { NanoConfig } from '../src/engine/nano/config.js';
-import type { ParamArena } from '../src/engine/nano/params.js';
-import { NanoTrainer, type TrainerPacking } from '../src/engine/nano/trainer.js';
+import { ALL_LORA_MODULES, LoraAdapter } from '../src/engine/model/lora.js';
+import { NanoModel } from '../src/engine/model/model.js';
+import type { NanoConfig } from '../src/engine/model/config.js';
+import type { ParamArena } from '../src/engine/model/params.js';
+import { NanoTrainer, type TrainerPacking } from '../src/engine/embedded/trainer.js';
 import type { Datum, ForwardBackwardResult, LossExtras, LossSpec } from '../src/engine/types.js';
 import { loadConfig } from '../src/run/config.js';
 import { train } from '../src/run/loop.js';

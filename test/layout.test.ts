@@ -103,14 +103,14 @@ test('layoutFigures: a cycle, an arrow back up, a serve import of an engine inte
     // engine -> run: up two floors, and run -> engine closes a cycle
     'engine/types.ts':
       "import { loop } from '../run/loop.js';\nexport interface Sampler { n: number }\nexport const l = loop;\n",
-    'engine/nano/model.ts': "import { one } from '../../core/util.js';\nexport const model = one;\n",
-    'engine/open.ts': "export { model } from './nano/model.js';\n",
+    'engine/model/model.ts': "import { one } from '../../core/util.js';\nexport const model = one;\n",
+    'engine/open.ts': "export { model } from './model/model.js';\n",
     // serve: one import through the seam (open.ts, types.ts), one past it
     'serve/server.ts': [
       "import type { Sampler } from '../engine/types.js';",
       "import { model } from '../engine/open.js';",
-      "import { model as again } from '../engine/nano/model.js';",
-      "import { model as third } from '../engine/nano/model.js';",
+      "import { model as again } from '../engine/model/model.js';",
+      "import { model as third } from '../engine/model/model.js';",
       'export const s: Sampler | number = model + again + third;',
     ].join('\n'),
     'run/loop.ts': [
@@ -138,7 +138,7 @@ test('layoutFigures: a cycle, an arrow back up, a serve import of an engine inte
       figures.backUp.map((a) => [a.from, a.to, a.imports.map((e) => `${e.from}:${e.line}`)]),
       [['engine', 'run', ['engine/types.ts:1']]],
     );
-    assert.deepEqual(figures.internal, [{ from: 'serve/server.ts', to: 'engine/nano/model.ts' }]);
+    assert.deepEqual(figures.internal, [{ from: 'serve/server.ts', to: 'engine/model/model.ts' }]);
     const [longest] = figures.functions;
     assert.deepEqual([longest.file, longest.name, longest.line, longest.lines], ['run/loop.ts', 'loop', 3, 134]);
     assert.ok(
@@ -161,6 +161,40 @@ test('testTiming: absent, from another commit (null), or the seconds of this com
     assert.equal(testTiming(file, 'abc').seconds, null);
     assert.match(testTiming(file, 'abc').note, /written at old, the checkout is at abc/);
     assert.equal(testTiming(file, 'old').seconds, 412.5);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test('engine floors: an import inside engine/ that goes up a sub-floor, and a cycle between sub-floors, are found', () => {
+  const layout = `${LAYOUT}\n## Engine floors\n\n1. \`types\`\n2. \`model\`\n3. \`embedded\`\n4. \`assembly\`\n`;
+  assert.deepEqual(floorOrder(layout, 'Engine floors'), ['types', 'model', 'embedded', 'assembly']);
+  const root = tree({
+    'engine/types.ts': 'export type T = number;\n',
+    'engine/model/forward.ts':
+      "import type { T } from '../types.js';\nimport { save } from '../embedded/trainer.js';\n",
+    'engine/embedded/trainer.ts': "import '../model/forward.js';\nexport const save = 1;\n",
+    'engine/build.ts': "import { save } from './embedded/trainer.js';\n",
+  });
+  try {
+    const floors = floorOrder(layout);
+    const f = layoutFigures(root, floors, floorOrder(layout, 'Engine floors'));
+    assert.deepEqual(
+      f.backUp.map((a) => [a.from, a.to, a.imports.map((e) => `${e.from}:${e.line}`)]),
+      [['engine:model', 'engine:embedded', ['engine/model/forward.ts:2']]],
+    );
+    assert.deepEqual(f.cycles, [['engine:embedded', 'engine:model']]);
+    // the same tree with the import going down only
+    const fixed = tree({
+      'engine/model/forward.ts': 'export const f = 1;\n',
+      'engine/embedded/trainer.ts': "import '../model/forward.js';\n",
+    });
+    try {
+      const g = layoutFigures(fixed, floors, floorOrder(layout, 'Engine floors'));
+      assert.deepEqual([g.backUp.length, g.cycles.length], [0, 0]);
+    } finally {
+      rmSync(fixed, { recursive: true, force: true });
+    }
   } finally {
     rmSync(root, { recursive: true, force: true });
   }

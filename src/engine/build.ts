@@ -12,18 +12,18 @@ import { dirname, join, resolve } from 'node:path';
 import { ConfigError } from '../core/errors.js';
 import type { EngineConfig, ModelConfig, SftConfig } from './config.js';
 import { loadKernels } from './kernels/index.js';
-import { isCheckpointDir, saveCheckpoint, writeCheckpointMeta } from './nano/checkpoint.js';
-import type { NanoConfig } from './nano/config.js';
-import { NanoModel } from './nano/model.js';
-import { NanoSampler } from './nano/sampler.js';
-import { modelSize, runSft, type SftExample, type SftProgress } from './nano/sft.js';
-import { CharTokenizer, type TokenizerJSON } from './nano/tokenizer.js';
-import { NanoTrainer, type TrainerPacking } from './nano/trainer.js';
+import { isCheckpointDir, saveCheckpoint, writeCheckpointMeta } from './formats/checkpoint.js';
+import type { NanoConfig } from './model/config.js';
+import { NanoModel } from './model/model.js';
+import { NanoSampler } from './embedded/sampler.js';
+import { modelSize, runSft, type SftExample, type SftProgress } from './embedded/sft.js';
+import { CharTokenizer, type TokenizerJSON } from './tokenizer/char.js';
+import { NanoTrainer, type TrainerPacking } from './embedded/trainer.js';
 import { kernelsOf, openModel, type KernelChoice } from './open.js';
 import { buildRemoteSampler, buildRemoteTrainer, remoteMetrics } from './remote/build.js';
 import type { Sampler, TextTokenizer, Trainer } from './types.js';
 import { hfModelDir, hfStart, runAdapter, writeHfMeta } from './hf/engine.js';
-import { LoraAdapter, type LoraSettings } from './nano/lora.js';
+import { LoraAdapter, type LoraSettings } from './model/lora.js';
 import type { Kernels } from './kernels/types.js';
 import type { HFTokenizer } from './tokenizer/hf.js';
 
@@ -419,4 +419,4 @@ export async function sftFromScratch(
   };
 }
 
-export { readSftJsonl, sftSequence, type SftExample, type SftProgress } from './nano/sft.js';
+export { readSftJsonl, sftSequence, type SftExample, type SftProgress } from './embedded/sft.js';

@@ -5,9 +5,9 @@
  */
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
-import { Secret } from './remote/secret.js';
-import { HF_ARCHITECTURES } from './hf/config.js';
-import { ALL_LORA_MODULES } from './nano/lora.js';
+import { Secret } from '../core/secret.js';
+import { HF_ARCHITECTURES } from './formats/hf-config.js';
+import { ALL_LORA_MODULES } from './model/lora.js';
 
 const loraSchema = z
   .object({

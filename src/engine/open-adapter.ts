@@ -6,13 +6,13 @@
  */
 import { referenceKernels } from './kernels/reference.js';
 import type { Kernels } from './kernels/types.js';
-import { loadPeftAdapter } from './hf/peft.js';
-import { LoraAdapter, type LoraSettings } from './nano/lora.js';
-import type { NanoModel } from './nano/model.js';
-import { NanoSampler } from './nano/sampler.js';
-import { NanoTrainer } from './nano/trainer.js';
+import { loadPeftAdapter } from './formats/peft.js';
+import { LoraAdapter, type LoraSettings } from './model/lora.js';
+import type { NanoModel } from './model/model.js';
+import { NanoSampler } from './embedded/sampler.js';
+import { NanoTrainer } from './embedded/trainer.js';
 
-export { ADAPTER_CONFIG, ADAPTER_WEIGHTS, isPeftAdapterDir, savePeftAdapter } from './hf/peft.js';
+export { ADAPTER_CONFIG, ADAPTER_WEIGHTS, isPeftAdapterDir, savePeftAdapter } from './formats/peft.js';
 
 /**
  * The model as an adapter's sampler sees it: the same weights and kernels, except that scratch arrays

@@ -13,17 +13,17 @@ import { readFile } from 'node:fs/promises';
 import { loadKernels } from './kernels/index.js';
 import type { Kernels } from './kernels/types.js';
 import type { EngineConfig } from './config.js';
-import { isHfModelDir, type HfModelInfo } from './hf/config.js';
+import { isHfModelDir, type HfModelInfo } from './formats/hf-config.js';
 import { adapterBase } from './hf/engine.js';
 import { loadHfModel } from './hf/model.js';
-import { isPeftAdapterDir, loadPeftAdapter } from './hf/peft.js';
-import { loadCheckpoint } from './nano/checkpoint.js';
-import { decodeSafetensors, type Tensor } from './nano/safetensors.js';
-import type { LoraAdapter } from './nano/lora.js';
-import type { NanoModel } from './nano/model.js';
-import { NanoSampler, type NanoSamplerOptions } from './nano/sampler.js';
-import { CharTokenizer, type TokenizerJSON } from './nano/tokenizer.js';
-import { NanoTrainer, type NanoTrainerOptions } from './nano/trainer.js';
+import { isPeftAdapterDir, loadPeftAdapter } from './formats/peft.js';
+import { loadCheckpoint } from './formats/checkpoint.js';
+import { decodeSafetensors, type Tensor } from './formats/safetensors.js';
+import type { LoraAdapter } from './model/lora.js';
+import type { NanoModel } from './model/model.js';
+import { NanoSampler, type NanoSamplerOptions } from './embedded/sampler.js';
+import { CharTokenizer, type TokenizerJSON } from './tokenizer/char.js';
+import { NanoTrainer, type NanoTrainerOptions } from './embedded/trainer.js';
 import { HFTokenizer } from './tokenizer/hf.js';
 
 // What `arbor serve` and the CLI use of the engine besides openModel: LoRA adapters over an opened
@@ -41,14 +41,14 @@ export {
 /** A sampler that gathers requests arriving together into one batch (the agent gateway). */
 export { BatchingSampler, type GatherOptions } from './batch-sampler.js';
 export { creationProgress, makeHfModel, type MakeHfOptions } from './hf/make.js';
-export { HF_ARCHITECTURES, type HfArchitecture, type HfModelInfo } from './hf/config.js';
-export type { LoraAdapter, LoraModule, LoraSettings } from './nano/lora.js';
-export type { NanoModel } from './nano/model.js';
-export type { ParamArena } from './nano/params.js';
-export type { NanoSampler, NanoSamplerOptions } from './nano/sampler.js';
-export type { Tensor } from './nano/safetensors.js';
-export type { CharTokenizer, TokenizerJSON } from './nano/tokenizer.js';
-export type { NanoTrainer, NanoTrainerOptions } from './nano/trainer.js';
+export { HF_ARCHITECTURES, type HfArchitecture, type HfModelInfo } from './formats/hf-config.js';
+export type { LoraAdapter, LoraModule, LoraSettings } from './model/lora.js';
+export type { NanoModel } from './model/model.js';
+export type { ParamArena } from './model/params.js';
+export type { NanoSampler, NanoSamplerOptions } from './embedded/sampler.js';
+export type { Tensor } from './formats/safetensors.js';
+export type { CharTokenizer, TokenizerJSON } from './tokenizer/char.js';
+export type { NanoTrainer, NanoTrainerOptions } from './embedded/trainer.js';
 export type { GenerationDefaults, HFTokenizer } from './tokenizer/hf.js';
 
 /** Which kernels run the model: an instance, or the engine config's backend and thread count. */
@@ -109,7 +109,7 @@ export async function openModel(dir: string, options: OpenOptions = {}): Promise
     const origin = adapterDir ? `${adapterDir} (LoRA on ${baseDir})` : `${dir} (${info.architecture})`;
     return made({ kind: 'hf', dir, baseDir, model, tokenizer, adapter, info, origin });
   }
-  // loading refuses NaN or infinite weights, naming the tensors (nano/checkpoint.ts)
+  // loading refuses NaN or infinite weights, naming the tensors (formats/checkpoint.ts)
   const { model, tokenizer } = await loadCheckpoint(dir, { kernels });
   return made({ kind: 'nano', dir, baseDir: dir, model, tokenizer, origin: dir });
 }

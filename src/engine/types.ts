@@ -1,7 +1,7 @@
 /**
  * The two engine interfaces every backend implements: `Sampler` (tokens in → tokens, log-probs out)
  * and `Trainer` (datums in → gradients, optimiser steps), modelled on the Tinker API so remote clients
- * stay thin. The embedded engine (`engine/nano`) implements both in-process; `engine/remote` speaks
+ * stay thin. The embedded engine (`engine/embedded`, over `engine/model`) implements both in-process; `engine/remote` speaks
  * vLLM/SGLang/Tinker over HTTP. Stages depend on these types only, never on a concrete engine.
  */
 

@@ -13,7 +13,7 @@ import { join, resolve } from 'node:path';
 import YAML from 'yaml';
 import { evaluate, train } from 'arbor';
 import { treeFromJSON } from '../../src/core/tree.js';
-import { CharTokenizer } from '../../src/engine/nano/tokenizer.js';
+import { CharTokenizer } from '../../src/engine/tokenizer/char.js';
 import { RunDir } from '../../src/run/rundir.js';
 
 const root = mkdtempSync(join(tmpdir(), 'arbor-api-train-'));

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import YAML from 'yaml';
 import { leaves, trajectory, treeToJSON, type RolloutTree } from '../../src/core/tree.js';
 import { readSftJsonl, sftSequence } from '../../src/engine/build.js';
-import { CharTokenizer } from '../../src/engine/nano/tokenizer.js';
+import { CharTokenizer } from '../../src/engine/tokenizer/char.js';
 import { HFTokenizer } from '../../src/engine/tokenizer/hf.js';
 import type { TextTokenizer } from '../../src/engine/types.js';
 import { calculatorEnvironmentFactory } from '../../src/env/builtin/calculator.js';

@@ -19,7 +19,7 @@ import {
 } from '../../src/control/contrastive.js';
 import { ConfigError } from '../../src/core/errors.js';
 import { leaves, ROOT_ID, trajectory } from '../../src/core/tree.js';
-import { CharTokenizer } from '../../src/engine/nano/tokenizer.js';
+import { CharTokenizer } from '../../src/engine/tokenizer/char.js';
 import { parseConfig } from '../../src/run/config.js';
 import { train } from '../../src/run/loop.js';
 import { Producer } from '../../src/run/producer.js';

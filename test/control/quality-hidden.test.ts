@@ -22,8 +22,8 @@ import {
 import { QualityStep } from '../../src/control/quality-step.js';
 import { pruneOptionsSchema } from '../../src/control/prune.js';
 import { generatorFromConfig } from '../../src/generate/index.js';
-import { NanoModel } from '../../src/engine/nano/model.js';
-import { NanoSampler } from '../../src/engine/nano/sampler.js';
+import { NanoModel } from '../../src/engine/model/model.js';
+import { NanoSampler } from '../../src/engine/embedded/sampler.js';
 import { referenceKernels } from '../../src/engine/kernels/reference.js';
 
 const DEFAULTS = qualityHeadSchema.parse({});

@@ -12,7 +12,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { treeFromJSON } from '../../src/core/tree.js';
-import { CharTokenizer } from '../../src/engine/nano/tokenizer.js';
+import { CharTokenizer } from '../../src/engine/tokenizer/char.js';
 import { parseConfig } from '../../src/run/config.js';
 import { train } from '../../src/run/loop.js';
 import { RunDir } from '../../src/run/rundir.js';

@@ -18,7 +18,7 @@ import { listMcpTools, mcpEnvironmentFactory } from '../../src/env/mcp.js';
 import type { Environment, EnvironmentFactory, ToolCall } from '../../src/env/types.js';
 import { agentGenerator, type AgentOptions } from '../../src/generate/agent.js';
 import { growSafely } from '../../src/generate/safe.js';
-import { CharTokenizer } from '../../src/engine/nano/tokenizer.js';
+import { CharTokenizer } from '../../src/engine/tokenizer/char.js';
 import { openAgentEnv } from '../../src/run/agent-runtime.js';
 import { parseConfig } from '../../src/run/config.js';
 import { Producer } from '../../src/run/producer.js';

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { Rng } from '../../src/core/rng.js';
 import { leaves, pathTo, ROOT_ID, type RolloutTree } from '../../src/core/tree.js';
 import type { TaskItem } from '../../src/core/types.js';
-import { CharTokenizer } from '../../src/engine/nano/tokenizer.js';
+import { CharTokenizer } from '../../src/engine/tokenizer/char.js';
 import type { SampleRequest, SampleResult, Sampler } from '../../src/engine/types.js';
 import { calculatorEnvironmentFactory } from '../../src/env/builtin/calculator.js';
 import { arborFormat, encodePieces } from '../../src/env/format/index.js';

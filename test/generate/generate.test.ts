@@ -5,8 +5,8 @@ import { leaves, generatedTokenCount, pathTo, prefixTokens } from '../../src/cor
 import { allocate, generatorFromConfig, type GenerateContext } from '../../src/generate/index.js';
 import { ConfigError } from '../../src/core/errors.js';
 import { ScriptedTreeSampler } from './scripted.js';
-import { NanoModel } from '../../src/engine/nano/model.js';
-import { NanoSampler } from '../../src/engine/nano/sampler.js';
+import { NanoModel } from '../../src/engine/model/model.js';
+import { NanoSampler } from '../../src/engine/embedded/sampler.js';
 import { referenceKernels } from '../../src/engine/kernels/reference.js';
 import type { TreeNode } from '../../src/core/tree.js';
 

@@ -15,9 +15,9 @@ import {
   type GenerateContext,
 } from '../../src/generate/index.js';
 import type { SampleRequest, SampleResult, Sampler } from '../../src/engine/types.js';
-import { chooseToken } from '../../src/engine/nano/sampling.js';
-import { NanoModel } from '../../src/engine/nano/model.js';
-import { NanoSampler } from '../../src/engine/nano/sampler.js';
+import { chooseToken } from '../../src/engine/model/sampling.js';
+import { NanoModel } from '../../src/engine/model/model.js';
+import { NanoSampler } from '../../src/engine/embedded/sampler.js';
 import { referenceKernels } from '../../src/engine/kernels/reference.js';
 import { ScriptedTreeSampler } from './scripted.js';
 

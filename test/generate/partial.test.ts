@@ -17,8 +17,8 @@ import {
   type Generator,
 } from '../../src/generate/index.js';
 import type { SampleCompletion, SampleOptions, SampleRequest, SampleResult, Sampler } from '../../src/engine/types.js';
-import { NanoModel } from '../../src/engine/nano/model.js';
-import { NanoSampler } from '../../src/engine/nano/sampler.js';
+import { NanoModel } from '../../src/engine/model/model.js';
+import { NanoSampler } from '../../src/engine/embedded/sampler.js';
 import { referenceKernels } from '../../src/engine/kernels/reference.js';
 import { ScriptedTreeSampler } from './scripted.js';
 

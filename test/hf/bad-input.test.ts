@@ -26,16 +26,16 @@ import { ConfigError, DataError } from '../../src/core/errors.js';
 import { makeHfModel } from '../../src/engine/hf/make.js';
 import { loadHfModel } from '../../src/engine/hf/model.js';
 import { openHfModel } from '../../src/engine/hf/engine.js';
-import { readHfConfig } from '../../src/engine/hf/config.js';
-import { loadPeftAdapter, savePeftAdapter } from '../../src/engine/hf/peft.js';
-import { LoraAdapter } from '../../src/engine/nano/lora.js';
+import { readHfConfig } from '../../src/engine/formats/hf-config.js';
+import { loadPeftAdapter, savePeftAdapter } from '../../src/engine/formats/peft.js';
+import { LoraAdapter } from '../../src/engine/model/lora.js';
 import {
   floatToBf16,
   floatToHalf,
   halfToFloat,
   decodeSafetensors,
   encodeSafetensors,
-} from '../../src/engine/nano/safetensors.js';
+} from '../../src/engine/formats/safetensors.js';
 import { parseConfig } from '../../src/run/config.js';
 import { train } from '../../src/run/loop.js';
 import { hfReferenceDir } from '../../testkit/hf/fixtures.js';

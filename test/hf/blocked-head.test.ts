@@ -6,9 +6,9 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { NanoModel } from '../../src/engine/nano/model.js';
-import { NanoTrainer } from '../../src/engine/nano/trainer.js';
-import { LoraAdapter } from '../../src/engine/nano/lora.js';
+import { NanoModel } from '../../src/engine/model/model.js';
+import { NanoTrainer } from '../../src/engine/embedded/trainer.js';
+import { LoraAdapter } from '../../src/engine/model/lora.js';
 import { loadKernels } from '../../src/engine/kernels/index.js';
 import { Rng } from '../../src/core/rng.js';
 import type { Datum, LossSpec } from '../../src/engine/types.js';
@@ -27,7 +27,8 @@ const config = {
   ropeTheta: 1e4,
   normEps: 1e-6,
   qkNorm: true,
-  naming: 'hf' as const,
+  paramNames: 'hf' as const,
+  rope: 'transformers' as const,
 };
 
 function data(): Datum[] {

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { main } from '../../src/cli/main.js';
 import { openHfModel } from '../../src/engine/hf/engine.js';
-import { SafetensorsFile } from '../../src/engine/nano/safetensors.js';
+import { SafetensorsFile } from '../../src/engine/formats/safetensors.js';
 
 const root = mkdtempSync(join(tmpdir(), 'arbor-hf-init-'));
 process.on('exit', () => rmSync(root, { recursive: true, force: true }));

@@ -64,7 +64,7 @@ if (!root) {
     });
     assert.ok(good.pass, 'the unchanged model passes');
     // the same weights with another rotary base: only the positions change
-    const { NanoModel } = await import('../../src/engine/nano/model.js');
+    const { NanoModel } = await import('../../src/engine/model/model.js');
     const wrong = NanoModel.createEmpty({ ...info.config, ropeTheta: 10_000 }, model.kernels);
     wrong.params.data.set(model.params.data);
     const bad = compare('bad', decodeLogits(wrong, ref.sequences[1]), ref.tensors['logits.1'], {
@@ -75,7 +75,7 @@ if (!root) {
   });
 
   test('the transformers-5 config.json (rope_parameters, layer_types) loads the same model', async () => {
-    const { readHfConfig, parseHfConfig } = await import('../../src/engine/hf/config.js');
+    const { readHfConfig, parseHfConfig } = await import('../../src/engine/formats/hf-config.js');
     const { readFileSync } = await import('node:fs');
     for (const c of HF_CASES.slice(0, 2)) {
       const dir = join(root, c.dir);

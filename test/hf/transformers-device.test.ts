@@ -14,8 +14,8 @@ import { join } from 'node:path';
 import { referenceKernels64 } from '../../src/engine/kernels/reference.js';
 import type { Kernels } from '../../src/engine/kernels/types.js';
 import { loadHfModel } from '../../src/engine/hf/model.js';
-import { hfRopeFrequencies } from '../../src/engine/nano/ops/rope.js';
-import { readSafetensors } from '../../src/engine/nano/safetensors.js';
+import { hfRopeFrequencies } from '../../src/engine/model/ops/rope.js';
+import { readSafetensors } from '../../src/engine/formats/safetensors.js';
 import { compare } from '../../testkit/hf/fixtures.js';
 import { decodeLogits, HF_TOLERANCES } from '../../testkit/hf/parity.js';
 

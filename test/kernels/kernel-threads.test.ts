@@ -32,7 +32,7 @@ import {
 import { loadKernels } from '../../src/engine/kernels/index.js';
 import type { Kernels } from '../../src/engine/kernels/types.js';
 import { buildEngine } from '../../src/engine/build.js';
-import { NanoTrainer } from '../../src/engine/nano/trainer.js';
+import { NanoTrainer } from '../../src/engine/embedded/trainer.js';
 import { parseConfig } from '../../src/run/config.js';
 import { ConfigError } from '../../src/core/errors.js';
 import { Rng } from '../../src/core/rng.js';

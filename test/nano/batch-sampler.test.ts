@@ -8,8 +8,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { BatchingSampler } from '../../src/engine/batch-sampler.js';
 import { referenceKernels } from '../../src/engine/kernels/reference.js';
-import { NanoModel } from '../../src/engine/nano/model.js';
-import { NanoSampler } from '../../src/engine/nano/sampler.js';
+import { NanoModel } from '../../src/engine/model/model.js';
+import { NanoSampler } from '../../src/engine/embedded/sampler.js';
 import type { SampleRequest, SampleResult } from '../../src/engine/types.js';
 
 const model = NanoModel.createSync(

@@ -7,15 +7,15 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { NanoModel } from '../../src/engine/nano/model.js';
-import { NanoTrainer } from '../../src/engine/nano/trainer.js';
-import { TrainingGraph } from '../../src/engine/nano/forward.js';
-import { computeLoss } from '../../src/engine/nano/losses.js';
+import { NanoModel } from '../../src/engine/model/model.js';
+import { NanoTrainer } from '../../src/engine/embedded/trainer.js';
+import { TrainingGraph } from '../../src/engine/model/forward.js';
+import { computeLoss } from '../../src/engine/model/losses.js';
 import { referenceKernels64 } from '../../src/engine/kernels/reference.js';
 import { loadKernels, type Kernels } from '../../src/engine/kernels/index.js';
 import { Rng } from '../../src/core/rng.js';
 import type { Datum, LossExtras, LossSpec } from '../../src/engine/types.js';
-import type { NanoConfig } from '../../src/engine/nano/config.js';
+import type { NanoConfig } from '../../src/engine/model/config.js';
 
 const tiny: NanoConfig = {
   vocabSize: 11,

@@ -6,11 +6,11 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { NanoModel } from '../../src/engine/nano/model.js';
-import { OutputHead } from '../../src/engine/nano/head.js';
+import { NanoModel } from '../../src/engine/model/model.js';
+import { OutputHead } from '../../src/engine/model/head.js';
 import { referenceKernels } from '../../src/engine/kernels/reference.js';
 import type { Kernels } from '../../src/engine/kernels/index.js';
-import type { NanoConfig } from '../../src/engine/nano/config.js';
+import type { NanoConfig } from '../../src/engine/model/config.js';
 
 test('the head allocates its capped logit buffers once, however far the row count grows', () => {
   const V = 1 << 16; // 2^26 / V = 1024 rows fill the logit cap

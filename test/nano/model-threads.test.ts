@@ -12,10 +12,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createWasmKernels } from '../../src/engine/kernels/wasm.js';
 import type { Kernels } from '../../src/engine/kernels/types.js';
-import { NanoModel } from '../../src/engine/nano/model.js';
-import { NanoSampler } from '../../src/engine/nano/sampler.js';
-import { NanoTrainer } from '../../src/engine/nano/trainer.js';
-import type { NanoConfig } from '../../src/engine/nano/config.js';
+import { NanoModel } from '../../src/engine/model/model.js';
+import { NanoSampler } from '../../src/engine/embedded/sampler.js';
+import { NanoTrainer } from '../../src/engine/embedded/trainer.js';
+import type { NanoConfig } from '../../src/engine/model/config.js';
 import type { Datum, SampleRequest } from '../../src/engine/types.js';
 import { Rng } from '../../src/core/rng.js';
 
@@ -32,7 +32,8 @@ const config: NanoConfig = {
   tieEmbeddings: false,
   ropeTheta: 10000,
   normEps: 1e-5,
-  naming: 'hf',
+  paramNames: 'hf',
+  rope: 'transformers',
 };
 
 /** The same seeded model on one and on two kernel threads. */

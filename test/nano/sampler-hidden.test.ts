@@ -8,10 +8,10 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { NanoModel } from '../../src/engine/nano/model.js';
-import { NanoSampler } from '../../src/engine/nano/sampler.js';
+import { NanoModel } from '../../src/engine/model/model.js';
+import { NanoSampler } from '../../src/engine/embedded/sampler.js';
 import { referenceKernels } from '../../src/engine/kernels/reference.js';
-import type { NanoConfig } from '../../src/engine/nano/config.js';
+import type { NanoConfig } from '../../src/engine/model/config.js';
 import type { SampleCompletion } from '../../src/engine/types.js';
 
 const config: NanoConfig = {

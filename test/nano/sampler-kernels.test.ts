@@ -11,13 +11,13 @@ import assert from 'node:assert/strict';
 import { createWasmKernels } from '../../src/engine/kernels/wasm.js';
 import { referenceKernels } from '../../src/engine/kernels/reference.js';
 import type { Kernels } from '../../src/engine/kernels/types.js';
-import { NanoModel } from '../../src/engine/nano/model.js';
-import { NanoSampler } from '../../src/engine/nano/sampler.js';
-import { NanoTrainer } from '../../src/engine/nano/trainer.js';
-import { PagedKVCache } from '../../src/engine/nano/kvcache.js';
-import { DecodeWorkspace, forwardRows } from '../../src/engine/nano/decode.js';
-import { chooseToken, rowDistributions } from '../../src/engine/nano/sampling.js';
-import type { NanoConfig } from '../../src/engine/nano/config.js';
+import { NanoModel } from '../../src/engine/model/model.js';
+import { NanoSampler } from '../../src/engine/embedded/sampler.js';
+import { NanoTrainer } from '../../src/engine/embedded/trainer.js';
+import { PagedKVCache } from '../../src/engine/model/kvcache.js';
+import { DecodeWorkspace, forwardRows } from '../../src/engine/model/decode.js';
+import { chooseToken, rowDistributions } from '../../src/engine/model/sampling.js';
+import type { NanoConfig } from '../../src/engine/model/config.js';
 import { Rng } from '../../src/core/rng.js';
 
 // GQA (6 query heads over 2 kv heads), a head size of 6 (not a multiple of 4), pages of 4 tokens

@@ -1,11 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { NanoModel } from '../../src/engine/nano/model.js';
-import { NanoSampler } from '../../src/engine/nano/sampler.js';
-import { NanoTrainer } from '../../src/engine/nano/trainer.js';
-import { PagedKVCache } from '../../src/engine/nano/kvcache.js';
+import { NanoModel } from '../../src/engine/model/model.js';
+import { NanoSampler } from '../../src/engine/embedded/sampler.js';
+import { NanoTrainer } from '../../src/engine/embedded/trainer.js';
+import { PagedKVCache } from '../../src/engine/model/kvcache.js';
 import { referenceKernels } from '../../src/engine/kernels/reference.js';
-import type { NanoConfig } from '../../src/engine/nano/config.js';
+import type { NanoConfig } from '../../src/engine/model/config.js';
 
 const config: NanoConfig = {
   vocabSize: 23,

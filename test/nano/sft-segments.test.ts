@@ -4,8 +4,8 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { sftDatum } from '../../src/engine/nano/sft.js';
-import { CharTokenizer } from '../../src/engine/nano/tokenizer.js';
+import { sftDatum } from '../../src/engine/embedded/sft.js';
+import { CharTokenizer } from '../../src/engine/tokenizer/char.js';
 import { parseConfig } from '../../src/run/config.js';
 import { warmStartFor } from '../../src/run/warm-start.js';
 import { openAgentEnv } from '../../src/run/agent-runtime.js';

@@ -1,5 +1,5 @@
 /**
- * Tree-packed training (nano/packing.ts, kernels/tree.ts) against the flat computation: the layout of
+ * Tree-packed training (model/packing.ts, kernels/tree.ts) against the flat computation: the layout of
  * known trees (positions = depth, the spec's 10-token / 43-pair example), and on random forests the
  * loss, every datum's log-probs and every parameter's gradient of a packed pass equal the flat pass's:
  * float64 reference kernels to 1e-10 relative, WASM float32 within the gradient-check tolerances, with
@@ -9,10 +9,10 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { NanoModel } from '../../src/engine/nano/model.js';
-import { NanoTrainer, passBytes, type TrainerPacking } from '../../src/engine/nano/trainer.js';
-import { LoraAdapter } from '../../src/engine/nano/lora.js';
-import { ForestBuilder, packForest } from '../../src/engine/nano/packing.js';
+import { NanoModel } from '../../src/engine/model/model.js';
+import { NanoTrainer, passBytes, type TrainerPacking } from '../../src/engine/embedded/trainer.js';
+import { LoraAdapter } from '../../src/engine/model/lora.js';
+import { ForestBuilder, packForest } from '../../src/engine/model/packing.js';
 import { referenceKernels, referenceKernels64 } from '../../src/engine/kernels/reference.js';
 import { treeSegment, treeVisible } from '../../src/engine/kernels/tree.js';
 import { loadKernels, type Kernels } from '../../src/engine/kernels/index.js';
@@ -20,7 +20,7 @@ import { buildEngine } from '../../src/engine/build.js';
 import { parseConfig } from '../../src/run/config.js';
 import { Rng } from '../../src/core/rng.js';
 import type { Datum, LossExtras, LossSpec } from '../../src/engine/types.js';
-import type { NanoConfig } from '../../src/engine/nano/config.js';
+import type { NanoConfig } from '../../src/engine/model/config.js';
 
 const kernels64 = referenceKernels64 as unknown as Kernels;
 

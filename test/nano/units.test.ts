@@ -13,15 +13,15 @@ import { DataError } from '../../src/core/errors.js';
 import { Rng } from '../../src/core/rng.js';
 import { referenceKernels } from '../../src/engine/kernels/reference.js';
 import { loadKernels } from '../../src/engine/kernels/index.js';
-import { AdamW } from '../../src/engine/nano/adamw.js';
-import { loadCheckpoint, saveCheckpoint } from '../../src/engine/nano/checkpoint.js';
-import type { NanoConfig } from '../../src/engine/nano/config.js';
-import { policyTokenLoss } from '../../src/engine/nano/losses.js';
-import { NanoModel } from '../../src/engine/nano/model.js';
-import { decodeSafetensors, encodeSafetensors, readSafetensors } from '../../src/engine/nano/safetensors.js';
-import { runSft } from '../../src/engine/nano/sft.js';
-import { CharTokenizer } from '../../src/engine/nano/tokenizer.js';
-import { NanoTrainer } from '../../src/engine/nano/trainer.js';
+import { AdamW } from '../../src/engine/embedded/adamw.js';
+import { loadCheckpoint, saveCheckpoint } from '../../src/engine/formats/checkpoint.js';
+import type { NanoConfig } from '../../src/engine/model/config.js';
+import { policyTokenLoss } from '../../src/engine/model/losses.js';
+import { NanoModel } from '../../src/engine/model/model.js';
+import { decodeSafetensors, encodeSafetensors, readSafetensors } from '../../src/engine/formats/safetensors.js';
+import { runSft } from '../../src/engine/embedded/sft.js';
+import { CharTokenizer } from '../../src/engine/tokenizer/char.js';
+import { NanoTrainer } from '../../src/engine/embedded/trainer.js';
 
 const close = (a: number, b: number, tol = 1e-12) => assert.ok(Math.abs(a - b) <= tol, `${a} vs ${b}`);
 

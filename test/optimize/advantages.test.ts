@@ -14,7 +14,7 @@ import {
   lossFromConfig,
   policyLossReference,
 } from '../../src/optimize/index.js';
-import { policyTokenLoss } from '../../src/engine/nano/losses.js';
+import { policyTokenLoss } from '../../src/engine/model/losses.js';
 import { ConfigError } from '../../src/core/errors.js';
 
 const near = (a: number, b: number, eps = 1e-9) => assert.ok(Math.abs(a - b) < eps, `${a} vs ${b}`);

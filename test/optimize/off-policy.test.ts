@@ -9,9 +9,9 @@ import assert from 'node:assert/strict';
 import { ConfigError, NumericsError } from '../../src/core/errors.js';
 import { Rng } from '../../src/core/rng.js';
 import { referenceKernels } from '../../src/engine/kernels/reference.js';
-import type { NanoConfig } from '../../src/engine/nano/config.js';
-import { NanoModel } from '../../src/engine/nano/model.js';
-import { NanoTrainer } from '../../src/engine/nano/trainer.js';
+import type { NanoConfig } from '../../src/engine/model/config.js';
+import { NanoModel } from '../../src/engine/model/model.js';
+import { NanoTrainer } from '../../src/engine/embedded/trainer.js';
 import type { Datum } from '../../src/engine/types.js';
 import {
   applyCorrection,

@@ -7,7 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { DataError } from '../../src/core/errors.js';
-import { decodeSafetensors } from '../../src/engine/nano/safetensors.js';
+import { decodeSafetensors } from '../../src/engine/formats/safetensors.js';
 import { runParserFuzz } from '../../testkit/reliability/parser-fuzz.js';
 
 test(

@@ -10,9 +10,9 @@ import { createServer } from 'node:net';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { NanoModel } from '../../src/engine/nano/model.js';
-import { CharTokenizer } from '../../src/engine/nano/tokenizer.js';
-import { saveCheckpoint } from '../../src/engine/nano/checkpoint.js';
+import { NanoModel } from '../../src/engine/model/model.js';
+import { CharTokenizer } from '../../src/engine/tokenizer/char.js';
+import { saveCheckpoint } from '../../src/engine/formats/checkpoint.js';
 import { ArborServer } from '../../src/serve/server.js';
 import { ScriptedSampler } from '../remote/scripted-sampler.js';
 

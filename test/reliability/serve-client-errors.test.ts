@@ -6,9 +6,9 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { NanoModel } from '../../src/engine/nano/model.js';
-import { NanoSampler } from '../../src/engine/nano/sampler.js';
-import { NanoTrainer } from '../../src/engine/nano/trainer.js';
+import { NanoModel } from '../../src/engine/model/model.js';
+import { NanoSampler } from '../../src/engine/embedded/sampler.js';
+import { NanoTrainer } from '../../src/engine/embedded/trainer.js';
 import { ArborServer } from '../../src/serve/server.js';
 import type { Sampler } from '../../src/engine/types.js';
 import { ScriptedSampler } from '../remote/scripted-sampler.js';

@@ -5,8 +5,8 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { NanoModel } from '../../src/engine/nano/model.js';
-import { NanoSampler } from '../../src/engine/nano/sampler.js';
+import { NanoModel } from '../../src/engine/model/model.js';
+import { NanoSampler } from '../../src/engine/embedded/sampler.js';
 import { ArborServer } from '../../src/serve/server.js';
 import type { ServeLimits } from '../../src/serve/limits.js';
 import { ScriptedSampler } from '../remote/scripted-sampler.js';

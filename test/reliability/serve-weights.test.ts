@@ -9,11 +9,11 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { NanoModel } from '../../src/engine/nano/model.js';
-import { NanoSampler } from '../../src/engine/nano/sampler.js';
-import { CharTokenizer } from '../../src/engine/nano/tokenizer.js';
-import { arenaTensors, saveCheckpoint } from '../../src/engine/nano/checkpoint.js';
-import { writeSafetensors } from '../../src/engine/nano/safetensors.js';
+import { NanoModel } from '../../src/engine/model/model.js';
+import { NanoSampler } from '../../src/engine/embedded/sampler.js';
+import { CharTokenizer } from '../../src/engine/tokenizer/char.js';
+import { arenaTensors, saveCheckpoint } from '../../src/engine/formats/checkpoint.js';
+import { writeSafetensors } from '../../src/engine/formats/safetensors.js';
 import { ArborServer } from '../../src/serve/server.js';
 import { NOT_LOADABLE, nanoWeightLoader } from '../../src/serve/weights.js';
 
@@ -55,7 +55,7 @@ async function setup() {
   const outside = join(root, 'elsewhere');
   saveCheckpoint(outside, await NanoModel.create(shape, { seed: 6 }), tokenizer);
   symlinkSync(outside, join(weights, 'link-out'));
-  const model = (await import('../../src/engine/nano/checkpoint.js')).loadCheckpoint(join(weights, 'served'));
+  const model = (await import('../../src/engine/formats/checkpoint.js')).loadCheckpoint(join(weights, 'served'));
   const { model: m } = await model;
   const server = new ArborServer({
     sampler: new NanoSampler(m),

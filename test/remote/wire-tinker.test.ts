@@ -17,7 +17,7 @@ import { engineSchema } from '../../src/engine/config.js';
 import { buildRemoteTrainer } from '../../src/engine/remote/build.js';
 import { JsonClient } from '../../src/engine/remote/http.js';
 import { OpenAICompletionsSampler } from '../../src/engine/remote/openai-completions.js';
-import { Secret, tinkerApiKey } from '../../src/engine/remote/secret.js';
+import { Secret, tinkerApiKey } from '../../src/core/secret.js';
 import { fetchTinkerAdapter, readAdapterDir, writeSafetensors } from '../../src/engine/remote/tinker-archive.js';
 import { TinkerSampler } from '../../src/engine/remote/tinker-sampler.js';
 import { TinkerSession } from '../../src/engine/remote/tinker-session.js';

@@ -8,7 +8,7 @@ import { defaultsYaml, loadConfig, parseConfig } from '../../src/run/config.js';
 import { ConfigError } from '../../src/core/errors.js';
 import { buildReport, lineChart } from '../../src/ui/report.js';
 import { addNode, createTree } from '../../src/core/tree.js';
-import { CharTokenizer } from '../../src/engine/nano/tokenizer.js';
+import { CharTokenizer } from '../../src/engine/tokenizer/char.js';
 
 test('config: defaults for everything; unknown keys and bad values name the file and key', () => {
   const c = parseConfig({});

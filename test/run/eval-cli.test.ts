@@ -5,11 +5,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { evalCommand } from '../../src/cli/eval.js';
 import { ConfigError } from '../../src/core/errors.js';
-import { loadCheckpoint, saveCheckpoint } from '../../src/engine/nano/checkpoint.js';
-import { NanoModel } from '../../src/engine/nano/model.js';
-import { NanoSampler } from '../../src/engine/nano/sampler.js';
-import { runSft } from '../../src/engine/nano/sft.js';
-import { CharTokenizer } from '../../src/engine/nano/tokenizer.js';
+import { loadCheckpoint, saveCheckpoint } from '../../src/engine/formats/checkpoint.js';
+import { NanoModel } from '../../src/engine/model/model.js';
+import { NanoSampler } from '../../src/engine/embedded/sampler.js';
+import { runSft } from '../../src/engine/embedded/sft.js';
+import { CharTokenizer } from '../../src/engine/tokenizer/char.js';
 import { ArborServer } from '../../src/serve/server.js';
 import { getTask } from '../../src/tasks/index.js';
 

@@ -10,7 +10,7 @@ import { DataError } from '../../src/core/errors.js';
 import { leaves, trajectory } from '../../src/core/tree.js';
 import type { TaskItem } from '../../src/core/types.js';
 import { sftSequence } from '../../src/engine/build.js';
-import { CharTokenizer } from '../../src/engine/nano/tokenizer.js';
+import { CharTokenizer } from '../../src/engine/tokenizer/char.js';
 import { calculatorEnvironmentFactory } from '../../src/env/builtin/calculator.js';
 import { arborFormat } from '../../src/env/format/arbor.js';
 import type { TranscriptMessage } from '../../src/env/transcript.js';

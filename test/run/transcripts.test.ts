@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { DataError } from '../../src/core/errors.js';
 import { leaves, trajectory, type RolloutTree } from '../../src/core/tree.js';
 import { sftSequence } from '../../src/engine/build.js';
-import { CharTokenizer } from '../../src/engine/nano/tokenizer.js';
+import { CharTokenizer } from '../../src/engine/tokenizer/char.js';
 import { HFTokenizer } from '../../src/engine/tokenizer/hf.js';
 import type { TextTokenizer } from '../../src/engine/types.js';
 import { calculatorEnvironmentFactory } from '../../src/env/builtin/calculator.js';

@@ -7,7 +7,7 @@
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { NanoSampler } from '../../src/engine/nano/sampler.js';
+import { NanoSampler } from '../../src/engine/embedded/sampler.js';
 import { usageFromWire } from '../../src/wire/usage.js';
 import { HFTokenizer } from '../../src/engine/tokenizer/hf.js';
 import type { SampleRequest, SampleResult, Sampler, SamplerCapabilities } from '../../src/engine/types.js';

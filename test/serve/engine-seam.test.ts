@@ -37,18 +37,18 @@ test('the scanner finds every kind of import into the engine', () => {
   const sample = [
     "import { openModel } from '../engine/open.js';",
     "import type { Sampler } from '../engine/types.js';",
-    "import { NanoSampler } from '../engine/nano/sampler.js';",
+    "import { NanoSampler } from '../engine/embedded/sampler.js';",
     "import type { HFTokenizer } from '../engine/tokenizer/hf.js';",
-    "export { LoraAdapter } from '../engine/nano/lora.js';",
-    "const m = await import('../engine/hf/peft.js');",
-    "import {\n  decodeSafetensors,\n} from '../engine/nano/safetensors.js';",
+    "export { LoraAdapter } from '../engine/model/lora.js';",
+    "const m = await import('../engine/formats/peft.js');",
+    "import {\n  decodeSafetensors,\n} from '../engine/formats/safetensors.js';",
   ].join('\n');
   assert.deepEqual(violations('src/serve/sample.ts', sample), [
-    'src/serve/sample.ts imports src/engine/nano/sampler.ts',
+    'src/serve/sample.ts imports src/engine/embedded/sampler.ts',
     'src/serve/sample.ts imports src/engine/tokenizer/hf.ts',
-    'src/serve/sample.ts imports src/engine/nano/lora.ts',
-    'src/serve/sample.ts imports src/engine/hf/peft.ts',
-    'src/serve/sample.ts imports src/engine/nano/safetensors.ts',
+    'src/serve/sample.ts imports src/engine/model/lora.ts',
+    'src/serve/sample.ts imports src/engine/formats/peft.ts',
+    'src/serve/sample.ts imports src/engine/formats/safetensors.ts',
   ]);
 });
 

@@ -12,7 +12,7 @@ import { request as httpRequest } from 'node:http';
 import OpenAI from 'openai';
 import type { EpisodeCall } from '../../src/core/episode.js';
 import { loadHfModel } from '../../src/engine/hf/model.js';
-import { NanoSampler } from '../../src/engine/nano/sampler.js';
+import { NanoSampler } from '../../src/engine/embedded/sampler.js';
 import { HFTokenizer } from '../../src/engine/tokenizer/hf.js';
 import type { ChatMessage, SampleOptions, SampleRequest, SampleResult, Sampler } from '../../src/engine/types.js';
 import { hfServeTokenizer } from '../../src/serve/engine.js';

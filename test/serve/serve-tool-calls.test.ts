@@ -9,7 +9,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import type { NanoSampler } from '../../src/engine/nano/sampler.js';
+import type { NanoSampler } from '../../src/engine/embedded/sampler.js';
 import { HFTokenizer } from '../../src/engine/tokenizer/hf.js';
 import { serveCommand, toolCallSettings } from '../../src/cli/serve.js';
 import { loadServeEngine } from '../../src/serve/engine.js';

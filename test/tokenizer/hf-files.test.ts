@@ -12,7 +12,7 @@ import { DataError } from '../../src/core/errors.js';
 import { strftimeNow } from '../../src/engine/tokenizer/chat-template.js';
 import { HFTokenizer } from '../../src/engine/tokenizer/hf.js';
 import { loadTokenizer } from '../../src/engine/tokenizer/load.js';
-import { CharTokenizer } from '../../src/engine/nano/tokenizer.js';
+import { CharTokenizer } from '../../src/engine/tokenizer/char.js';
 
 const added = (id: number, content: string) => ({
   id,

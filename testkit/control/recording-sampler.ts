@@ -3,7 +3,7 @@
  * continue (decoded, BOS dropped) and answers the k-th continuation of a prompt (counted across
  * calls) with `script(prompt, k)` plus EOS. Asserts nothing; no model behind it.
  */
-import { CharTokenizer } from '../../src/engine/nano/tokenizer.js';
+import { CharTokenizer } from '../../src/engine/tokenizer/char.js';
 import type { SampleRequest, SampleResult, Sampler } from '../../src/engine/types.js';
 
 export class RecordingSampler implements Sampler {

@@ -14,10 +14,10 @@ import type { Kernels } from '../../src/engine/kernels/types.js';
 import { makeHfModel, type MakeHfOptions } from '../../src/engine/hf/make.js';
 import { loadHfModel } from '../../src/engine/hf/model.js';
 import { openHfModel, saveHfModel } from '../../src/engine/hf/engine.js';
-import { savePeftAdapter } from '../../src/engine/hf/peft.js';
-import { LoraAdapter } from '../../src/engine/nano/lora.js';
-import { NanoTrainer } from '../../src/engine/nano/trainer.js';
-import { writeSafetensors } from '../../src/engine/nano/safetensors.js';
+import { savePeftAdapter } from '../../src/engine/formats/peft.js';
+import { LoraAdapter } from '../../src/engine/model/lora.js';
+import { NanoTrainer } from '../../src/engine/embedded/trainer.js';
+import { writeSafetensors } from '../../src/engine/formats/safetensors.js';
 import { decodeLogits } from '../hf/parity.js';
 
 const out = process.argv[2] ?? '.device';

@@ -8,7 +8,7 @@
  * undefined hands the request to the model's own sampler. The end token is appended unless the text is
  * cut by max tokens. Asserts nothing.
  */
-import type { NanoSampler } from '../../src/engine/nano/sampler.js';
+import type { NanoSampler } from '../../src/engine/embedded/sampler.js';
 import type { SampleCompletion, SampleRequest, SampleResult, Sampler, TextTokenizer } from '../../src/engine/types.js';
 
 export class ScriptedPolicy implements Sampler {

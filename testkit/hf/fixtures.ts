@@ -6,7 +6,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { decodeSafetensors } from '../../src/engine/nano/safetensors.js';
+import { decodeSafetensors } from '../../src/engine/formats/safetensors.js';
 
 export function hfReferenceDir(): string | undefined {
   const base = process.env.ARBOR_DATA_DIR ?? resolve(process.cwd(), '../shared/data');

@@ -7,9 +7,9 @@
  */
 import { loadHfModel } from '../../src/engine/hf/model.js';
 import { loadKernels } from '../../src/engine/kernels/index.js';
-import { ALL_LORA_MODULES, LoraAdapter } from '../../src/engine/nano/lora.js';
-import { NanoSampler } from '../../src/engine/nano/sampler.js';
-import { NanoTrainer } from '../../src/engine/nano/trainer.js';
+import { ALL_LORA_MODULES, LoraAdapter } from '../../src/engine/model/lora.js';
+import { NanoSampler } from '../../src/engine/embedded/sampler.js';
+import { NanoTrainer } from '../../src/engine/embedded/trainer.js';
 import type { Datum, SampleRequest } from '../../src/engine/types.js';
 import { KernelProfiler, profileDecodeStep, type DecodeStepProfile, type ProfileSnapshot } from './profile.js';
 

@@ -10,12 +10,12 @@ import { join } from 'node:path';
 import { referenceKernels64 } from '../../src/engine/kernels/reference.js';
 import { loadKernels, type Kernels } from '../../src/engine/kernels/index.js';
 import { loadHfModel } from '../../src/engine/hf/model.js';
-import { loadPeftAdapter } from '../../src/engine/hf/peft.js';
-import { DecodeWorkspace, forwardRows } from '../../src/engine/nano/decode.js';
-import { PagedKVCache } from '../../src/engine/nano/kvcache.js';
-import type { LoraAdapter } from '../../src/engine/nano/lora.js';
-import type { NanoModel } from '../../src/engine/nano/model.js';
-import { NanoTrainer } from '../../src/engine/nano/trainer.js';
+import { loadPeftAdapter } from '../../src/engine/formats/peft.js';
+import { DecodeWorkspace, forwardRows } from '../../src/engine/model/decode.js';
+import { PagedKVCache } from '../../src/engine/model/kvcache.js';
+import type { LoraAdapter } from '../../src/engine/model/lora.js';
+import type { NanoModel } from '../../src/engine/model/model.js';
+import { NanoTrainer } from '../../src/engine/embedded/trainer.js';
 import type { Datum } from '../../src/engine/types.js';
 import { compare, readReference, type Comparison, type ReferenceCase, type Tolerance } from './fixtures.js';
 

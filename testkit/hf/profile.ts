@@ -6,9 +6,9 @@
  * Used by bench/hf.ts; it measures, it does not judge.
  */
 import type { Kernels } from '../../src/engine/kernels/types.js';
-import { DecodeWorkspace, forwardRows } from '../../src/engine/nano/decode.js';
-import { PagedKVCache } from '../../src/engine/nano/kvcache.js';
-import type { NanoModel } from '../../src/engine/nano/model.js';
+import { DecodeWorkspace, forwardRows } from '../../src/engine/model/decode.js';
+import { PagedKVCache } from '../../src/engine/model/kvcache.js';
+import type { NanoModel } from '../../src/engine/model/model.js';
 
 export interface KernelStat {
   kernel: string;

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """
 A PyTorch reference for Arbor's embedded "nano" transformer, written independently of the
-TypeScript code from the architecture described in src/engine/nano/config.ts:
+TypeScript code from the architecture described in src/engine/model/config.ts:
 
   x = tok_emb[tokens]
   per layer:  h = rmsnorm(x) * attn_norm;  q,k,v = h Wq^T, h Wk^T, h Wv^T;  rotary (NeoX half-split) on q,k;

@@ -22,12 +22,12 @@ import { fileURLToPath } from 'node:url';
 import { Rng } from '../../src/core/rng.js';
 import { loadKernels, type Kernels } from '../../src/engine/kernels/index.js';
 import { referenceKernels64 } from '../../src/engine/kernels/reference.js';
-import type { NanoConfig } from '../../src/engine/nano/config.js';
-import { arenaTensors } from '../../src/engine/nano/checkpoint.js';
-import { NanoModel } from '../../src/engine/nano/model.js';
-import { NanoSampler } from '../../src/engine/nano/sampler.js';
-import { writeSafetensors } from '../../src/engine/nano/safetensors.js';
-import { NanoTrainer } from '../../src/engine/nano/trainer.js';
+import type { NanoConfig } from '../../src/engine/model/config.js';
+import { arenaTensors } from '../../src/engine/formats/checkpoint.js';
+import { NanoModel } from '../../src/engine/model/model.js';
+import { NanoSampler } from '../../src/engine/embedded/sampler.js';
+import { writeSafetensors } from '../../src/engine/formats/safetensors.js';
+import { NanoTrainer } from '../../src/engine/embedded/trainer.js';
 import type { AdamParams, Datum, LossExtras, LossSpec, SampleRequest } from '../../src/engine/types.js';
 
 export const REFERENCE_SCRIPT = join(dirname(fileURLToPath(import.meta.url)), 'nano_torch.py');

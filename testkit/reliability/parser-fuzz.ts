@@ -11,8 +11,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ArborError } from '../../src/core/errors.js';
 import { treeFromJSON } from '../../src/core/tree.js';
-import { decodeSafetensors, encodeSafetensors } from '../../src/engine/nano/safetensors.js';
-import { CharTokenizer } from '../../src/engine/nano/tokenizer.js';
+import { decodeSafetensors, encodeSafetensors } from '../../src/engine/formats/safetensors.js';
+import { CharTokenizer } from '../../src/engine/tokenizer/char.js';
 import { loadConfig, parseConfig } from '../../src/run/config.js';
 import { readDataset } from '../../src/tasks/datasets/read.js';
 

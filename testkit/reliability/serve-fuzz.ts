@@ -13,11 +13,11 @@ import fc from 'fast-check';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { NanoModel } from '../../src/engine/nano/model.js';
-import { NanoSampler } from '../../src/engine/nano/sampler.js';
-import { NanoTrainer } from '../../src/engine/nano/trainer.js';
-import { CharTokenizer } from '../../src/engine/nano/tokenizer.js';
-import { saveCheckpoint } from '../../src/engine/nano/checkpoint.js';
+import { NanoModel } from '../../src/engine/model/model.js';
+import { NanoSampler } from '../../src/engine/embedded/sampler.js';
+import { NanoTrainer } from '../../src/engine/embedded/trainer.js';
+import { CharTokenizer } from '../../src/engine/tokenizer/char.js';
+import { saveCheckpoint } from '../../src/engine/formats/checkpoint.js';
 import { ArborServer } from '../../src/serve/server.js';
 import { nanoWeightLoader } from '../../src/serve/weights.js';
 

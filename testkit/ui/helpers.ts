@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { addNode, createTree, treeToJSON, type RolloutTree } from '../../src/core/tree.js';
-import { CharTokenizer } from '../../src/engine/nano/tokenizer.js';
+import { CharTokenizer } from '../../src/engine/tokenizer/char.js';
 
 export const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), 'fixtures/rundirs');
 export const ARTIFACTS = join(dirname(fileURLToPath(import.meta.url)), '../../test-artifacts/ui');

@@ -12,16 +12,16 @@ import { fsyncDirectory, writeFileAtomic } from '../../core/files.js';
 import type { ProgressUpdate } from '../../core/progress-count.js';
 import type { HfCreateConfig, LoraConfig, ModelConfig } from '../config.js';
 import type { Kernels } from '../kernels/types.js';
-import { LoraAdapter, type LoraModule, type LoraSettings } from '../nano/lora.js';
-import type { NanoModel } from '../nano/model.js';
-import { writeSafetensors } from '../nano/safetensors.js';
-import { arenaTensors } from '../nano/checkpoint.js';
-import { runSft, type SftExample, type SftOptions } from '../nano/sft.js';
+import { LoraAdapter, type LoraModule, type LoraSettings } from '../model/lora.js';
+import type { NanoModel } from '../model/model.js';
+import { writeSafetensors } from '../formats/safetensors.js';
+import { arenaTensors } from '../formats/checkpoint.js';
+import { runSft, type SftExample, type SftOptions } from '../embedded/sft.js';
 import { HFTokenizer } from '../tokenizer/hf.js';
-import { isHfModelDir, type HfModelInfo } from './config.js';
+import { isHfModelDir, type HfModelInfo } from '../formats/hf-config.js';
 import { copyTokenizerFiles, creationProgress, makeHfModel } from './make.js';
 import { loadHfModel } from './model.js';
-import { isPeftAdapterDir, loadPeftAdapter, readPeftConfig, savePeftAdapter } from './peft.js';
+import { isPeftAdapterDir, loadPeftAdapter, readPeftConfig, savePeftAdapter } from '../formats/peft.js';
 
 /**
  * The HF model directory a run names (model.checkpoint holding an HF config.json, else model.hf), created
@@ -189,6 +189,8 @@ export async function hfStart(
     seed: warm.seed,
     encodePrompt: warm.encodePrompt(tokenizer),
     adapter,
+    // the head only at the completion's positions: Hugging Face vocabularies make it most of the work
+    weightedRowsOnly: true,
   });
   const partial = `${warm.dir}.partial-${process.pid}`;
   rmSync(partial, { recursive: true, force: true });

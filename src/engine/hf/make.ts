@@ -13,9 +13,9 @@ import { ConfigError } from '../../core/errors.js';
 import { writeFileAtomic } from '../../core/files.js';
 import { progressCounter, type ProgressTick, type ProgressUpdate } from '../../core/progress-count.js';
 import { Rng } from '../../core/rng.js';
-import { paramSpecs, type ParamSpec } from '../nano/config.js';
-import { writeSafetensorsFrom, type FloatDtype } from '../nano/safetensors.js';
-import { parseHfConfig, type HfArchitecture } from './config.js';
+import { paramSpecs, type ParamSpec } from '../model/config.js';
+import { writeSafetensorsFrom, type FloatDtype } from '../formats/safetensors.js';
+import { parseHfConfig, type HfArchitecture } from '../formats/hf-config.js';
 import { HFTokenizer } from '../tokenizer/hf.js';
 
 export interface MakeHfOptions {

@@ -5,9 +5,9 @@
  */
 import type { Kernels } from '../kernels/types.js';
 import { loadKernels } from '../kernels/index.js';
-import { NanoModel } from '../nano/model.js';
-import { readHfConfig, type HfModelInfo } from './config.js';
-import { loadHfWeights } from './weights.js';
+import { NanoModel } from '../model/model.js';
+import { readHfConfig, type HfModelInfo } from '../formats/hf-config.js';
+import { loadHfWeights } from '../formats/hf-weights.js';
 
 export interface HfLoadOptions {
   kernels?: Kernels;

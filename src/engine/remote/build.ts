@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError } from '../../core/errors.js';
 import type { EngineConfig } from '../config.js';
-import type { CharTokenizer } from '../nano/tokenizer.js';
+import type { CharTokenizer } from '../tokenizer/char.js';
 import type { HFTokenizer } from '../tokenizer/hf.js';
 import { loadTokenizer } from '../tokenizer/load.js';
 import { OpenAICompletionsSampler } from './openai-completions.js';
@@ -23,7 +23,7 @@ import {
   type WeightSyncHooks,
   type WeightSyncSpec,
 } from './weight-sync.js';
-import { tinkerApiKey } from './secret.js';
+import { tinkerApiKey } from '../../core/secret.js';
 import { fetchTinkerAdapter } from './tinker-archive.js';
 import { TinkerSampler } from './tinker-sampler.js';
 import { TinkerSession } from './tinker-session.js';

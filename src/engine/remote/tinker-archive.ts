@@ -10,7 +10,7 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync 
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { EngineCallError } from '../../core/errors.js';
-import type { Secret } from './secret.js';
+import type { Secret } from '../../core/secret.js';
 
 /** `tinker://<run>/sampler_weights/<name>` (hosted) or `tinker://<run>/<name>` (SkyRL tx). */
 export interface TinkerPath {

@@ -15,7 +15,7 @@
 import { EngineCallError, isAbortError } from '../../core/errors.js';
 import { Rng } from '../../core/rng.js';
 import { backoffMs, HttpCallError, JsonClient, sleep, type CallOptions, type RetryPolicy } from './http.js';
-import type { Secret } from './secret.js';
+import type { Secret } from '../../core/secret.js';
 
 /**
  * Wire types, from thinking-machines-lab/tinker@d595dc2 (v0.25.0) src/tinker/types/*.py and

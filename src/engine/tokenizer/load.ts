@@ -6,7 +6,7 @@
  */
 import { join } from 'node:path';
 import { DataError } from '../../core/errors.js';
-import { CharTokenizer } from '../nano/tokenizer.js';
+import { CharTokenizer } from './char.js';
 import { HFTokenizer, type HFTokenizerOptions } from './hf.js';
 import { readJsonObject } from '../../core/files.js';
 

@@ -1,4 +1,4 @@
-// Rotary positions, NeoX half-split (see nano/ops/rope.ts for the tables): within each head of size
+// Rotary positions, NeoX half-split (see model/ops/rope.ts for the tables): within each head of size
 // hs, dimension i < half pairs with i + half and rotates by the angle of (position, i). Rows of x
 // [N, C] rotate in place; `inverse` applies the transpose rotation (the backward pass on gradients).
 // positions: N i32; cos, sin: [maxT, half] f32.

@@ -8,11 +8,11 @@ import { writeFileAtomic } from '../../core/files.js';
 import { join } from 'node:path';
 import { DataError } from '../../core/errors.js';
 import type { Kernels } from '../kernels/types.js';
-import { defaultNanoConfig, type NanoConfig } from './config.js';
-import { NanoModel } from './model.js';
-import type { ParamArena } from './params.js';
+import { defaultNanoConfig, type NanoConfig } from '../model/config.js';
+import { NanoModel } from '../model/model.js';
+import type { ParamArena } from '../model/params.js';
 import { readSafetensors, writeSafetensors, type Tensor } from './safetensors.js';
-import { CharTokenizer } from './tokenizer.js';
+import { CharTokenizer } from '../tokenizer/char.js';
 import { loadKernels } from '../kernels/index.js';
 
 export function arenaTensors(arena: ParamArena): Record<string, Tensor> {

@@ -45,7 +45,7 @@ export class NanoModel {
     this.params = createParams(config, kernels);
     const alloc = (n: number) => kernels.alloc(n);
     this.rope =
-      config.naming === 'hf'
+      config.rope === 'transformers'
         ? hfRopeTables(config.contextLength, this.dims.hd, config.ropeTheta, config.ropeScaling, alloc)
         : ropeTables(config.contextLength, this.dims.hd, config.ropeTheta, alloc);
   }

@@ -12,10 +12,10 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { readJsonObject, writeFileAtomic } from '../../core/files.js';
 import { DataError } from '../../core/errors.js';
-import type { NanoModel } from '../nano/model.js';
+import type { NanoModel } from '../model/model.js';
 import type { Kernels } from '../kernels/types.js';
-import { ALL_LORA_MODULES, LORA_MODULES, LoraAdapter, type LoraModule, type LoraSettings } from '../nano/lora.js';
-import { SafetensorsFile, writeSafetensors, type Tensor } from '../nano/safetensors.js';
+import { ALL_LORA_MODULES, LORA_MODULES, LoraAdapter, type LoraModule, type LoraSettings } from '../model/lora.js';
+import { SafetensorsFile, writeSafetensors, type Tensor } from './safetensors.js';
 
 export const ADAPTER_CONFIG = 'adapter_config.json';
 export const ADAPTER_WEIGHTS = 'adapter_model.safetensors';

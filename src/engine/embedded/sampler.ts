@@ -24,12 +24,12 @@ import type {
   Sampler,
   SamplerCapabilities,
 } from '../types.js';
-import { DecodeWorkspace, forwardRows, type DecodeRow } from './decode.js';
-import { PagedKVCache } from './kvcache.js';
-import type { NanoModel } from './model.js';
-import { chooseToken, rowDistributions, usesDistribution } from './sampling.js';
-import type { ChoiceOptions, RowDistribution } from './sampling.js';
-import type { LoraAdapter } from './lora.js';
+import { DecodeWorkspace, forwardRows, type DecodeRow } from '../model/decode.js';
+import { PagedKVCache } from '../model/kvcache.js';
+import type { NanoModel } from '../model/model.js';
+import { chooseToken, rowDistributions, usesDistribution } from '../model/sampling.js';
+import type { ChoiceOptions, RowDistribution } from '../model/sampling.js';
+import type { LoraAdapter } from '../model/lora.js';
 
 export interface NanoSamplerOptions {
   /** Tokens per KV page. */

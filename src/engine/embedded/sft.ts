@@ -11,11 +11,11 @@ import { readFileSync } from 'node:fs';
 import { DataError } from '../../core/errors.js';
 import { Rng } from '../../core/rng.js';
 import type { Datum } from '../types.js';
-import { NanoModel } from './model.js';
+import { NanoModel } from '../model/model.js';
 import { NanoTrainer } from './trainer.js';
-import type { LoraAdapter } from './lora.js';
+import type { LoraAdapter } from '../model/lora.js';
 import type { TextTokenizer } from '../types.js';
-import type { NanoConfig } from './config.js';
+import type { NanoConfig } from '../model/config.js';
 
 export interface SftExample {
   prompt: string;
@@ -52,6 +52,11 @@ export interface SftOptions {
   encodePrompt?: (prompt: string) => number[];
   /** Train only this LoRA adapter (the model is frozen). */
   adapter?: LoraAdapter;
+  /**
+   * Compute the output head only at the completion's positions (prompts carry no loss; on a chat
+   * template that is half of a batch). The loss and gradients are the same; default false.
+   */
+  weightedRowsOnly?: boolean;
 }
 
 export interface SftProgress {
@@ -149,8 +154,7 @@ export async function runSft(
   const nHeld = Math.min(Math.floor(data.length * (options.heldOutFraction ?? 0.05)), 256);
   const held = data.slice(0, nHeld);
   const train = data.slice(nHeld);
-  // the head only at the completion's positions: prompts carry no loss (half of a chat-template SFT batch)
-  const trainer = new NanoTrainer(model, { adapter: options.adapter, weightedRowsOnly: model.config.naming === 'hf' });
+  const trainer = new NanoTrainer(model, { adapter: options.adapter, weightedRowsOnly: options.weightedRowsOnly });
   const warmupSteps = options.warmupSteps ?? Math.min(20, Math.floor(options.steps / 10));
   const result: SftResult = { trainLoss: [], heldOut: [], tokens: 0, wallMs: 0 };
   const started = Date.now();

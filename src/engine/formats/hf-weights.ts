@@ -9,8 +9,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DataError } from '../../core/errors.js';
-import type { ParamArena } from '../nano/params.js';
-import { SafetensorsFile, type FloatDtype } from '../nano/safetensors.js';
+import type { ParamArena } from '../model/params.js';
+import { SafetensorsFile, type FloatDtype } from './safetensors.js';
 
 /** Tensors some exports carry that are not parameters (ignored). */
 const IGNORED = /\.rotary_emb\.inv_freq$/;

@@ -47,10 +47,16 @@ export interface NanoConfig {
   ropeScaling?: RopeScaling;
   /**
    * Parameter names: 'nano' (tok_emb, layers.l.wq, ...; the embedded model's own checkpoints) or 'hf'
-   * (model.embed_tokens.weight, model.layers.l.self_attn.q_proj.weight, ...; Hugging Face checkpoints,
-   * whose rotary tables are also computed as transformers computes them, in float32). Default 'nano'.
+   * (model.embed_tokens.weight, model.layers.l.self_attn.q_proj.weight, ...; Hugging Face checkpoints).
+   * Default 'nano'.
    */
-  naming?: 'nano' | 'hf';
+  paramNames?: 'nano' | 'hf';
+  /**
+   * How the rotary tables are computed: 'arbor' (float64, then rounded) or 'transformers' (in float32 as
+   * transformers computes inv_freq and the angles, with `ropeScaling`; what Hugging Face weights were
+   * trained with). Default 'arbor'.
+   */
+  rope?: 'arbor' | 'transformers';
 }
 
 /**
@@ -205,7 +211,7 @@ const NANO_LAYER: Record<LayerRole, string> = {
 };
 
 export function paramNames(c: NanoConfig): ParamNames {
-  const hf = c.naming === 'hf';
+  const hf = c.paramNames === 'hf';
   const prefix = hf ? 'model.layers.' : 'layers.';
   const table = hf ? HF_LAYER : NANO_LAYER;
   const layers = Array.from({ length: c.nLayers }, (_, l) => {

@@ -11,7 +11,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ConfigError } from '../../core/errors.js';
 import { readJsonObject } from '../../core/files.js';
-import type { NanoConfig, RopeScaling } from '../nano/config.js';
+import type { NanoConfig, RopeScaling } from '../model/config.js';
 
 export const HF_ARCHITECTURES = ['LlamaForCausalLM', 'Qwen2ForCausalLM', 'Qwen3ForCausalLM'] as const;
 export type HfArchitecture = (typeof HF_ARCHITECTURES)[number];
@@ -26,7 +26,7 @@ export interface HfModelInfo {
   /** The model directory. */
   dir: string;
   architecture: HfArchitecture;
-  /** The embedded model's description (naming 'hf'). */
+  /** The embedded model's description (HF parameter names, transformers' rotary tables). */
   config: NanoConfig;
   /** config.json as read (exports write it back). */
   raw: Record<string, unknown>;
@@ -116,7 +116,8 @@ export function parseHfConfig(
         : { qkv: attentionBias, o: attentionBias, mlp: architecture === 'LlamaForCausalLM' && flag('mlp_bias', false) },
     qkNorm: architecture === 'Qwen3ForCausalLM',
     ropeScaling: scaling,
-    naming: 'hf',
+    paramNames: 'hf',
+    rope: 'transformers',
   };
   const ids = (v: unknown) =>
     typeof v === 'number' ? [v] : Array.isArray(v) ? v.filter((x): x is number => typeof x === 'number') : [];

@@ -5,7 +5,7 @@
  */
 import type { AdamParams } from '../types.js';
 import type { Kernels } from '../kernels/types.js';
-import type { ParamArena } from './params.js';
+import type { ParamArena } from '../model/params.js';
 
 export class AdamW {
   readonly m: Float32Array;

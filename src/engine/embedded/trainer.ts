@@ -21,16 +21,16 @@ import type {
   Trainer,
 } from '../types.js';
 import { AdamW } from './adamw.js';
-import { loadArena, arenaTensors } from './checkpoint.js';
-import { TrainingGraph } from './forward.js';
-import { computeLoss } from './losses.js';
-import { checkTreeAttention, ForestBuilder, type TreePack } from './packing.js';
-import type { NanoModel } from './model.js';
-import { readSafetensors, writeSafetensors } from './safetensors.js';
-import type { LoraAdapter } from './lora.js';
+import { loadArena, arenaTensors } from '../formats/checkpoint.js';
+import { TrainingGraph } from '../model/forward.js';
+import { computeLoss } from '../model/losses.js';
+import { checkTreeAttention, ForestBuilder, type TreePack } from '../model/packing.js';
+import type { NanoModel } from '../model/model.js';
+import { readSafetensors, writeSafetensors } from '../formats/safetensors.js';
+import type { LoraAdapter } from '../model/lora.js';
 import { referenceKernels } from '../kernels/reference.js';
-import type { ParamArena } from './params.js';
-import { ADAPTER_WEIGHTS, loadPeftAdapter, savePeftAdapter } from '../hf/peft.js';
+import type { ParamArena } from '../model/params.js';
+import { ADAPTER_WEIGHTS, loadPeftAdapter, savePeftAdapter } from '../formats/peft.js';
 
 export interface NanoTrainerOptions {
   /**

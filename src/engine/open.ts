@@ -25,6 +25,7 @@ import { NanoSampler, type NanoSamplerOptions } from './embedded/sampler.js';
 import { CharTokenizer, type TokenizerJSON } from './tokenizer/char.js';
 import { NanoTrainer, type NanoTrainerOptions } from './embedded/trainer.js';
 import { HFTokenizer } from './tokenizer/hf.js';
+import { readGenerationDefaults, type GenerationDefaults } from './formats/generation-config.js';
 
 // What `arbor serve` and the CLI use of the engine besides openModel: LoRA adapters over an opened
 // model (open-adapter.ts), request batching, the random HF model maker, and the types they name.
@@ -49,7 +50,8 @@ export type { NanoSampler, NanoSamplerOptions } from './embedded/sampler.js';
 export type { Tensor } from './formats/safetensors.js';
 export type { CharTokenizer, TokenizerJSON } from './tokenizer/char.js';
 export type { NanoTrainer, NanoTrainerOptions } from './embedded/trainer.js';
-export type { GenerationDefaults, HFTokenizer } from './tokenizer/hf.js';
+export type { HFTokenizer } from './tokenizer/hf.js';
+export type { GenerationDefaults } from './formats/generation-config.js';
 
 /** Which kernels run the model: an instance, or the engine config's backend and thread count. */
 export type KernelChoice = Kernels | { backend?: EngineConfig['kernels']; threads?: number };
@@ -76,6 +78,8 @@ export interface OpenedModel {
   adapter?: LoraAdapter;
   /** Hugging Face models: architecture, config, end ids. */
   info?: HfModelInfo;
+  /** Hugging Face models opened with their tokenizer: generation_config.json's sampling defaults. */
+  generation?: GenerationDefaults;
   /** What was opened, for logs: the directory and the model's shape. */
   origin: string;
   /** A sampler over the model (and the opened adapter unless another is given). */
@@ -107,7 +111,8 @@ export async function openModel(dir: string, options: OpenOptions = {}): Promise
       : HFTokenizer.fromDirectory(baseDir, { vocabSize: info.config.vocabSize });
     const adapter = adapterDir ? loadPeftAdapter(adapterDir, model) : undefined;
     const origin = adapterDir ? `${adapterDir} (LoRA on ${baseDir})` : `${dir} (${info.architecture})`;
-    return made({ kind: 'hf', dir, baseDir, model, tokenizer, adapter, info, origin });
+    const generation = tokenizer ? readGenerationDefaults(baseDir) : undefined;
+    return made({ kind: 'hf', dir, baseDir, model, tokenizer, adapter, info, generation, origin });
   }
   // loading refuses NaN or infinite weights, naming the tensors (formats/checkpoint.ts)
   const { model, tokenizer } = await loadCheckpoint(dir, { kernels });

@@ -105,7 +105,7 @@ function loadHf(o: ServeEngineOptions, opened: OpenedModel): ServeEngine {
   const info = opened.info!;
   const tokenizer = opened.tokenizer as HFTokenizer | undefined;
   const name = o.name ?? o.checkpoint;
-  const generation = tokenizer?.generationDefaults ?? {};
+  const generation = opened.generation ?? {};
   // the end ids: the tokenizer's (generation_config ∪ eos_token); without a tokenizer, config.json's
   const eosIds = tokenizer ? [...tokenizer.eosIds] : info.eosTokenIds;
   const { minP, repetitionPenalty, temperature, topP, topK, maxNewTokens } = generation;

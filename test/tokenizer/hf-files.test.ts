@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { DataError } from '../../src/core/errors.js';
 import { strftimeNow } from '../../src/engine/tokenizer/chat-template.js';
 import { HFTokenizer } from '../../src/engine/tokenizer/hf.js';
+import { readGenerationDefaults } from '../../src/engine/formats/generation-config.js';
 import { loadTokenizer } from '../../src/engine/tokenizer/load.js';
 import { CharTokenizer } from '../../src/engine/tokenizer/char.js';
 
@@ -81,14 +82,15 @@ const user = [{ role: 'user', content: 'hello' }];
 
 test('a tiny directory: encode, decode, special ids, EOS list, sampling defaults from generation_config.json', () => {
   const generation = { eos_token_id: [1, 2], temperature: 0.6, top_p: 0.95, top_k: 20, do_sample: true };
-  const tok = HFTokenizer.fromDirectory(tiny(CONFIG, { 'generation_config.json': generation }));
+  const dir = tiny(CONFIG, { 'generation_config.json': generation });
+  const tok = HFTokenizer.fromDirectory(dir);
   assert.deepEqual(tok.encode('hello world.</s>'), [4, 5, 7, 1]);
   assert.equal(tok.decode([4, 5, 1]), 'hello world');
   assert.equal(tok.decode([4, 5, 1], true), 'hello world </s>');
   assert.equal(tok.decode([]), '');
   assert.deepEqual([tok.bos, tok.eos, tok.pad, tok.vocabSize], [undefined, 1, 2, 8], 'no post_processor: no BOS added');
   assert.deepEqual(tok.eosIds, [1, 2], 'generation_config ids join the eos');
-  assert.deepEqual(tok.generationDefaults, { temperature: 0.6, topP: 0.95, topK: 20 });
+  assert.deepEqual(readGenerationDefaults(dir), { temperature: 0.6, topP: 0.95, topK: 20 });
   assert.deepEqual(tok.convertIdsToTokens([4, 99]), ['hello', undefined]);
   const single = HFTokenizer.fromDirectory(tiny(CONFIG, { 'generation_config.json': { eos_token_id: 2 } }));
   assert.deepEqual(single.eosIds, [1, 2], 'an int eos_token_id');
@@ -196,7 +198,7 @@ test('Qwen3: 151669 ids fit its 151936 embedding rows, not a 151668-row model', 
   for (const f of ['tokenizer.json', 'tokenizer_config.json']) symlinkSync(join(qwen, f), join(dir, f));
   const tok = HFTokenizer.fromDirectory(dir, { vocabSize: 151936 });
   assert.deepEqual(tok.eosIds, [151645, 151643]);
-  assert.deepEqual(tok.generationDefaults, { temperature: 0.6, topP: 0.95, topK: 20 });
+  assert.deepEqual(readGenerationDefaults(dir), { temperature: 0.6, topP: 0.95, topK: 20 });
   const small = () => HFTokenizer.fromDirectory(dir, { vocabSize: 151668 });
   throwsData(small, 'tokenizer.json', 'vocab_size', /token id 151668/);
 });
@@ -221,5 +223,9 @@ test('missing and malformed files are DataErrors naming the file (and the field 
     HFTokenizer.fromDirectory(tiny(CONFIG, { 'generation_config.json': content }));
   throwsData(generation('{"eos_token_id": [1,'), 'generation_config.json', undefined, /invalid JSON/);
   throwsData(generation({ eos_token_id: '1' }), 'generation_config.json', 'eos_token_id', /token id or a list/);
-  throwsData(generation({ top_p: 'high' }), 'generation_config.json', 'top_p', /must be a number/);
+  // the sampling defaults are read with the model (formats/generation-config.ts), not by the tokenizer
+  const defaults = (content: unknown) => () =>
+    readGenerationDefaults(tiny(CONFIG, { 'generation_config.json': content }));
+  throwsData(defaults({ top_p: 'high' }), 'generation_config.json', 'top_p', /must be a number/);
+  throwsData(defaults('{"temperature": 0.'), 'generation_config.json', undefined, /invalid JSON/);
 });

@@ -1,7 +1,7 @@
 /**
  * A Hugging Face tokenizer directory, offline, for both engines:
  * `tokenizer.json` through @huggingface/tokenizers, `tokenizer_config.json`'s special tokens, the chat
- * templates (chat-template.ts) and `generation_config.json`'s end ids and sampling defaults. Token ids
+ * templates (chat-template.ts) and `generation_config.json`'s end ids (its sampling defaults: formats/generation-config.ts). Token ids
  * equal transformers' (checked against its fixtures); `encode` adds no special tokens unless asked.
  * Bad files are DataErrors naming the file and field. It does not download anything or train BPE.
  */
@@ -16,30 +16,6 @@ export interface HFTokenizerOptions {
   /** The model's embedding rows (config.json `vocab_size`): a token id ≥ this is refused at load. */
   vocabSize?: number;
 }
-
-/** generation_config.json's sampling defaults (vLLM `--generation-config auto` lifts exactly these). */
-export interface GenerationDefaults {
-  temperature?: number;
-  /** `top_p` */
-  topP?: number;
-  /** `top_k` */
-  topK?: number;
-  /** `min_p` */
-  minP?: number;
-  /** `repetition_penalty` */
-  repetitionPenalty?: number;
-  /** `max_new_tokens` */
-  maxNewTokens?: number;
-}
-
-const GENERATION_KEYS: Array<[string, keyof GenerationDefaults]> = [
-  ['temperature', 'temperature'],
-  ['top_p', 'topP'],
-  ['top_k', 'topK'],
-  ['min_p', 'minP'],
-  ['repetition_penalty', 'repetitionPenalty'],
-  ['max_new_tokens', 'maxNewTokens'],
-];
 
 /** tokenizer.json model types @huggingface/tokenizers implements (WordLevel through its word lookup). */
 const MODEL_TYPES = ['BPE', 'WordPiece', 'Unigram', 'WordLevel'];
@@ -88,7 +64,6 @@ export class HFTokenizer implements TextTokenizer {
   readonly specialTokens: Record<string, number>;
   /** The special-token strings a chat template sees (`bos_token`, `eos_token`, ...), those defined only. */
   readonly specialTokensMap: Readonly<Record<string, string | string[]>>;
-  readonly generationDefaults: GenerationDefaults;
   /** Largest token id + 1 (Qwen3: 151669; its models have 151936 embedding rows). */
   readonly vocabSize: number;
 
@@ -134,7 +109,6 @@ export class HFTokenizer implements TextTokenizer {
     this.eosIds = [...new Set([eos, ...generationEos])];
     this.pad = idOf('pad_token');
     this.bos = this.addedBos() ?? (config.add_bos_token === true ? idOf('bos_token') : undefined);
-    this.generationDefaults = generationDefaults(generation, generationFile);
     this.templates = ChatTemplates.load(dir, config, configFile);
   }
 
@@ -268,17 +242,4 @@ function idList(value: unknown, file: string): number[] {
     throw new DataError(`${file}: ${why}`, file, undefined, 'eos_token_id');
   }
   return list as number[];
-}
-
-function generationDefaults(generation: Record<string, unknown>, file: string): GenerationDefaults {
-  const out: GenerationDefaults = {};
-  for (const [key, name] of GENERATION_KEYS) {
-    const value = generation[key];
-    if (value === undefined || value === null) continue;
-    if (typeof value !== 'number' || !Number.isFinite(value)) {
-      throw new DataError(`${file}: ${key} must be a number (got ${JSON.stringify(value)})`, file, undefined, key);
-    }
-    out[name] = value;
-  }
-  return out;
 }

@@ -434,7 +434,7 @@ export async function main(args: string[]): Promise<void> {
     best_allocator_tokens: best,
     best_allocator_groups: bestGroups,
     headline_seeds: { allocation_matched_tokens_to_target_gain: matchedRatios },
-    // not headlines (issue 27): DARS's smaller batch, XRPO reducing to uniform, finished leaves in the AUC
+    // not headlines: DARS's smaller batch, XRPO reducing to uniform, finished leaves in the AUC
     unmatched: {
       allocation_tokens_to_target_gain: best ? tokenGain[best] : null,
       allocation_informative_groups_gain: bestGroups ? groupGain[bestGroups] : null,

@@ -1,6 +1,6 @@
 /**
  * `npm run bench -- hf [--smoke] [--threads 1,2] [--repeats N] [--skip parity,torch,small,qwen3]`:
- * Hugging Face models on the embedded engine against PyTorch 1.13 on the same shapes (issue 25).
+ * Hugging Face models on the embedded engine against PyTorch 1.13 on the same shapes.
  * hf_parity: the share of testkit/hf/parity.ts's fixture comparisons that pass. A SmolLM2-135M-shaped
  * Llama (random weights, cached in bench/out/models/) samples (16 prompts × 64 tokens, 128 new each,
  * temperature 1, no stop) and LoRA-trains (rank 16, all linear layers, PPO, 16 × 192 tokens, forward +

@@ -1,7 +1,7 @@
 /**
  * `npm run bench -- methods --task arith|scratchpad|closest [--seeds 3] [--steps N] [--gain G] [--keys a,b]
  *  [--eval-every N] [--eval-count N]`:
- * every method headline of issue 27 against a control matched in rollouts, optimiser updates and prompts per
+ * every method headline against a control matched in rollouts, optimiser updates and prompts per
  * step, steps, seeds, warm start and held-out set, seed by seed. One task per invocation; each writes
  * bench/out/methods-<task>.json whose `task` names the test bed, `headline` holds the mean over seeds of each
  * key and `headline_seeds` its per-seed values (scripts/results-table.ts turns them into the results table).

@@ -1,6 +1,6 @@
 /**
  * `npm run bench -- reliability [--kills 10] [--fuzz 2000] [--serve-fuzz 10000] [--soak-steps 500]`:
- * what survives what (issue 17). Writes bench/out/reliability.json:
+ * what survives what. Writes bench/out/reliability.json:
  * - kill_resume_trials / kill_resume_identical: `arbor train` SIGKILLed at random moments and inside
  *   checkpoint writes, then resumed; identical = final metrics equal an uninterrupted run's;
  * - enospc_trials_recovered: share of ENOSPC faults (state.json, store.jsonl, the checkpoint's

@@ -355,7 +355,7 @@ export async function main(args: string[]): Promise<void> {
     runs,
     target: 'each seed: its start accuracy + gain',
     headline_seeds: { replay_matched_tokens_to_target_gain: matchedRatios },
-    // not a headline (issue 27): it credits ReMix's second update per batch to replay
+    // not a headline: it credits ReMix's second update per batch to replay
     unmatched: { replay_tokens_to_target_gain: bestReplay[1] },
     replay_matched_control: 'remix-p0: replay-remix with probability 0 (10 fresh prompts, 2 updates per batch)',
     best_selection: best[0],

@@ -29,7 +29,7 @@ const ratio = { higherIsBetter: true, neutral: 1, unit: 'ratio' } as const;
 const ARITH = 'arith (control-mixed)';
 const TREEPO = 'the same 16 i.i.d. paths per prompt, unpruned';
 
-/** Every method headline the table knows, in table order (issue 27's benchmark keys). */
+/** Every method headline the table knows, in table order (the benchmarks' method keys). */
 export const REGISTRY: Record<string, Entry> = {
   allocation_matched_tokens_to_target_gain: {
     method: 'DARS allocation',
@@ -123,7 +123,7 @@ export function shapingEntry(key: string): Entry | undefined {
   };
 }
 
-/** Headlines left out of the table on purpose, with the reason (issue 27: they do not measure what they name). */
+/** Headlines left out of the table on purpose, with the reason (they do not measure what they name). */
 export const EXCLUDED: Record<string, string> = {
   allocation_tokens_to_target_gain:
     'unmatched: DARS samples fewer rollouts per step than uniform; see allocation_matched_tokens_to_target_gain',

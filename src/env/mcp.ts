@@ -1,5 +1,5 @@
 /**
- * MCP tool environments (issues 13, 26): any Model Context Protocol server started as a local process
+ * MCP tool environments: any Model Context Protocol server started as a local process
  * (stdio transport, mcp-process.ts) becomes a tool environment. Its tools are listed (following
  * `nextCursor`), checked against the `tools` allow-list, and offered to the policy as `ToolSpec`s; each
  * policy turn's tool calls are sent with `tools/call` through the official SDK v1 `Client`.

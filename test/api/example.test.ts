@@ -1,5 +1,5 @@
 /**
- * examples/custom-task (issue 26, item 5): a task, a reward and a tool written against the public API
+ * examples/custom-task: a task, a reward and a tool written against the public API
  * only, trained from its config file (with a fresh warm start) through the public `train`, which is
  * what `npx arbor train examples/custom-task/config.yaml` runs. It must learn: the run's own held-out
  * evaluation, before and after RL. Measured at seed 0 (2 cores, about 30 s): greedy 23% → 99%, sampled

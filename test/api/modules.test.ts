@@ -1,5 +1,5 @@
 /**
- * User modules named in a config (issue 26, item 1): the public define* helpers, `task.module`, reward
+ * User modules named in a config: the public define* helpers, `task.module`, reward
  * parts of kind module and `env: { kind: module | tools }` load from paths relative to the config file,
  * their exports and options are checked (a ConfigError naming the file and the field), and errors in
  * user code are data (a reward that throws or hangs) or a clear error naming the module (a task).

@@ -1,5 +1,5 @@
 /**
- * The public `train` and `evaluate` (issue 26, item 1) on a config that names user modules for the
+ * The public `train` and `evaluate` on a config that names user modules for the
  * task, a reward part and the environment, in async mode: the rollout worker thread loads the modules
  * itself (it gets the config with absolute paths), a reward that throws on some responses scores the
  * failure reward and is counted in the step log, and `evaluate` scores the run's newest checkpoint on

@@ -1,5 +1,5 @@
 /**
- * The matched controls of issue 27, checked without running a bench: DARS's control (bench/control.ts
+ * The matched controls of the method benchmarks, checked without running a bench: DARS's control (bench/control.ts
  * `matchedUniform`) resolves to uniform allocation with the rollouts per step DARS trained on and nothing else
  * changed; ReMix's control (bench/replay.ts `remix-p0`) makes the same optimiser updates per batch on the same
  * fresh prompts with no stored trees; the per-seed ratios pair seeds and count a seed that never reaches the

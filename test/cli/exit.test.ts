@@ -1,5 +1,5 @@
 /**
- * No exit path leaves `arbor train` hanging or a server running (issue 26, defect 2): `bin/arbor.mjs`
+ * No exit path leaves `arbor train` hanging or a server running: `bin/arbor.mjs`
  * as a child, with MCP reference servers marked by an environment variable so that every server
  * process it starts is seen (/proc) while it runs and checked gone after it exits:
  * - a config error at load once server-everything is up (the held-out prompt over-long,

@@ -1,5 +1,5 @@
 /**
- * Agent runs end to end (issue 13): `arbor train` with `generate.kind: agent` on the calculator task,
+ * Agent runs end to end: `arbor train` with `generate.kind: agent` on the calculator task,
  * once with the built-in environment and uniform turn trees + fork advantages, once with the tool
  * served by the example MCP server (examples/mcp/calc-server.mjs) over stdio. A tiny model with a
  * short multi-turn warm start: the run must finish, log the agent metrics, render the tools the

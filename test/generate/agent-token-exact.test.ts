@@ -1,5 +1,5 @@
 /**
- * Token-exact multi-turn rollouts on the embedded engine (issue 13). A scripted environment answers
+ * Token-exact multi-turn rollouts on the embedded engine. A scripted environment answers
  * every policy turn with an observation for three turns; the agent generator grows i.i.d. and uniform
  * turn trees with a real (random-weight) nano model. Checked against records kept outside the
  * generator (what the sampler returned, what the environment said): the trainer's input is the prompt

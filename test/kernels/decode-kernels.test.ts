@@ -1,5 +1,5 @@
 /**
- * The kernels of a decode step at Hugging Face shapes (issue 25), both WASM builds against the plain-
+ * The kernels of a decode step at Hugging Face shapes, both WASM builds against the plain-
  * TypeScript oracles: matmulBT's unpacked path (gemmDecodeBT, M ≤ DECODE_MAX_ROWS: ragged M, odd N,
  * K not a multiple of 4, read-ahead past the end of B) and the packed GEMM's column blocks (N > NC,
  * causal attention longer than a block); pagedDecodeAttention over scattered, shared and foreign pages

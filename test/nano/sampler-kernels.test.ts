@@ -1,5 +1,5 @@
 /**
- * The sampler on the WASM kernels' decode path (issue 25): attention over the KV pages in place
+ * The sampler on the WASM kernels' decode path: attention over the KV pages in place
  * (pagedDecodeAttention on a cache attached to kernel memory), token choice from samplingStats. Checked:
  * the paged path gives the reference kernels' logits (rows gathered, float64 attention; and the same bits
  * whether the pages live in kernel memory or not); a kernel-path token choice equals the float64 path's

@@ -1,5 +1,5 @@
 /**
- * The installable package (issue 26 item 6): scripts/pack-check.mjs end to end — `npm pack`, the
+ * The installable package: scripts/pack-check.mjs end to end — `npm pack`, the
  * tarball's contents, `npm install <tarball>` into an empty project from npm's cache, `npx arbor train`
  * on that project's own TypeScript task module (async mode, shipped WASM kernels and UI), and `tsc`
  * against the shipped declarations — plus its content and type-error rules on hand-made inputs.

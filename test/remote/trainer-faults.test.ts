@@ -1,5 +1,5 @@
 /**
- * Trainer faults (issue 35): the Tinker trainer client against `arbor serve` (in-process, nano model)
+ * Trainer faults: the Tinker trainer client against `arbor serve` (in-process, nano model)
  * behind a proxy that injects faults. Transient ones (503 and 429 with Retry-After, a dropped poll) are
  * retried with the same X-Idempotency-Key and seq_id and the step is applied once; a reply lost after
  * the trainer received the request stops the client (the retry is refused as a reused seq_id) with the

@@ -1,5 +1,5 @@
 /**
- * examples/ai-sdk-agent (issue 32, item 6), shortened: what `npx arbor train examples/ai-sdk-agent/config.yaml`
+ * examples/ai-sdk-agent, shortened: what `npx arbor train examples/ai-sdk-agent/config.yaml`
  * runs, through the public `train` on the example's own files — the model made by `model.create` from
  * the example's character-level tokenizer and chat template, the warm start from the task's
  * `agentTranscript` rendered through that template, then RL with the unchanged AI SDK agent (agent.ts)

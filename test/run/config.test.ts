@@ -52,7 +52,7 @@ test('config: --print-defaults output is valid YAML that round-trips to the defa
   assert.match(text, /      #   maxWeight: 5\n/);
   assert.match(text, /      #   cap: 2\n/);
   assert.match(text, /  # kind: iid \| treepo \| latr \| agent\n/);
-  // the optional env section: not set, every kind with its options commented out (issue 26)
+  // the optional env section: not set, every kind with its options commented out
   assert.match(text, /\n# env: \(not set; one of the kinds below\)\n#   # kind: calculator \| kv \| code \| tools \|/);
   assert.match(text, /\n#   # mcp: an MCP server started as a local process[^\n]*\n#   #   kind: mcp\n/);
   assert.match(text, /\n#   #   # tool allow-list: [^\n]*\n#   #   tools: \[\]\n/);

@@ -1,5 +1,5 @@
 /**
- * What survives what (issue 17, defects 2, 3, 5 and 10): every run file is written atomically, a
+ * What survives what: every run file is written atomically, a
  * fault while a file is written (a full disk, a kill) leaves the previous version and names the file,
  * resume falls back to the newest checkpoint that loads, an interrupted SFT warm-start cache is
  * retrained instead of poisoning every later run, `summary.json` counts every session's time, and a

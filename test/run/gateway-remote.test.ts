@@ -1,5 +1,5 @@
 /**
- * The agent gateway over a remote engine (issue 32, item 2): the run's sampler is the vLLM client
+ * The agent gateway over a remote engine: the run's sampler is the vLLM client
  * (`engine.kind: remote`, `sampler.api: openai`) talking to a live `arbor serve` on loopback, as a real
  * vLLM fleet would be. The user's agent calls the gateway; the gateway samples through the remote
  * sampler with token-id prompts, and the episode's tree holds exactly the ids the server sampled, with

@@ -1,5 +1,5 @@
 /**
- * Kill-and-resume trials (issue 17): `arbor train` on a small config in a child process, killed with
+ * Kill-and-resume trials: `arbor train` on a small config in a child process, killed with
  * SIGKILL at a random moment or inside a chosen file write, then resumed (`--resume`, or started
  * again when it died before its first checkpoint) until it finishes; the final metrics must equal an
  * uninterrupted run's. Shared by the test (a few trials) and `npm run bench -- reliability`.

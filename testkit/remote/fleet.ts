@@ -1,5 +1,5 @@
 /**
- * Shared setup of the fleet tests and `npm run bench -- fleet` (issue 35): a tiny random Qwen3 with a
+ * Shared setup of the fleet tests and `npm run bench -- fleet`: a tiny random Qwen3 with a
  * 101-token character tokenizer, `arbor serve` processes on loopback that can be killed with SIGKILL and
  * started again on the same port (a Tinker trainer with a state directory, vLLM-like samplers with
  * `--enable-lora`), the raw config of a short remote LoRA run over them, and checks that no process or

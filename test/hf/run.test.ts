@@ -16,9 +16,9 @@ import { parseConfig, type ArborConfig } from '../../src/run/config.js';
 import { train } from '../../src/run/loop.js';
 import { buildSamplingEngine } from '../../src/engine/build.js';
 import { loadHfModel } from '../../src/engine/hf/model.js';
-import { readPeftConfig, loadPeftAdapter } from '../../src/engine/hf/peft.js';
+import { readPeftConfig, loadPeftAdapter } from '../../src/engine/formats/peft.js';
 import { HFTokenizer } from '../../src/engine/tokenizer/hf.js';
-import { sftDatum } from '../../src/engine/nano/sft.js';
+import { sftDatum } from '../../src/engine/embedded/sft.js';
 import { promptEncoder } from '../../src/run/prompts.js';
 import type { TaskItem } from '../../src/core/types.js';
 
@@ -78,7 +78,7 @@ test(
       'up_proj',
       'v_proj',
     ]);
-    assert.equal(peft.settings.rank, 8);
+    assert.equal(peft.settings.rank, (example.model.lora as { rank: number }).rank);
     const adapter = loadPeftAdapter(dir, warmModel);
     let bNorm = 0;
     for (const s of adapter.params.specs)

@@ -35,7 +35,7 @@ import { ADAPTER_WEIGHTS, loadPeftAdapter, savePeftAdapter } from '../formats/pe
 export interface NanoTrainerOptions {
   /**
    * Maximum rows (tokens) per forward pass; larger batches are split. Default: what the activation budget
-   * holds (passBytes: the kernel memory the weights and optimizer leave, 256 MiB to 2 GiB), at most 4096.
+   * holds (passBytes: the kernel memory the weights and optimizer leave, 256 MiB to 1.75 GiB), at most 4096.
    */
   maxRowsPerPass?: number;
   /** Train only this LoRA adapter; the model's weights are frozen. */
@@ -61,19 +61,23 @@ export type TrainerPacking = 'tree' | 'flat';
 
 /** The most bytes a wasm32 kernel memory holds: weights, optimizer state and a pass's activations share it. */
 const KERNEL_MEMORY = 4 * 2 ** 30;
-/** Kept out of the activation budget: the output head's logit blocks, the tree attention's probabilities, scratch. */
+/**
+ * Kept out of the activation budget: the output head's logit blocks (512 MiB), the attention probabilities
+ * (a tree pass keeps at most ATTENTION_BYTES; a flat one NH·T² per sequence and layer), scratch.
+ */
 const PASS_RESERVE = 1.25 * 2 ** 30;
 /** The activation budget's bounds (bytes). */
 const PASS_BYTES_MIN = 256 * 2 ** 20;
-const PASS_BYTES_MAX = 2 * 2 ** 30;
+const PASS_BYTES_MAX = 1.75 * 2 ** 30;
 /** Attention probabilities a tree-packed pass may keep (bytes); a pass whose trees see more is split. */
 const ATTENTION_BYTES = 512 << 20;
 
 /**
  * Activation memory a training pass may use by default: what the kernel memory has left after the
- * weights and the trained parameters' gradients and moments, less PASS_RESERVE, within 256 MiB–2 GiB.
+ * weights and the trained parameters' gradients and moments, less PASS_RESERVE, within 256 MiB–1.75 GiB.
  * A larger budget lets a tree-packed pass hold a whole tree (a GRPO group's prompt is then computed
- * once, not once per pass); a 135M model with LoRA gets 2 GiB, a 0.5B one about 0.9 GiB.
+ * once, not once per pass); a 135M model with LoRA gets 1.75 GiB (about 1,350 rows), a 0.5B one about
+ * 0.9 GiB. The training graph allocates the budget's rows at its first pass (it never grows).
  */
 export function passBytes(model: NanoModel, adapter?: LoraAdapter): number {
   const weights = 4 * model.params.data.length;
@@ -109,8 +113,8 @@ export class NanoTrainer implements Trainer {
     this.adapter = options.adapter;
     if (this.adapter) model.frozen = true;
     this.optimizer = new AdamW(this.trained.params, model.kernels);
-    this.graph = new TrainingGraph(model, this.adapter, options.headBlockRows);
     this.maxRows = options.maxRowsPerPass ?? defaultMaxRows(model, this.adapter);
+    this.graph = new TrainingGraph(model, this.adapter, options.headBlockRows, this.maxRows);
     // the tree attention's probabilities: NH per visible pair per layer, float32
     this.maxVisible = Math.max(1, Math.floor(ATTENTION_BYTES / (4 * model.dims.NH * model.dims.L)));
     this.baseModelName = options.baseModelName ?? 'base';

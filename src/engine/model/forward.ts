@@ -121,11 +121,14 @@ export class TrainingGraph {
   /**
    * `adapter`: a LoRA on the model's linear layers (trained; the base is frozen when `model.frozen`).
    * `blockRows`: run the head in blocks of this many rows whatever the size (tests); default by size.
+   * `rowsHint`: the rows a pass may reach (the trainer's budget): the activations are allocated for that
+   * many rows on first use, not grown pass by pass (kernel memory is never freed, so growing leaks).
    */
   constructor(
     readonly model: NanoModel,
     readonly adapter?: LoraAdapter,
     blockRows?: number,
+    private readonly rowsHint = 0,
   ) {
     this.head = new OutputHead(model, blockRows);
   }
@@ -137,7 +140,7 @@ export class TrainingGraph {
     const qkNorm = this.model.config.qkNorm === true;
     const r = this.adapter?.rank ?? 0;
     if (N > this.capacityN) {
-      const cap = Math.max(N, Math.ceil(this.capacityN * 1.5));
+      const cap = Math.max(N, this.rowsHint, Math.ceil(this.capacityN * 1.5));
       this.capacityN = cap;
       const a = (n: number) => k.alloc(n);
       this.layers = Array.from({ length: L }, (_, l) => {

@@ -17,8 +17,35 @@ function find(dir) {
   }
   return out;
 }
+/**
+ * The longest files, longest first (from a full run's per-test durations on 2 cores): the runner starts
+ * files in the order given, two at a time, so a long file started last would run alone at the end.
+ */
+const LONGEST_FIRST = [
+  'test/package/pack.test.ts',
+  'test/docs/cli-smoke.test.ts',
+  'test/hf/run.test.ts',
+  'test/reliability/kill-resume.test.ts',
+  'test/kernels/kernel-threads.test.ts',
+  'test/reliability/cli-args.test.ts',
+  'test/env/mcp-third-party-train.test.ts',
+  'test/docs/commands.test.ts',
+  'test/serve/vllm-fuzz.test.ts',
+  'test/serve/e2e-remote-lora.test.ts',
+  'test/lint/config.test.ts',
+  'test/filter/sandbox.test.ts',
+  'test/run/ai-sdk-example.test.ts',
+  'test/api/example.test.ts',
+  'test/reliability/config-bounds.test.ts',
+  'test/remote/fleet-all-down.test.ts',
+  'test/env/mcp-third-party.test.ts',
+];
+const rank = (f) => {
+  const i = LONGEST_FIRST.indexOf(f.split('\\').join('/'));
+  return i < 0 ? LONGEST_FIRST.length : i;
+};
 const filter = process.argv.slice(2);
-let files = find('test');
+let files = find('test').sort((a, b) => rank(a) - rank(b));
 if (filter.length) files = files.filter((f) => filter.some((s) => f.includes(s)));
 if (!files.length) {
   console.error('no test files matched');

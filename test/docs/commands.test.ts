@@ -109,8 +109,8 @@ const COVERAGE: Record<string, Coverage> = {
   },
   'arbor config --check examples/calculator-mcp.yaml --servers': { run: /listed 1 tools?: calc[\s\S]*: ok/ },
   // `npm test` (package.json scripts.test) runs both before the tests
-  'npm run format:check': { test: 'scripts/checks.mjs', markers: ["'format:check'"] },
-  'npm run lint': { test: 'scripts/checks.mjs', markers: ["'lint'"] },
+  'npm run format:check': { test: 'package.json', markers: ['&& npm run format:check &&'] },
+  'npm run lint': { test: 'package.json', markers: ['&& npm run lint &&'] },
   'arbor train docs/examples/hf-qwen3-agent.yaml': {
     test: 'test/run/agent-chat-template.test.ts',
     markers: ["'docs/examples/hf-qwen3-agent.yaml'", 'train(c'],

@@ -77,7 +77,7 @@ const ATTENTION_BYTES = 512 << 20;
  * weights and the trained parameters' gradients and moments, less PASS_RESERVE, within 256 MiB–1.75 GiB.
  * A larger budget lets a tree-packed pass hold a whole tree (a GRPO group's prompt is then computed
  * once, not once per pass); a 135M model with LoRA gets 1.75 GiB (about 1,350 rows), a 0.5B one about
- * 0.9 GiB. The training graph allocates the budget's rows at its first pass (it never grows).
+ * 0.9 GiB. A budget of 512 MiB or more is allocated whole at the first pass (ALLOCATE_WHOLE_BYTES).
  */
 export function passBytes(model: NanoModel, adapter?: LoraAdapter): number {
   const weights = 4 * model.params.data.length;
@@ -86,13 +86,24 @@ export function passBytes(model: NanoModel, adapter?: LoraAdapter): number {
   return Math.max(PASS_BYTES_MIN, Math.min(PASS_BYTES_MAX, free));
 }
 
-/** Rows per forward pass that fit passBytes of cached activations (at most 4096, the nano models' budget). */
-function defaultMaxRows(model: NanoModel, adapter?: LoraAdapter): number {
+/** Bytes of cached activations one row of a training pass keeps. */
+function rowBytes(model: NanoModel, adapter?: LoraAdapter): number {
   const { C, F, L, Cq, Ckv, NH, NKV } = model.dims;
   const perLayer = 4 * C + 3 * Cq + 4 * Ckv + 3 * F + (NKV !== NH ? 2 * Cq : 0) + 7 * (adapter?.rank ?? 0);
-  const perRow = 4 * (L * perLayer + 12 * C + 3 * F + 2 * Cq);
-  return Math.max(64, Math.min(4096, Math.floor(passBytes(model, adapter) / perRow)));
+  return 4 * (L * perLayer + 12 * C + 3 * F + 2 * Cq);
 }
+
+/** Rows per forward pass that fit passBytes of cached activations (at most 4096, the nano models' budget). */
+function defaultMaxRows(model: NanoModel, adapter?: LoraAdapter): number {
+  return Math.max(64, Math.min(4096, Math.floor(passBytes(model, adapter) / rowBytes(model, adapter))));
+}
+
+/**
+ * A budget of at least this many bytes is allocated whole at the first pass: growing it pass by pass
+ * would leak each smaller copy (kernel memory is never freed) where memory is tight. A smaller one grows
+ * 1.5× at a time (what leaks is at most twice the largest pass, and small batches stay small).
+ */
+const ALLOCATE_WHOLE_BYTES = 512 * 2 ** 20;
 
 export class NanoTrainer implements Trainer {
   readonly specificationVersion = 'arbor.trainer.v1' as const;
@@ -114,7 +125,8 @@ export class NanoTrainer implements Trainer {
     if (this.adapter) model.frozen = true;
     this.optimizer = new AdamW(this.trained.params, model.kernels);
     this.maxRows = options.maxRowsPerPass ?? defaultMaxRows(model, this.adapter);
-    this.graph = new TrainingGraph(model, this.adapter, options.headBlockRows, this.maxRows);
+    const whole = this.maxRows * rowBytes(model, this.adapter) >= ALLOCATE_WHOLE_BYTES;
+    this.graph = new TrainingGraph(model, this.adapter, options.headBlockRows, whole ? this.maxRows : 0);
     // the tree attention's probabilities: NH per visible pair per layer, float32
     this.maxVisible = Math.max(1, Math.floor(ATTENTION_BYTES / (4 * model.dims.NH * model.dims.L)));
     this.baseModelName = options.baseModelName ?? 'base';

@@ -12,11 +12,10 @@
  */
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { makeHfModel, type MakeHfOptions } from '../src/engine/hf/make.js';
 import { hfReferenceDir } from '../testkit/hf/fixtures.js';
 import {
   measureSampling,
@@ -31,10 +30,10 @@ import { hfParity } from '../testkit/hf/parity.js';
 import type { ProfileSnapshot } from '../testkit/hf/profile.js';
 import { torchReferenceParity } from '../testkit/hf/torch-reference.js';
 import { openblasDir, runHfTorch, torchEnv } from '../testkit/hf/torch.js';
-import { benchOutDir, cpuTicks, printTable, stealSince, writeBenchJson } from './util.js';
+import { cachedModel, type ModelShape } from './models.js';
+import { cpuTicks, printTable, stealSince, writeBenchJson } from './util.js';
 
 type Row = Record<string, string | number | null>;
-type ModelShape = Omit<MakeHfOptions, 'out'>;
 
 interface Plan {
   small: ModelShape;
@@ -131,40 +130,6 @@ const fixed = (xs: number[], digits = 0) => xs.map((x) => x.toFixed(digits)).joi
 
 // ------------------------------------------------------------------------------------------------
 // cached random models and child processes
-
-/** A directory name that changes with every shape option, so a cached model is reused only for its shape. */
-function modelKey(o: ModelShape): string {
-  const arch = o.architecture.replace('ForCausalLM', '').toLowerCase();
-  return [
-    arch,
-    `h${o.hiddenSize}`,
-    `l${o.layers}`,
-    `nh${o.heads}`,
-    `kv${o.kvHeads ?? o.heads}`,
-    `hd${o.headDim ?? 'auto'}`,
-    `f${o.intermediateSize}`,
-    `v${o.vocabSize}`,
-    o.tieWordEmbeddings ? 'tied' : 'untied',
-    `theta${o.ropeTheta ?? 'auto'}`,
-    `eps${o.rmsNormEps ?? 'auto'}`,
-    (o.dtype ?? 'F32').toLowerCase(),
-    `seed${o.seed ?? 0}`,
-  ].join('-');
-}
-
-/** bench/out/models/<key>: made into a temporary directory and renamed when absent (a marker file comes last). */
-function cachedModel(o: ModelShape): { dir: string; note: string } {
-  const dir = join(benchOutDir, 'models', modelKey(o));
-  if (existsSync(join(dir, 'bench-model.json'))) return { dir, note: 'cached' };
-  const t0 = performance.now();
-  const tmp = `${dir}.tmp-${process.pid}`;
-  rmSync(tmp, { recursive: true, force: true });
-  const made = makeHfModel({ ...o, out: tmp });
-  writeFileSync(join(tmp, 'bench-model.json'), JSON.stringify({ options: o, parameterCount: made.parameterCount }));
-  rmSync(dir, { recursive: true, force: true });
-  renameSync(tmp, dir);
-  return { dir, note: `made in ${((performance.now() - t0) / 1000).toFixed(1)} s` };
-}
 
 type ChildResult = MeasureResult & { load: [number, number] };
 

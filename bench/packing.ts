@@ -44,12 +44,11 @@
  * the start and end, steal, cores; each row also has the 1-minute load when its child ended).
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Rng } from '../src/core/rng.js';
-import { makeHfModel, type MakeHfOptions } from '../src/engine/hf/make.js';
 import { loadHfModel } from '../src/engine/hf/model.js';
 import { loadKernels, type Kernels } from '../src/engine/kernels/index.js';
 import { referenceKernels64 } from '../src/engine/kernels/reference.js';
@@ -60,15 +59,15 @@ import type { ParamArena } from '../src/engine/model/params.js';
 import { NanoTrainer, type TrainerPacking } from '../src/engine/embedded/trainer.js';
 import type { Datum, ForwardBackwardResult, LossExtras, LossSpec } from '../src/engine/types.js';
 import { loadConfig } from '../src/run/config.js';
+import { cachedModel, type ModelShape } from './models.js';
 import { train } from '../src/run/loop.js';
 import { RunDir } from '../src/run/rundir.js';
 import { sftCacheDir } from '../src/run/warm-start.js';
 import { openblasDir, runHfTorch, torchEnv } from '../testkit/hf/torch.js';
-import { benchOutDir, cpuTicks, printTable, repoDir, stealSince, writeBenchJson } from './util.js';
+import { cpuTicks, printTable, repoDir, stealSince, writeBenchJson } from './util.js';
 
 type Row = Record<string, string | number | null>;
 type Raw = Record<string, unknown>;
-type ModelShape = Omit<MakeHfOptions, 'out'>;
 
 const GOALS = {
   packed_grad_max_rel_err: { max: 1e-4 },
@@ -551,42 +550,6 @@ function inChild<T>(job: Job): T & { load: [number, number] } {
 }
 
 // ------------------------------------------------------------------------------------------------
-// cached random HF models (bench/hf.ts's scheme and directory)
-
-function modelKey(o: ModelShape): string {
-  const arch = o.architecture.replace('ForCausalLM', '').toLowerCase();
-  return [
-    arch,
-    `h${o.hiddenSize}`,
-    `l${o.layers}`,
-    `nh${o.heads}`,
-    `kv${o.kvHeads ?? o.heads}`,
-    `hd${o.headDim ?? 'auto'}`,
-    `f${o.intermediateSize}`,
-    `v${o.vocabSize}`,
-    o.tieWordEmbeddings ? 'tied' : 'untied',
-    `theta${o.ropeTheta ?? 'auto'}`,
-    `eps${o.rmsNormEps ?? 'auto'}`,
-    (o.dtype ?? 'F32').toLowerCase(),
-    `seed${o.seed ?? 0}`,
-  ].join('-');
-}
-
-function cachedModel(o: ModelShape): string {
-  const dir = join(benchOutDir, 'models', modelKey(o));
-  if (existsSync(join(dir, 'bench-model.json'))) return dir;
-  const t0 = performance.now();
-  const tmp = `${dir}.tmp-${process.pid}`;
-  rmSync(tmp, { recursive: true, force: true });
-  const made = makeHfModel({ ...o, out: tmp });
-  writeFileSync(join(tmp, 'bench-model.json'), JSON.stringify({ options: o, parameterCount: made.parameterCount }));
-  rmSync(dir, { recursive: true, force: true });
-  renameSync(tmp, dir);
-  log(`made ${dir} in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
-  return dir;
-}
-
-// ------------------------------------------------------------------------------------------------
 // options and machine state
 
 interface Options {
@@ -699,10 +662,17 @@ interface GrpoOut {
   dir: string;
 }
 
+/** A cached random model's directory (bench/models.ts), saying when it had to be made. */
+function benchModel(shape: ModelShape): string {
+  const { dir, note } = cachedModel(shape);
+  if (note !== 'cached') log(`${dir}: ${note}`);
+  return dir;
+}
+
 function grpoPart(o: Options, c: Collected, details: Details): GrpoOut {
   const res: GrpoOut = { speedup: null, cpuSpeedup: null, tree: new Map(), flat: new Map(), dir: '' };
   // full-weight gradients of every tensor (embeddings, norms, attention, MLP) on a smoke-sized model
-  const smoke = cachedModel(SMOKE);
+  const smoke = benchModel(SMOKE);
   log(`\nGRPO group (prompt ${GROUP.prompt}, G ${GROUP.group}, responses ${GROUP.response}) on ${smoke}, full weights`);
   const s = inChild<GrpoResult>({
     kind: 'grpo',
@@ -718,7 +688,7 @@ function grpoPart(o: Options, c: Collected, details: Details): GrpoOut {
   c.rows.push(batchRow('grpo group, full weights', 'hf smoke', 1, s.batch, s.load[1]));
   c.gradErrs.push({ where: 'grpo group, smoke model, full weights', ...s.batch.grad! });
   if (s.float64) c.float64.push({ where: 'grpo group, smoke model, full weights', ...s.float64 });
-  res.dir = cachedModel(SMALL_135M);
+  res.dir = benchModel(SMALL_135M);
   log(`GRPO group on ${res.dir}, rank-${LORA.rank} LoRA`);
   const runs: GrpoResult[] = [];
   const top = o.threads[o.threads.length - 1];

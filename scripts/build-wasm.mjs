@@ -5,14 +5,68 @@
 // repository (prepare), `npm pack` and `npm test`; consumers get the files in the tarball. Each file is
 // written beside its target and renamed over it, so a process loading the kernels meanwhile never reads
 // a half-written module.
-import { mkdirSync, renameSync, rmSync, statSync, existsSync } from 'node:fs';
+//
+// Up to date is skipped: build/kernels.stamp.json records a hash of the inputs (the AssemblyScript
+// sources, this script, the compiler's version) and of both outputs; when all of them still match, the
+// build prints so and exits (`--force` rebuilds anyway; `--check` builds nothing and exits 0 when up to date,
+// 1 when a build is due). npm ci, npm test and npm pack each run it.
+import { createHash } from 'node:crypto';
+import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, existsSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import asc from 'assemblyscript/asc';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const entry = join(root, 'src/engine/kernels/assembly/index.ts');
+const sources = join(root, 'src/engine/kernels/assembly');
+const entry = join(sources, 'index.ts');
+const outputs = [join(root, 'build/kernels.wasm'), join(root, 'build/kernels-fma.wasm')];
+const stampFile = join(root, 'build/kernels.stamp.json');
 mkdirSync(join(root, 'build'), { recursive: true });
+
+const sha256 = (bytes) => createHash('sha256').update(bytes).digest('hex');
+const fileHash = (file) => (existsSync(file) ? sha256(readFileSync(file)) : null);
+
+/** One hash over every source file (path and bytes, in path order), this script and the compiler's version. */
+function inputsHash() {
+  const hash = createHash('sha256');
+  const walk = (dir) => {
+    for (const name of readdirSync(dir).sort()) {
+      const path = join(dir, name);
+      if (statSync(path).isDirectory()) walk(path);
+      else hash.update(`${path.slice(root.length)}\0`).update(readFileSync(path));
+    }
+  };
+  walk(sources);
+  hash.update(readFileSync(fileURLToPath(import.meta.url)));
+  const ascPackage = createRequire(import.meta.url).resolve('assemblyscript/package.json');
+  hash.update(JSON.parse(readFileSync(ascPackage, 'utf8')).version);
+  return hash.digest('hex');
+}
+
+/** The stamp as this tree would write it now; undefined outputs when one is missing. */
+function currentStamp() {
+  return { inputs: inputsHash(), outputs: outputs.map(fileHash) };
+}
+
+const now = currentStamp();
+/** Whether build/ holds what the sources would compile to (the stamp matches the inputs and both outputs). */
+function upToDate() {
+  if (!now.outputs.every(Boolean) || !existsSync(stampFile)) return false;
+  try {
+    return JSON.stringify(JSON.parse(readFileSync(stampFile, 'utf8'))) === JSON.stringify(now);
+  } catch {
+    return false; // an unreadable stamp: rebuild
+  }
+}
+if (process.argv.includes('--check')) {
+  console.log(`build-wasm: ${upToDate() ? 'up to date' : 'a build is due'}`);
+  process.exit(upToDate() ? 0 : 1);
+}
+if (!process.argv.includes('--force') && upToDate()) {
+  console.log('build-wasm: build/kernels.wasm and build/kernels-fma.wasm are up to date (--force rebuilds)');
+  process.exit(0);
+}
+const { default: asc } = await import('assemblyscript/asc');
 
 async function build(out, extra) {
   const started = Date.now();
@@ -51,5 +105,9 @@ async function build(out, extra) {
   console.log(`build-wasm: ${out} (${statSync(out).size} bytes, ${Date.now() - started} ms)`);
 }
 
-await build(join(root, 'build/kernels.wasm'), []);
-await build(join(root, 'build/kernels-fma.wasm'), ['--enable', 'relaxed-simd']);
+rmSync(stampFile, { force: true });
+await build(outputs[0], []);
+await build(outputs[1], ['--enable', 'relaxed-simd']);
+const stampPartial = `${stampFile}.${process.pid}.partial`;
+writeFileSync(stampPartial, JSON.stringify({ inputs: now.inputs, outputs: outputs.map(fileHash) }) + '\n');
+renameSync(stampPartial, stampFile);

@@ -1,12 +1,24 @@
 #!/usr/bin/env node
 // Runs every test/**/*.test.ts with node's built-in test runner (through tsx), so the runner prints
 // its "# tests / # pass / # fail" summary. Node 20 does not expand globs for --test, so we list files.
-// A run of every file (no filter) records its wall time in test-artifacts/test-timing.json (total seconds,
-// cores, date, commit, exit code), which the layout bench reads.
-import { mkdirSync, readdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
+//
+// A full run (no filter) groups the files into SHARDS processes instead of one process per file: each
+// process pays tsx's start-up and the import of src/ once (about 1.2 s of CPU per process, 176 files),
+// which took a fifth of the suite's CPU. A shard is a generated module under test-artifacts/shards/
+// that imports its files in path order, so their tests run one after another in one process; two
+// shards run at a time. Files therefore share a process with others: a test restores what it changes
+// in process-wide state (process.env, hooks, globals) and closes what it opens, as every test here
+// does. `ARBOR_TEST_ISOLATE=1` (or any filter) runs each file in its own process instead.
+//
+// A full run records in test-artifacts/test-timing.json, which the layout bench reads: the runner's wall
+// time (total_seconds), the whole `npm test`'s when npm ran this script (npm_test_seconds: from the start
+// of the shell npm gave the test script, so the build, typecheck, format check and lint count too; Linux
+// only, else null), cores, date, commit, exit code and each file's test seconds (file_seconds).
+import { mkdirSync, readFileSync, readdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
+import { npmTestStartedAt, SHARDS, shardFiles, weight, writeShards } from './test-plan.mjs';
 
 function find(dir) {
   const out = [];
@@ -17,56 +29,49 @@ function find(dir) {
   }
   return out;
 }
-/**
- * The longest files, longest first (from a full run's per-test durations on 2 cores): the runner starts
- * files in the order given, two at a time, so a long file started last would run alone at the end.
- */
-const LONGEST_FIRST = [
-  'test/package/pack.test.ts',
-  'test/docs/cli-smoke.test.ts',
-  'test/hf/run.test.ts',
-  'test/reliability/kill-resume.test.ts',
-  'test/kernels/kernel-threads.test.ts',
-  'test/reliability/cli-args.test.ts',
-  'test/env/mcp-third-party-train.test.ts',
-  'test/docs/commands.test.ts',
-  'test/serve/vllm-fuzz.test.ts',
-  'test/serve/e2e-remote-lora.test.ts',
-  'test/lint/config.test.ts',
-  'test/filter/sandbox.test.ts',
-  'test/run/ai-sdk-example.test.ts',
-  'test/api/example.test.ts',
-  'test/reliability/config-bounds.test.ts',
-  'test/remote/fleet-all-down.test.ts',
-  'test/env/mcp-third-party.test.ts',
-];
-const rank = (f) => {
-  const i = LONGEST_FIRST.indexOf(f.split('\\').join('/'));
-  return i < 0 ? LONGEST_FIRST.length : i;
-};
+
 const filter = process.argv.slice(2);
-let files = find('test').sort((a, b) => rank(a) - rank(b));
+let files = find('test');
 if (filter.length) files = files.filter((f) => filter.some((s) => f.includes(s)));
 if (!files.length) {
   console.error('no test files matched');
   process.exit(1);
 }
+const full = !filter.length;
+const isolate = !full || process.env.ARBOR_TEST_ISOLATE === '1';
+const entries = isolate ? [...files].sort((a, b) => weight(b) - weight(a)) : writeShards(shardFiles(files, SHARDS));
+const durations = join('test-artifacts', 'test-file-seconds.json');
+const reporters = [`--test-reporter=${process.stdout.isTTY ? 'spec' : 'tap'}`, '--test-reporter-destination=stdout'];
+if (full) {
+  mkdirSync('test-artifacts', { recursive: true });
+  reporters.push('--test-reporter=./scripts/test-file-seconds.mjs', `--test-reporter-destination=${durations}`);
+}
 const started = Date.now();
-const r = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=2', ...files], {
+const r = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=2', ...reporters, ...entries], {
   stdio: 'inherit',
 });
-if (!filter.length) {
+if (full) {
   const head = spawnSync('git', ['rev-parse', '--verify', 'HEAD'], { encoding: 'utf8' });
+  let fileSeconds = null;
+  try {
+    fileSeconds = JSON.parse(readFileSync(durations, 'utf8'));
+  } catch {
+    // the reporter wrote nothing (the runner was killed): the timing has no per-file part
+  }
+  const npmStarted = npmTestStartedAt();
+  const ended = Date.now();
   const timing = {
-    total_seconds: (Date.now() - started) / 1000,
+    total_seconds: (ended - started) / 1000,
+    npm_test_seconds: npmStarted === null ? null : Math.round(ended - npmStarted) / 1000,
     cores: availableParallelism(),
     date: new Date(started).toISOString(),
     commit: head.status === 0 ? head.stdout.trim() : null,
     files: files.length,
+    processes: entries.length,
     exit_code: r.status,
     node: process.version,
+    file_seconds: fileSeconds,
   };
-  mkdirSync('test-artifacts', { recursive: true });
   // written whole, then renamed: a reader never sees half of it
   writeFileSync('test-artifacts/test-timing.json.tmp', JSON.stringify(timing, null, 2) + '\n');
   renameSync('test-artifacts/test-timing.json.tmp', 'test-artifacts/test-timing.json');

@@ -151,16 +151,21 @@ test('layoutFigures: a cycle, an arrow back up, a serve import of an engine inte
   }
 });
 
-test('testTiming: absent, from another commit (null), or the seconds of this commit', () => {
+test('testTiming: absent, from another commit or not run by npm test (null), or the whole npm test of this commit', () => {
   const root = tree({});
   try {
     const file = join(root, 'test-timing.json');
     assert.equal(testTiming(file, 'abc').seconds, null);
     assert.match(testTiming(file, 'abc').note, /absent/);
-    writeFileSync(file, JSON.stringify({ total_seconds: 412.5, cores: 2, date: '2025-01-01', commit: 'old' }));
+    const record = { total_seconds: 412.5, npm_test_seconds: 470.2, cores: 2, date: '2025-01-01', commit: 'old' };
+    writeFileSync(file, JSON.stringify(record));
     assert.equal(testTiming(file, 'abc').seconds, null);
     assert.match(testTiming(file, 'abc').note, /written at old, the checkout is at abc/);
-    assert.equal(testTiming(file, 'old').seconds, 412.5);
+    assert.equal(testTiming(file, 'old').seconds, 470.2);
+    assert.match(testTiming(file, 'old').note, /the test runner 412\.5 s of it/);
+    writeFileSync(file, JSON.stringify({ ...record, npm_test_seconds: null }));
+    assert.equal(testTiming(file, 'old').seconds, null);
+    assert.match(testTiming(file, 'old').note, /run the whole `npm test` \(the runner alone took 412\.5 s\)/);
   } finally {
     rmSync(root, { recursive: true, force: true });
   }

@@ -108,6 +108,15 @@ const COVERAGE: Record<string, Coverage> = {
       '`arbor serve` with the same HTTP client',
   },
   'arbor config --check examples/calculator-mcp.yaml --servers': { run: /listed 1 tools?: calc[\s\S]*: ok/ },
+  // the runner's own test runs a filtered run; a whole isolated run is the same runner with one process per file
+  'node scripts/run-tests.mjs serve/ tinker': {
+    test: 'test/scripts/run-tests.test.ts',
+    markers: ["'scripts/run-tests.mjs', 'test/core/progress-count.test.ts'"],
+  },
+  'ARBOR_TEST_ISOLATE=1 node scripts/run-tests.mjs': {
+    test: 'scripts/run-tests.mjs',
+    markers: ["process.env.ARBOR_TEST_ISOLATE === '1'"],
+  },
   // `npm test` (package.json scripts.test) runs both before the tests
   'npm run format:check': { test: 'package.json', markers: ['&& npm run format:check &&'] },
   'npm run lint': { test: 'package.json', markers: ['&& npm run lint &&'] },

@@ -5,12 +5,7 @@
  * servers' stderr goes to `<os tmpdir>/arbor-logs/mcp.stderr.log` (there is no run directory).
  */
 import { ArborError, ConfigError } from '../core/errors.js';
-import { envFactoryFromConfig } from '../env/index.js';
-import { listMcpTools } from '../env/mcp.js';
-import { openAgentEnv, scratchLogDir } from '../run/agent-runtime.js';
-import { loadReward } from '../filter/registry.js';
-import { taskFromConfig } from '../tasks/index.js';
-import { defaultsYaml, loadConfig, type ArborConfig } from '../run/config.js';
+import type { ArborConfig } from '../run/config.js';
 import { parseCommand, printHelp, type CommandSpec } from './args.js';
 
 export const CONFIG: CommandSpec = {
@@ -32,6 +27,8 @@ export const CONFIG: CommandSpec = {
 export async function configCommand(argv: string[]): Promise<number> {
   const f = parseCommand(argv, CONFIG);
   if (f.help) return printHelp(CONFIG);
+  // the config schema and what --check opens load after the arguments parse: `--help` and a bad flag answer at once
+  const { defaultsYaml, loadConfig } = await import('../run/config.js');
   if (f.bool('print-defaults')) {
     process.stdout.write(defaultsYaml());
     return 0;
@@ -42,6 +39,11 @@ export async function configCommand(argv: string[]): Promise<number> {
     // the task section is validated by its task (names and option keys), as `train` would; user
     // modules (task, reward parts, env kinds tools and module) are loaded and their exports checked
     try {
+      const [{ taskFromConfig }, { loadReward }, { envFactoryFromConfig }] = await Promise.all([
+        import('../tasks/index.js'),
+        import('../filter/registry.js'),
+        import('../env/index.js'),
+      ]);
       const task = await taskFromConfig(config.task, { prepare: false });
       await loadReward(config.reward, {
         taskReward: task.reward,
@@ -75,6 +77,8 @@ const OFFLINE_NOTE = " (offline: the env's server was not started; --servers sta
 async function checkServers(config: ArborConfig): Promise<string[]> {
   const env = config.env;
   if (!env) return ['env: none (nothing to start)'];
+  const { openAgentEnv, scratchLogDir } = await import('../run/agent-runtime.js');
+  const { listMcpTools } = await import('../env/mcp.js');
   const logDir = scratchLogDir();
   if (env.kind === 'mcp') {
     const listing = await listMcpTools(env as Parameters<typeof listMcpTools>[0], { logDir });

@@ -5,8 +5,7 @@
  *   --config <file> [--task <name>]    the engine and task of a run config (remote servers included)
  */
 import { ArborError, ConfigError } from '../core/errors.js';
-import { loadConfig } from '../run/config.js';
-import { evaluateModel, type EvalRequest } from '../run/evaluate-model.js';
+import type { EvalRequest } from '../run/evaluate-model.js';
 import { Progress } from '../run/progress.js';
 import { parseCommand, printHelp, type CommandSpec } from './args.js';
 
@@ -84,6 +83,8 @@ export async function evalCommand(argv: string[]): Promise<number> {
   const f = parseCommand(argv, EVAL);
   if (f.help) return printHelp(EVAL);
   const configFile = f.string('config');
+  // the config and evaluation modules load after the arguments parse: `--help` and a bad flag answer at once
+  const { loadConfig } = await import('../run/config.js');
   const config = configFile ? loadConfig(configFile) : undefined;
   const kwargsText = f.string('chat-template-kwargs');
   const progress = new Progress(f.bool('quiet'));
@@ -106,6 +107,7 @@ export async function evalCommand(argv: string[]): Promise<number> {
     notice: (line) => console.error(`arbor eval: ${line}`),
   };
   if (!(request.task ?? config?.task.name) || (!request.checkpoint && !config)) throw new ArborError(USAGE);
+  const { evaluateModel } = await import('../run/evaluate-model.js');
   const report = await evaluateModel(request);
   progress.line(`arbor eval: ${report.count} items evaluated in ${progress.elapsed().toFixed(1)} s`);
   console.log(JSON.stringify(report, null, 2));

@@ -2,11 +2,10 @@
  * `arbor train <config> | --resume <dir>`. Every exit closes the run's environments (MCP server
  * processes) and engine: an error at load or in a step (train() closes them before it rejects), and
  * SIGINT/SIGTERM, which abort the run, wait for that close, and exit with 130 (143). A second signal
- * exits at once.
+ * exits at once. The run's modules load after the arguments parse, so `--help` and a bad flag answer at once.
  */
 import { ArborError } from '../core/errors.js';
-import { loadConfig } from '../run/config.js';
-import { train, type TrainOptions } from '../run/loop.js';
+import type { train, TrainOptions } from '../run/loop.js';
 import { parseCommand, printHelp, type CommandSpec } from './args.js';
 
 export const TRAIN: CommandSpec = {
@@ -43,6 +42,7 @@ export async function trainCommand(argv: string[]): Promise<number> {
       'usage: arbor train <config.yaml> [--steps N] [--force] | arbor train --resume <run-dir> (arbor train --help)',
     );
   }
+  const { loadConfig } = await import('../run/config.js');
   return trainClosingOnSignal(loadConfig(file), { steps, force: f.bool('force'), quiet: f.bool('quiet') });
 }
 
@@ -64,6 +64,7 @@ async function trainClosingOnSignal(config: Parameters<typeof train>[0], options
     return () => process.off(signal, handler);
   });
   try {
+    const { train } = await import('../run/loop.js');
     await train(config, { ...options, signal: controller.signal });
     return 0;
   } catch (error) {

@@ -39,10 +39,10 @@ const RUN = {
 const ARITH = {
   run: RUN,
   task: { options: { digits: 1, ops: ['+'], teacherErrorRate: 0.7 } },
-  sft: { steps: 150, examples: 512 },
+  sft: { steps: 60, examples: 512 },
 };
 /** Small overrides of the agent runs. */
-const AGENT = { run: RUN, sft: { steps: 40, examples: 256 } };
+const AGENT = { run: RUN, sft: { steps: 20, examples: 256 } };
 /** The configs copied into the sandbox, each with its overrides (section by section, shallow). */
 const CONFIGS: Record<string, Record<string, Record<string, unknown>>> = {
   'examples/arith-treepo.yaml': ARITH,

@@ -92,7 +92,7 @@ export async function killResumeTrials(
 ): Promise<TrialReport & { enospc: TrialReport['details'] }> {
   mkdirSync(root, { recursive: true });
   const reference = trialConfig(root, 'reference');
-  arbor(['train', reference, '--quiet']); // trains the shared SFT cache too
+  arbor(['train', reference, '--quiet', '--steps', '0']); // only the shared SFT cache, before the timed run
   const started = Date.now();
   const again = arbor(['train', reference, '--quiet', '--force']);
   const referenceSeconds = (Date.now() - started) / 1000;

@@ -5,7 +5,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 
 /** Processes a full run uses: enough that two at a time even out, few enough that start-up stays small. */
-export const SHARDS = 20;
+export const SHARDS = 14;
 /**
  * Each file's test seconds from a full run on 2 cores (test-artifacts/test-file-seconds.json, which every
  * full run writes; copy it here when the shards drift apart), plus IMPORT_SECONDS for loading the file.
@@ -38,7 +38,10 @@ export function writeShards(shards) {
   return shards.map((shard, i) => {
     const path = join(dir, `shard-${String(i).padStart(2, '0')}.mjs`);
     const lines = shard.files.map((f) => `import ${JSON.stringify(slash(relative(dir, f)))};`);
-    writeFileSync(path, `// ${shard.files.length} test files, about ${shard.seconds} s\n${lines.join('\n')}\n`);
+    writeFileSync(
+      path,
+      `// ${shard.files.length} test files, about ${Math.round(shard.seconds)} s\n${lines.join('\n')}\n`,
+    );
     return path;
   });
 }

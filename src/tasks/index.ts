@@ -241,8 +241,16 @@ function buildMix(components: z.infer<typeof mixSchema>): Task {
 }
 
 /** Register an extra task family (e.g. dataset-backed tasks) under `name`. */
-export function registerTask(name: string, schema: z.ZodTypeAny, build: (options: never) => Task): void {
-  registry[name] = { schema, build };
+/** Adds (or replaces) a task by name; the returned function undoes it (restoring a task it replaced). */
+export function registerTask(name: string, schema: z.ZodTypeAny, build: (options: never) => Task): () => void {
+  const previous = registry[name];
+  const entry = { schema, build };
+  registry[name] = entry;
+  return () => {
+    if (registry[name] !== entry) return;
+    if (previous) registry[name] = previous;
+    else delete registry[name];
+  };
 }
 
 export function knownTasks(): string[] {

@@ -22,20 +22,24 @@ import { post, spawnServe, tinyQwen3 } from '../../testkit/serve/hf-fixture.js';
 /**
  * A random model never answers arith right (every reward 0, every advantage 0, no gradient): this
  * test task keeps arith's prompts and rewards a response's length, which varies between samples.
+ * Registered for the test only: other test files share this process (scripts/run-tests.mjs) and list the tasks.
  */
-registerTask('e2e-length', z.object({}).strict(), () => {
-  const arith = getTask('arith', { digits: 1, ops: ['+'] });
-  return {
-    ...arith,
-    name: 'e2e-length',
-    reward: { name: 'length', score: async ({ response }) => single('length', Math.min(1, response.length / 40)) },
-  };
-});
+const registerLengthTask = () =>
+  registerTask('e2e-length', z.object({}).strict(), () => {
+    const arith = getTask('arith', { digits: 1, ops: ['+'] });
+    return {
+      ...arith,
+      name: 'e2e-length',
+      reward: { name: 'length', score: async ({ response }) => single('length', Math.min(1, response.length / 40)) },
+    };
+  });
 
 test(
   'Arbor trains a LoRA through arbor serve (Tinker) and syncs every version into a second arbor serve (vLLM)',
   { timeout: 180_000 },
-  async () => {
+  async (t) => {
+    const unregister = registerLengthTask();
+    t.after(unregister);
     const root = mkdtempSync(join(tmpdir(), 'arbor-serve-e2e-'));
     const dir = tinyQwen3(root);
     const [tinker, vllm] = await Promise.all([

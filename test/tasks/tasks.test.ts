@@ -1,5 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { z } from 'zod';
 import {
   arithSolution,
   extractArithAnswer,
@@ -7,6 +8,7 @@ import {
   checkCountdown,
   evaluateExpression,
   knownTasks,
+  registerTask,
 } from '../../src/tasks/index.js';
 import { ConfigError } from '../../src/core/errors.js';
 
@@ -126,4 +128,19 @@ test('task registry: unknown names and options are errors naming the key', () =>
       e.path === 'task.options.digitz' &&
       /^task\.options\.digitz: .*'digitz'/.test(e.message),
   );
+});
+
+test('registerTask returns its undo: a new name is removed again, a replaced task comes back', () => {
+  const before = knownTasks();
+  const arith = getTask('arith', { digits: 1, ops: ['+'] });
+  const undoNew = registerTask('registry-probe', z.object({}).strict(), () => ({ ...arith, name: 'registry-probe' }));
+  assert.deepEqual(knownTasks(), [...before, 'registry-probe'].sort());
+  assert.equal(getTask('registry-probe').name, 'registry-probe');
+  undoNew();
+  assert.deepEqual(knownTasks(), before);
+  const undoReplace = registerTask('arith', z.object({}).strict(), () => ({ ...arith, name: 'replaced' }));
+  assert.equal(getTask('arith').name, 'replaced');
+  undoReplace();
+  assert.equal(getTask('arith', { digits: 1, ops: ['+'] }).name, arith.name);
+  assert.deepEqual(knownTasks(), before);
 });

@@ -43,12 +43,8 @@ function inputsHash() {
   return hash.digest('hex');
 }
 
-/** The stamp as this tree would write it now; undefined outputs when one is missing. */
-function currentStamp() {
-  return { inputs: inputsHash(), outputs: outputs.map(fileHash) };
-}
-
-const now = currentStamp();
+/** The stamp as this tree would write it now (an output that is missing hashes to null). */
+const now = { inputs: inputsHash(), outputs: outputs.map(fileHash) };
 /** Whether build/ holds what the sources would compile to (the stamp matches the inputs and both outputs). */
 function upToDate() {
   if (!now.outputs.every(Boolean) || !existsSync(stampFile)) return false;
@@ -58,11 +54,12 @@ function upToDate() {
     return false; // an unreadable stamp: rebuild
   }
 }
+const current = upToDate();
 if (process.argv.includes('--check')) {
-  console.log(`build-wasm: ${upToDate() ? 'up to date' : 'a build is due'}`);
-  process.exit(upToDate() ? 0 : 1);
+  console.log(`build-wasm: ${current ? 'up to date' : 'a build is due'}`);
+  process.exit(current ? 0 : 1);
 }
-if (!process.argv.includes('--force') && upToDate()) {
+if (!process.argv.includes('--force') && current) {
   console.log('build-wasm: build/kernels.wasm and build/kernels-fma.wasm are up to date (--force rebuilds)');
   process.exit(0);
 }

@@ -3,8 +3,8 @@
 // its "# tests / # pass / # fail" summary. Node 20 does not expand globs for --test, so we list files.
 //
 // A full run (no filter) groups the files into SHARDS processes instead of one process per file: each
-// process pays tsx's start-up and the import of src/ once (about 1.2 s of CPU per process, 176 files),
-// which took a fifth of the suite's CPU. A shard is a generated module under test-artifacts/shards/
+// process pays tsx's start-up and the import of src/ once (about 1.2 s of CPU per process), which
+// with one process per file took a fifth of the suite's CPU. A shard is a generated module under test-artifacts/shards/
 // that imports its files in path order, so their tests run one after another in one process; two
 // shards run at a time. Files therefore share a process with others: a test restores what it changes
 // in process-wide state (process.env, hooks, globals) and closes what it opens, as every test here

@@ -240,8 +240,10 @@ function buildMix(components: z.infer<typeof mixSchema>): Task {
   );
 }
 
-/** Register an extra task family (e.g. dataset-backed tasks) under `name`. */
-/** Adds (or replaces) a task by name; the returned function undoes it (restoring a task it replaced). */
+/**
+ * Register an extra task family (e.g. dataset-backed tasks) under `name`, replacing one of that name; the
+ * returned function undoes it (restoring the task it replaced).
+ */
 export function registerTask(name: string, schema: z.ZodTypeAny, build: (options: never) => Task): () => void {
   const previous = registry[name];
   const entry = { schema, build };

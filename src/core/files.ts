@@ -84,9 +84,14 @@ export function readJsonObject(file: string, optional = false): Record<string, u
     if (optional) return undefined;
     throw new DataError(`${file}: no such file`, file);
   }
+  return parseJsonObject(readFileSync(file, 'utf8'), file);
+}
+
+/** `text`, read from `file`, as a JSON object: malformed JSON or a top level that is not an object is a DataError naming the file. */
+export function parseJsonObject(text: string, file: string): Record<string, unknown> {
   let value: unknown;
   try {
-    value = JSON.parse(readFileSync(file, 'utf8'));
+    value = JSON.parse(text);
   } catch (cause) {
     throw new DataError(`${file}: invalid JSON (${(cause as Error).message})`, file, undefined, undefined, { cause });
   }

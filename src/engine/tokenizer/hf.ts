@@ -6,11 +6,12 @@
  * Bad files are DataErrors naming the file and field. It does not download anything or train BPE.
  */
 import { join } from 'node:path';
-import { Tokenizer } from '@huggingface/tokenizers';
+import type { Tokenizer } from '@huggingface/tokenizers';
 import { DataError } from '../../core/errors.js';
 import type { ChatMessage, ChatTemplateOptions, TextTokenizer } from '../types.js';
 import { ChatTemplates } from './chat-template.js';
 import { readJsonObject } from '../../core/files.js';
+import { builtTokenizer, largestId, readTokenizerFile, type ParsedTokenizerFile } from './parsed.js';
 
 export interface HFTokenizerOptions {
   /** The model's embedding rows (config.json `vocab_size`): a token id ≥ this is refused at load. */
@@ -38,17 +39,6 @@ function tokenText(value: unknown): string | undefined {
   return typeof content === 'string' ? content : undefined;
 }
 
-/** The largest id of tokenizer.json's model vocabulary and added tokens. */
-function largestId(json: Record<string, unknown>): number {
-  const vocab = (json.model as { vocab?: unknown } | undefined)?.vocab;
-  // Unigram: a list of [piece, score]; BPE, WordPiece, WordLevel: {token: id}
-  let max = Array.isArray(vocab) ? vocab.length - 1 : -1;
-  const ids = !Array.isArray(vocab) && vocab && typeof vocab === 'object' ? Object.values(vocab) : [];
-  for (const t of (json.added_tokens ?? []) as Array<{ id?: unknown }>) ids.push(t.id);
-  for (const id of ids) if (typeof id === 'number' && id > max) max = id;
-  return max;
-}
-
 export class HFTokenizer implements TextTokenizer {
   private readonly tokenizer: Tokenizer;
   private readonly templates: ChatTemplates;
@@ -69,17 +59,17 @@ export class HFTokenizer implements TextTokenizer {
 
   private constructor(
     readonly dir: string,
-    private readonly json: Record<string, unknown>,
+    private readonly json: Readonly<Record<string, unknown>>,
+    tokenizer: Tokenizer,
+    vocabSize: number,
     config: Record<string, unknown>,
     generation: Record<string, unknown>,
   ) {
     const configFile = join(dir, 'tokenizer_config.json');
-    // transformers' default is no clean-up; @huggingface/tokenizers' default is to clean up
-    const cleanUp = config.clean_up_tokenization_spaces ?? false;
-    this.tokenizer = new Tokenizer(json, { ...config, clean_up_tokenization_spaces: cleanUp });
+    this.tokenizer = tokenizer;
     const added = (json.added_tokens ?? []) as Array<{ id: number; content: string; special?: boolean }>;
     this.specialTokens = Object.fromEntries(added.filter((t) => t.special).map((t) => [t.content, t.id]));
-    this.vocabSize = largestId(json) + 1;
+    this.vocabSize = vocabSize;
     const map: Record<string, string | string[]> = {};
     for (const name of SPECIAL_TOKEN_NAMES) {
       const text = tokenText(config[name]);
@@ -112,14 +102,18 @@ export class HFTokenizer implements TextTokenizer {
     this.templates = ChatTemplates.load(dir, config, configFile);
   }
 
-  /** Load `dir`: tokenizer.json (required), tokenizer_config.json, the chat templates, generation_config.json. */
+  /**
+   * Load `dir`: tokenizer.json (required), tokenizer_config.json, the chat templates, generation_config.json.
+   * A tokenizer.json this process has parsed before is not parsed again (parsed.ts).
+   */
   static fromDirectory(dir: string, options: HFTokenizerOptions = {}): HFTokenizer {
-    return HFTokenizer.fromJSON(dir, readJsonObject(join(dir, 'tokenizer.json')), options);
+    return HFTokenizer.fromParsed(dir, readTokenizerFile(join(dir, 'tokenizer.json')), options);
   }
 
-  /** `fromDirectory` for a caller that has already parsed `dir`/tokenizer.json (`json`). */
-  static fromJSON(dir: string, json: Record<string, unknown>, options: HFTokenizerOptions = {}): HFTokenizer {
+  /** `fromDirectory` for a caller that has already read `dir`/tokenizer.json (`parsed`). */
+  static fromParsed(dir: string, parsed: ParsedTokenizerFile, options: HFTokenizerOptions = {}): HFTokenizer {
     const file = join(dir, 'tokenizer.json');
+    const json = parsed.json;
     if (!json.model || typeof json.model !== 'object') {
       throw new DataError(`${file}: no "model" section`, file, undefined, 'model');
     }
@@ -133,7 +127,10 @@ export class HFTokenizer implements TextTokenizer {
     const generation = readJsonObject(join(dir, 'generation_config.json'), true) ?? {};
     let tokenizer: HFTokenizer;
     try {
-      tokenizer = new HFTokenizer(dir, json, config, generation);
+      // transformers' default is no clean-up; @huggingface/tokenizers' default is to clean up
+      const cleanUp = config.clean_up_tokenization_spaces ?? false;
+      const built = builtTokenizer(parsed, { ...config, clean_up_tokenization_spaces: cleanUp });
+      tokenizer = new HFTokenizer(dir, json, built, largestId(parsed) + 1, config, generation);
     } catch (cause) {
       if (cause instanceof DataError) throw cause;
       throw new DataError(`${file}: cannot load (${(cause as Error).message})`, file, undefined, undefined, { cause });

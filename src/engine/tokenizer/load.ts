@@ -8,13 +8,13 @@ import { join } from 'node:path';
 import { DataError } from '../../core/errors.js';
 import { CharTokenizer } from './char.js';
 import { HFTokenizer, type HFTokenizerOptions } from './hf.js';
-import { readJsonObject } from '../../core/files.js';
+import { readTokenizerFile } from './parsed.js';
 
 export function loadTokenizer(dir: string, options: HFTokenizerOptions = {}): CharTokenizer | HFTokenizer {
   const file = join(dir, 'tokenizer.json');
-  const json = readJsonObject(file);
-  if (json.kind !== 'char') return HFTokenizer.fromJSON(dir, json, options);
-  const tokenizer = CharTokenizer.fromJSON(json, file);
+  const parsed = readTokenizerFile(file);
+  if (parsed.json.kind !== 'char') return HFTokenizer.fromParsed(dir, parsed, options);
+  const tokenizer = CharTokenizer.fromJSON(parsed.json, file);
   if (options.vocabSize !== undefined && tokenizer.vocabSize > options.vocabSize) {
     const why = `the char tokenizer has ${tokenizer.vocabSize} ids but the model's vocab size is ${options.vocabSize}`;
     throw new DataError(`${file}: ${why}`, file, undefined, 'vocab_size');

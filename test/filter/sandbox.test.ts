@@ -1,13 +1,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runSandboxed } from '../../src/filter/sandbox/run.js';
 import { resolveLimits } from '../../src/filter/sandbox/limits.js';
 import { runHostileSuite } from '../../src/filter/sandbox/hostile.js';
-import { ConfigError } from '../../src/core/errors.js';
+import { ConfigError, SandboxError } from '../../src/core/errors.js';
 import { loopbackListener } from './loopback.js';
 import { probeCapabilities } from '../../src/filter/sandbox/capabilities.js';
 
@@ -194,4 +194,41 @@ test('hostile suite: every case contained (an OS-layers-only case only where its
   assert.ok(suite.total >= 14);
   if (caps.isRoot && caps.setpriv && caps.netns && caps.prlimit)
     assert.equal(suite.contained, suite.total, 'with every layer present, all cases are contained');
+});
+
+test('a per-run uid that cannot reach $TMPDIR is a SandboxError naming the directory, not a failing program', async (t) => {
+  const { unsearchableAncestor } = await import('../../src/filter/sandbox/temp-base.js');
+  const base = await mkdtemp(join(tmpdir(), 'arbor-private-tmp-'));
+  const saved = process.env.TMPDIR;
+  t.after(async () => {
+    if (saved === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = saved;
+    await rm(base, { recursive: true, force: true });
+  });
+  const inner = join(base, 'tmp');
+  await mkdir(inner, { mode: 0o1777 });
+  await chmod(inner, 0o1777);
+  await chmod(base, 0o700); // mkdtemp's own mode, as a per-user TMPDIR has
+  assert.deepEqual(await unsearchableAncestor(inner), { path: base, mode: 0o700 });
+  await chmod(base, 0o711);
+  assert.equal(await unsearchableAncestor(inner), null, 'searchable (o+x) is enough');
+  await chmod(base, 0o700);
+
+  const caps = await probeCapabilities();
+  if (!(caps.isRoot && caps.setpriv && caps.prlimit)) {
+    t.skip(`no per-run uid here (root ${caps.isRoot}, setpriv ${caps.setpriv !== null}): the check does not apply`);
+    return;
+  }
+  process.env.TMPDIR = inner;
+  await assert.rejects(
+    runSandboxed({ language: 'python', code: 'print(1)\n', limits: small }),
+    (e: unknown) =>
+      e instanceof SandboxError &&
+      e.message ===
+        `sandbox setup failed: the per-run user cannot reach the temp directory ${inner}: ${base} (mode 0700) ` +
+          'is not searchable by other users; point TMPDIR at a directory such as /tmp',
+  );
+  await chmod(base, 0o755);
+  const ok = await runSandboxed({ language: 'python', code: 'print(1)\n', limits: small });
+  assert.equal(ok.stdout, '1\n', ok.stderr);
 });

@@ -19,11 +19,11 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmod, chown, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SandboxError } from '../../core/errors.js';
 import { probeCapabilities, SANDBOX_UID_BASE, type SandboxCapabilities } from './capabilities.js';
 import { JS_GUARD, JS_GUARD_FILE, PYTHON_GUARD, PYTHON_GUARD_FILE } from './guards.js';
+import { sandboxTempBase } from './temp-base.js';
 import { JS_ADDRESS_SPACE_OVERHEAD_MB, JS_THREAD_ALLOWANCE, resolveLimits, type SandboxLimits } from './limits.js';
 
 export type SandboxLanguage = 'python' | 'javascript';
@@ -283,7 +283,7 @@ export async function runSandboxed(request: SandboxRequest): Promise<SandboxResu
 
   let dir: string | undefined;
   try {
-    dir = await mkdtemp(join(tmpdir(), 'arbor-sbx-'));
+    dir = await mkdtemp(join(await sandboxTempBase(!!slot), 'arbor-sbx-'));
     await chmod(dir, 0o700);
     const argv = await prepare(request, limits, caps, dir, interpreter, guard, slot?.uid ?? null);
     if (slot) await chown(dir, slot.uid, slot.uid);

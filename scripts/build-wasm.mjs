@@ -10,11 +10,11 @@
 // sources, this script, the compiler's version) and of both outputs; when all of them still match, the
 // build prints so and exits (`--force` rebuilds anyway; `--check` builds nothing and exits 0 when up to date,
 // 1 when a build is due). npm ci, npm test and npm pack each run it.
-import { createHash } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, existsSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, renameSync, rmSync, statSync, existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { fileHash, stampMatches, treeHash, writeStamp } from './stamp.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const sources = join(root, 'src/engine/kernels/assembly');
@@ -23,37 +23,17 @@ const outputs = [join(root, 'build/kernels.wasm'), join(root, 'build/kernels-fma
 const stampFile = join(root, 'build/kernels.stamp.json');
 mkdirSync(join(root, 'build'), { recursive: true });
 
-const sha256 = (bytes) => createHash('sha256').update(bytes).digest('hex');
-const fileHash = (file) => (existsSync(file) ? sha256(readFileSync(file)) : null);
-
 /** One hash over every source file (path and bytes, in path order), this script and the compiler's version. */
 function inputsHash() {
-  const hash = createHash('sha256');
-  const walk = (dir) => {
-    for (const name of readdirSync(dir).sort()) {
-      const path = join(dir, name);
-      if (statSync(path).isDirectory()) walk(path);
-      else hash.update(`${path.slice(root.length)}\0`).update(readFileSync(path));
-    }
-  };
-  walk(sources);
-  hash.update(readFileSync(fileURLToPath(import.meta.url)));
   const ascPackage = createRequire(import.meta.url).resolve('assemblyscript/package.json');
-  hash.update(JSON.parse(readFileSync(ascPackage, 'utf8')).version);
-  return hash.digest('hex');
+  const version = JSON.parse(readFileSync(ascPackage, 'utf8')).version;
+  return treeHash(root, [sources, fileURLToPath(import.meta.url), join(root, 'scripts/stamp.mjs')], [version]);
 }
 
 /** The stamp as this tree would write it now (an output that is missing hashes to null). */
 const now = { inputs: inputsHash(), outputs: outputs.map(fileHash) };
 /** Whether build/ holds what the sources would compile to (the stamp matches the inputs and both outputs). */
-function upToDate() {
-  if (!now.outputs.every(Boolean) || !existsSync(stampFile)) return false;
-  try {
-    return JSON.stringify(JSON.parse(readFileSync(stampFile, 'utf8'))) === JSON.stringify(now);
-  } catch {
-    return false; // an unreadable stamp: rebuild
-  }
-}
+const upToDate = () => stampMatches(stampFile, now);
 const current = upToDate();
 if (process.argv.includes('--check')) {
   console.log(`build-wasm: ${current ? 'up to date' : 'a build is due'}`);
@@ -105,6 +85,4 @@ async function build(out, extra) {
 rmSync(stampFile, { force: true });
 await build(outputs[0], []);
 await build(outputs[1], ['--enable', 'relaxed-simd']);
-const stampPartial = `${stampFile}.${process.pid}.partial`;
-writeFileSync(stampPartial, JSON.stringify({ inputs: now.inputs, outputs: outputs.map(fileHash) }) + '\n');
-renameSync(stampPartial, stampFile);
+writeStamp(stampFile, { inputs: now.inputs, outputs: outputs.map(fileHash) });

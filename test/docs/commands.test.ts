@@ -35,6 +35,9 @@ type Coverage =
 
 const SMOKE_FILE = 'test/docs/cli-smoke.test.ts';
 
+/** The line of scripts/checks.mjs that names the checks `npm run check` runs. */
+const CHECKS_LINE = "export const CHECKS = ['lint', 'typecheck', 'build:types', 'format:check'];";
+
 const COVERAGE: Record<string, Coverage> = {
   'npm install': { ci: '.ci/run', marker: 'npm ci' },
   'npm test': { ci: '.ci/run', marker: 'npm test' },
@@ -117,9 +120,14 @@ const COVERAGE: Record<string, Coverage> = {
     test: 'scripts/run-tests.mjs',
     markers: ["process.env.ARBOR_TEST_ISOLATE === '1'"],
   },
-  // `npm test` (package.json scripts.test) runs both before the tests
-  'npm run format:check': { test: 'package.json', markers: ['&& npm run format:check &&'] },
-  'npm run lint': { test: 'package.json', markers: ['&& npm run lint &&'] },
+  // `npm test` (package.json scripts.test) runs `npm run check` before the tests, which runs each of these
+  'npm run check': { test: 'package.json', markers: ['&& npm run check &&'] },
+  'npm run format:check': {
+    test: 'scripts/checks.mjs',
+    markers: [CHECKS_LINE, "spawn(npm, ['run', '--silent', name]"],
+  },
+  'npm run lint': { test: 'scripts/checks.mjs', markers: [CHECKS_LINE, "spawn(npm, ['run', '--silent', name]"] },
+  'npm run typecheck': { test: 'scripts/checks.mjs', markers: [CHECKS_LINE, "spawn(npm, ['run', '--silent', name]"] },
   'arbor train docs/examples/hf-qwen3-agent.yaml': {
     test: 'test/run/agent-chat-template.test.ts',
     markers: ["'docs/examples/hf-qwen3-agent.yaml'", 'train(c'],

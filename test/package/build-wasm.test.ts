@@ -17,7 +17,8 @@ const ASSEMBLY = 'src/engine/kernels/assembly';
 test('build-wasm: up to date is skipped; a changed source, a changed output or a lost stamp makes a build due', () => {
   const dir = mkdtempSync(join(tmpdir(), 'arbor-build-wasm-'));
   try {
-    cpSync(join(repo, 'scripts/build-wasm.mjs'), join(dir, 'scripts/build-wasm.mjs'));
+    for (const script of ['build-wasm.mjs', 'stamp.mjs'])
+      cpSync(join(repo, 'scripts', script), join(dir, 'scripts', script));
     cpSync(join(repo, ASSEMBLY), join(dir, ASSEMBLY), { recursive: true });
     symlinkSync(join(repo, 'node_modules'), join(dir, 'node_modules'), 'dir');
     const script = join(dir, 'scripts/build-wasm.mjs');

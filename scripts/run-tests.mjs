@@ -5,20 +5,28 @@
 // A full run (no filter) groups the files into SHARDS processes instead of one process per file: each
 // process pays tsx's start-up and the import of src/ once (about 1.2 s of CPU per process), which
 // with one process per file took a fifth of the suite's CPU. A shard is a generated module under test-artifacts/shards/
-// that imports its files in path order, so their tests run one after another in one process; two
-// shards run at a time. Files therefore share a process with others: a test restores what it changes
+// that imports its files in path order, so their tests run one after another in one process; one more
+// shard than the cores runs at a time (ARBOR_TEST_CONCURRENCY sets another number). Files therefore share a process with others: a test restores what it changes
 // in process-wide state (process.env, hooks, globals) and closes what it opens, as every test here
 // does. `ARBOR_TEST_ISOLATE=1` (or any filter) runs each file in its own process instead.
 //
 // A full run records in test-artifacts/test-timing.json, which the layout bench reads: the runner's wall
 // time (total_seconds), the whole `npm test`'s when npm ran this script (npm_test_seconds: from the start
 // of the shell npm gave the test script, so the build, typecheck, format check and lint count too; Linux
-// only, else null), cores, date, commit, exit code and each file's test seconds (file_seconds).
-import { mkdirSync, readFileSync, readdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
+// only, else null), cores, test processes at a time (concurrency), date, commit, exit code and each file's test seconds (file_seconds).
+import { mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
-import { npmTestStartedAt, SHARDS, shardFiles, weight, writeShards } from './test-plan.mjs';
+import {
+  npmTestStartedAt,
+  openRunDirectory,
+  SHARDS,
+  shardFiles,
+  testConcurrency,
+  weight,
+  writeShards,
+} from './test-plan.mjs';
 
 function find(dir) {
   const out = [];
@@ -30,6 +38,13 @@ function find(dir) {
   return out;
 }
 
+let concurrency;
+try {
+  concurrency = testConcurrency();
+} catch (error) {
+  console.error(error.message);
+  process.exit(1);
+}
 const filter = process.argv.slice(2);
 let files = find('test');
 if (filter.length) files = files.filter((f) => filter.some((s) => f.includes(s)));
@@ -47,9 +62,17 @@ if (full) {
   reporters.push('--test-reporter=./scripts/test-file-seconds.mjs', `--test-reporter-destination=${durations}`);
 }
 const started = Date.now();
-const r = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=2', ...reporters, ...entries], {
+// the run's own TMPDIR and fixtures (test-plan.mjs), removed when it ends; SIGINT reaches the runner's
+// whole process group, so this process only waits for the runner to end and then removes the directory
+const run = openRunDirectory();
+console.log(`# tests' TMPDIR: ${run.tmp} (removed at the end)`);
+process.on('SIGINT', () => {});
+const runner = ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, ...reporters, ...entries];
+const r = spawnSync(process.execPath, runner, {
   stdio: 'inherit',
+  env: { ...process.env, TMPDIR: run.tmp, TMP: run.tmp, TEMP: run.tmp, ARBOR_TEST_FIXTURES: run.fixtures },
 });
+rmSync(run.root, { recursive: true, force: true });
 if (full) {
   const head = spawnSync('git', ['rev-parse', '--verify', 'HEAD'], { encoding: 'utf8' });
   let fileSeconds = null;
@@ -68,6 +91,7 @@ if (full) {
     commit: head.status === 0 ? head.stdout.trim() : null,
     files: files.length,
     processes: entries.length,
+    concurrency,
     exit_code: r.status,
     node: process.version,
     file_seconds: fileSeconds,

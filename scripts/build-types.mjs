@@ -13,7 +13,7 @@ import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { stampMatches, treeHash, writeStamp } from './stamp.mjs';
+import { checkOrSkip, stampMatches, treeHash, writeStamp } from './stamp.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const out = join(root, 'dist/types');
@@ -33,15 +33,7 @@ const inputsHash = () =>
     [tscVersion],
   );
 const now = { inputs: inputsHash(), outputs: existsSync(out) ? treeHash(root, [out]) : null };
-const current = stampMatches(stampFile, now);
-if (process.argv.includes('--check')) {
-  console.log(`build-types: ${current ? 'up to date' : 'a build is due'}`);
-  process.exit(current ? 0 : 1);
-}
-if (!process.argv.includes('--force') && current) {
-  console.log('build-types: dist/types is up to date (--force rebuilds)');
-  process.exit(0);
-}
+checkOrSkip('build-types', stampMatches(stampFile, now), 'dist/types is');
 const started = Date.now();
 rmSync(out, { recursive: true, force: true });
 rmSync(stampFile, { force: true });

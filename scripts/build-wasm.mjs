@@ -14,7 +14,7 @@ import { mkdirSync, readFileSync, renameSync, rmSync, statSync, existsSync } fro
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { fileHash, stampMatches, treeHash, writeStamp } from './stamp.mjs';
+import { checkOrSkip, fileHash, stampMatches, treeHash, writeStamp } from './stamp.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const sources = join(root, 'src/engine/kernels/assembly');
@@ -32,17 +32,8 @@ function inputsHash() {
 
 /** The stamp as this tree would write it now (an output that is missing hashes to null). */
 const now = { inputs: inputsHash(), outputs: outputs.map(fileHash) };
-/** Whether build/ holds what the sources would compile to (the stamp matches the inputs and both outputs). */
-const upToDate = () => stampMatches(stampFile, now);
-const current = upToDate();
-if (process.argv.includes('--check')) {
-  console.log(`build-wasm: ${current ? 'up to date' : 'a build is due'}`);
-  process.exit(current ? 0 : 1);
-}
-if (!process.argv.includes('--force') && current) {
-  console.log('build-wasm: build/kernels.wasm and build/kernels-fma.wasm are up to date (--force rebuilds)');
-  process.exit(0);
-}
+// build/ holds what the sources would compile to when the stamp matches the inputs and both outputs
+checkOrSkip('build-wasm', stampMatches(stampFile, now), 'build/kernels.wasm and build/kernels-fma.wasm are');
 const { default: asc } = await import('assemblyscript/asc');
 
 async function build(out, extra) {

@@ -45,3 +45,19 @@ export function writeStamp(file, stamp) {
   writeFileSync(partial, JSON.stringify(stamp) + '\n');
   renameSync(partial, file);
 }
+
+/**
+ * The flags both builds share, given whether the outputs are `current`: `--check` prints whether a build
+ * is due and exits (0 up to date, 1 due); without `--force` a current build prints `<outputs> up to date`
+ * and exits 0. Returns only when the build should run.
+ */
+export function checkOrSkip(name, current, outputs, argv = process.argv) {
+  if (argv.includes('--check')) {
+    console.log(`${name}: ${current ? 'up to date' : 'a build is due'}`);
+    process.exit(current ? 0 : 1);
+  }
+  if (!argv.includes('--force') && current) {
+    console.log(`${name}: ${outputs} up to date (--force rebuilds)`);
+    process.exit(0);
+  }
+}

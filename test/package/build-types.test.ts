@@ -6,7 +6,6 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import {
   appendFileSync,
   cpSync,
@@ -15,32 +14,23 @@ import {
   mkdtempSync,
   readFileSync,
   rmSync,
-  symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { copyBuildScript } from '../../testkit/package/build-script.js';
 
 const repo = resolve('.');
 
 test('build-types: up to date is skipped; a changed source, lock, output or a lost stamp makes a build due', () => {
   const dir = mkdtempSync(join(tmpdir(), 'arbor-build-types-'));
   try {
-    for (const script of ['build-types.mjs', 'stamp.mjs'])
-      cpSync(join(repo, 'scripts', script), join(dir, 'scripts', script));
     for (const file of ['tsconfig.json', 'tsconfig.build.json']) cpSync(join(repo, file), join(dir, file));
     mkdirSync(join(dir, 'src'));
     const index = join(dir, 'src/index.ts');
     writeFileSync(index, 'export function twice(x: number): number {\n  return 2 * x;\n}\n');
     writeFileSync(join(dir, 'package-lock.json'), '{"lockfileVersion": 3}\n');
-    symlinkSync(join(repo, 'node_modules'), join(dir, 'node_modules'), 'dir');
-    const script = join(dir, 'scripts/build-types.mjs');
-    const run = (...args: string[]) => spawnSync(process.execPath, [script, ...args], { encoding: 'utf8' });
-    const due = () => {
-      const r = run('--check');
-      assert.ok(r.status === 0 || r.status === 1, `--check exited ${r.status}: ${r.stderr}`);
-      return r.status === 1;
-    };
+    const { run, due } = copyBuildScript(dir, 'build-types.mjs');
     assert.equal(due(), true, 'no dist/ yet');
     const built = run();
     assert.equal(built.status, 0, built.stderr + built.stdout);

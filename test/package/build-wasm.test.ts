@@ -7,9 +7,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { appendFileSync, cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { appendFileSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { copyBuildScript } from '../../testkit/package/build-script.js';
 
 const repo = resolve('.');
 const ASSEMBLY = 'src/engine/kernels/assembly';
@@ -17,17 +18,8 @@ const ASSEMBLY = 'src/engine/kernels/assembly';
 test('build-wasm: up to date is skipped; a changed source, a changed output or a lost stamp makes a build due', () => {
   const dir = mkdtempSync(join(tmpdir(), 'arbor-build-wasm-'));
   try {
-    for (const script of ['build-wasm.mjs', 'stamp.mjs'])
-      cpSync(join(repo, 'scripts', script), join(dir, 'scripts', script));
     cpSync(join(repo, ASSEMBLY), join(dir, ASSEMBLY), { recursive: true });
-    symlinkSync(join(repo, 'node_modules'), join(dir, 'node_modules'), 'dir');
-    const script = join(dir, 'scripts/build-wasm.mjs');
-    const run = (...args: string[]) => spawnSync(process.execPath, [script, ...args], { encoding: 'utf8' });
-    const due = () => {
-      const r = run('--check');
-      assert.ok(r.status === 0 || r.status === 1, `--check exited ${r.status}: ${r.stderr}`);
-      return r.status === 1;
-    };
+    const { run, due } = copyBuildScript(dir, 'build-wasm.mjs');
     if (spawnSync(process.execPath, ['scripts/build-wasm.mjs', '--check']).status === 0) {
       // the repository's build is current (npm test built it): its outputs and stamp must hold in the copy too
       for (const file of ['kernels.wasm', 'kernels-fma.wasm', 'kernels.stamp.json'])

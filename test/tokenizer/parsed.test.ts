@@ -3,7 +3,7 @@
  * another directory too), parsed again when it changes, kept frozen, and built once per set of
  * tokenizer_config.json options; the least recently used file is dropped past PARSED_TOKENIZERS_KEPT.
  */
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -43,13 +43,19 @@ function writeTokenizer(dir: string, json: Record<string, unknown>, cleanUp: boo
   return dir;
 }
 
-test('parsed tokenizers: a copy is found by its bytes, a change is parsed again, the JSON is frozen', (t) => {
+/** A scratch directory and an empty cache, both undone when the test ends. */
+function scratch(t: TestContext): string {
   forgetParsedTokenizers();
   const root = mkdtempSync(join(tmpdir(), 'arbor-parsed-tok-'));
   t.after(() => {
     forgetParsedTokenizers();
     rmSync(root, { recursive: true, force: true });
   });
+  return root;
+}
+
+test('parsed tokenizers: a copy is found by its bytes, a change is parsed again, the JSON is frozen', (t) => {
+  const root = scratch(t);
   const a = writeTokenizer(join(root, 'a'), tokenizerJson(), false);
   const copy = writeTokenizer(join(root, 'copy'), tokenizerJson(), false);
   const first = readTokenizerFile(join(a, 'tokenizer.json'));
@@ -75,12 +81,7 @@ test('parsed tokenizers: a copy is found by its bytes, a change is parsed again,
 });
 
 test('parsed tokenizers: options from tokenizer_config.json key the built tokenizer', (t) => {
-  forgetParsedTokenizers();
-  const root = mkdtempSync(join(tmpdir(), 'arbor-parsed-tok-'));
-  t.after(() => {
-    forgetParsedTokenizers();
-    rmSync(root, { recursive: true, force: true });
-  });
+  const root = scratch(t);
   const raw = HFTokenizer.fromDirectory(writeTokenizer(join(root, 'raw'), tokenizerJson(), false));
   const clean = HFTokenizer.fromDirectory(writeTokenizer(join(root, 'clean'), tokenizerJson(), true));
   assert.equal(raw.decode([2, 3, 4]), 'ab , c');
@@ -89,12 +90,7 @@ test('parsed tokenizers: options from tokenizer_config.json key the built tokeni
 });
 
 test('parsed tokenizers: past PARSED_TOKENIZERS_KEPT files the least recently used is parsed again', (t) => {
-  forgetParsedTokenizers();
-  const root = mkdtempSync(join(tmpdir(), 'arbor-parsed-tok-'));
-  t.after(() => {
-    forgetParsedTokenizers();
-    rmSync(root, { recursive: true, force: true });
-  });
+  const root = scratch(t);
   const files = Array.from({ length: PARSED_TOKENIZERS_KEPT + 1 }, (_, i) =>
     join(writeTokenizer(join(root, `t${i}`), tokenizerJson(`x${i}`), false), 'tokenizer.json'),
   );

@@ -7,7 +7,7 @@
 // a half-written module.
 //
 // Up to date is skipped: build/kernels.stamp.json records a hash of the inputs (the AssemblyScript
-// sources, this script, the compiler's version) and of both outputs; when all of them still match, the
+// sources, this script and scripts/stamp.mjs, the compiler's version) and of both outputs; when all of them still match, the
 // build prints so and exits (`--force` rebuilds anyway; `--check` builds nothing and exits 0 when up to date,
 // 1 when a build is due). npm ci, npm test and npm pack each run it.
 import { mkdirSync, readFileSync, renameSync, rmSync, statSync, existsSync } from 'node:fs';
@@ -23,7 +23,7 @@ const outputs = [join(root, 'build/kernels.wasm'), join(root, 'build/kernels-fma
 const stampFile = join(root, 'build/kernels.stamp.json');
 mkdirSync(join(root, 'build'), { recursive: true });
 
-/** One hash over every source file (path and bytes, in path order), this script and the compiler's version. */
+/** One hash over every source file (path and bytes, in path order), this script, stamp.mjs and the compiler's version. */
 function inputsHash() {
   const ascPackage = createRequire(import.meta.url).resolve('assemblyscript/package.json');
   const version = JSON.parse(readFileSync(ascPackage, 'utf8')).version;

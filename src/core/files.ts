@@ -71,20 +71,22 @@ export function fsyncDirectory(dir: string): void {
   }
 }
 
+/** The bytes of `file`, which must exist: a missing file is a DataError naming it. */
+export function readRequiredFile(file: string): Buffer {
+  if (!existsSync(file)) throw new DataError(`${file}: no such file`, file);
+  return readFileSync(file);
+}
+
 /**
  * The JSON object in `file` (a model directory's config.json, tokenizer_config.json, adapter_config.json,
  * ...): a missing required file, malformed JSON or a top level that is not an object is a DataError
- * naming the file. Fields are the readers' to validate.
+ * naming the file; undefined when the file is absent and `optional`. Fields are the readers' to validate.
  */
-/** The object in `file`; undefined when the file is absent and `optional`. */
 export function readJsonObject(file: string, optional: true): Record<string, unknown> | undefined;
 export function readJsonObject(file: string, optional?: false): Record<string, unknown>;
 export function readJsonObject(file: string, optional = false): Record<string, unknown> | undefined {
-  if (!existsSync(file)) {
-    if (optional) return undefined;
-    throw new DataError(`${file}: no such file`, file);
-  }
-  return parseJsonObject(readFileSync(file, 'utf8'), file);
+  if (optional && !existsSync(file)) return undefined;
+  return parseJsonObject(readRequiredFile(file).toString('utf8'), file);
 }
 
 /** `text`, read from `file`, as a JSON object: malformed JSON or a top level that is not an object is a DataError naming the file. */

@@ -7,10 +7,8 @@
  * reader shares it. Char tokenizer files are small and never kept.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
 import { Tokenizer } from '@huggingface/tokenizers';
-import { DataError } from '../../core/errors.js';
-import { parseJsonObject } from '../../core/files.js';
+import { parseJsonObject, readRequiredFile } from '../../core/files.js';
 
 /** A parsed tokenizer.json and what has been built from it. */
 export interface ParsedTokenizerFile {
@@ -48,8 +46,7 @@ function freezeTokenizerJson(json: Record<string, unknown>): void {
 
 /** `file` (a tokenizer.json), parsed or found parsed; a missing file or malformed JSON is a DataError naming it. */
 export function readTokenizerFile(file: string): ParsedTokenizerFile {
-  if (!existsSync(file)) throw new DataError(`${file}: no such file`, file);
-  const bytes = readFileSync(file);
+  const bytes = readRequiredFile(file);
   const hash = createHash('sha256').update(bytes).digest('hex');
   const hit = kept.get(hash);
   if (hit) {
